@@ -1,0 +1,95 @@
+"""The scalar reference, the numpy batch form and the torch form emit identical tokens
+given identical uniforms, for all four rules, including uniforms at 0 and just below 1."""
+
+import numpy as np
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from specverify import strategies as svst
+from specverify.algorithms import chain_reference as ref
+from specverify.algorithms import chain_numpy as vec
+from specverify.algorithms import chain_torch as tch
+
+
+@st.composite
+def rounds(draw):
+    v = draw(st.integers(2, 8))
+    gamma = draw(st.integers(1, 5))
+    b = draw(st.integers(1, 4))
+    P, Q, X = [], [], []
+    for _ in range(b):
+        prs = [draw(svst.probability_vectors(size=v)) for _ in range(gamma + 1)]
+        qrs = [draw(svst.probability_vectors(size=v)) for _ in range(gamma)]
+        xs = [draw(st.sampled_from([i for i in range(v) if qr[i] > 0])) for qr in qrs]
+        P.append(prs), Q.append(qrs), X.append(xs)
+    ua = np.array([draw(svst.uniforms(gamma)) for _ in range(b)])
+    uf = np.array(draw(svst.uniforms(b)))
+    ut = np.array([draw(svst.uniforms(gamma + 1)) for _ in range(b)])
+    return np.array(P), np.array(Q), np.array(X, dtype=np.int64), ua, uf, ut
+
+
+def _lists(tokens, n_acc):
+    return [row[: n + 1].tolist() for row, n in zip(np.asarray(tokens), np.asarray(n_acc))]
+
+
+@given(rounds())
+def test_full_rule_three_forms_agree(r):
+    P, Q, X, ua, uf, _ = r
+    want = [ref.verify_chain(P[i], Q[i], X[i].tolist(), ua[i], uf[i]) for i in range(len(X))]
+    assert vec.verify_chain_batch(X, Q, P, ua, uf).as_lists() == want
+    t, n = tch.verify_chain_torch(*(torch.from_numpy(a) for a in (X, Q, P, ua, uf)))
+    assert _lists(t, n) == want
+
+
+@given(rounds())
+def test_one_hot_three_forms_agree(r):
+    P, Q, X, ua, uf, _ = r
+    want = [ref.verify_one_hot(P[i], X[i].tolist(), ua[i], uf[i]) for i in range(len(X))]
+    assert vec.verify_one_hot_batch(X, P, ua, uf).as_lists() == want
+    t, n = tch.verify_one_hot_torch(*(torch.from_numpy(a) for a in (X, P, ua, uf)))
+    assert _lists(t, n) == want
+
+
+@given(rounds())
+def test_sample_and_match_three_forms_agree(r):
+    P, Q, X, _, _, ut = r
+    want = [ref.verify_sample_and_match(P[i], X[i].tolist(), ut[i]) for i in range(len(X))]
+    assert vec.verify_sample_and_match_batch(X, P, ut).as_lists() == want
+    t, n = tch.verify_sample_and_match_torch(*(torch.from_numpy(a) for a in (X, P, ut)))
+    assert _lists(t, n) == want
+
+
+@given(rounds())
+def test_greedy_three_forms_agree(r):
+    P, Q, X, *_ = r
+    want = [ref.verify_greedy(P[i], X[i].tolist()) for i in range(len(X))]
+    assert vec.verify_greedy_batch(X, P).as_lists() == want
+    t, n = tch.verify_greedy_torch(torch.from_numpy(X), torch.from_numpy(P))
+    assert _lists(t, n) == want
+
+
+@given(pq=svst.pq_pairs(max_size=6), data=st.data())
+def test_acceptance_flips_exactly_at_the_ratio(pq, data):
+    # Derandomised check of the acceptance boundary: accept iff u < p(x)/q(x).
+    p, q = pq
+    x = data.draw(st.sampled_from([i for i in range(len(q)) if q[i] > 0]))
+    ratio = p[x] / q[x]
+    below = np.nextafter(min(ratio, 1.0), 0.0)
+    assert ref.verify_chain([p, p], [q], [x], [below], 0.5)[0] == x or below >= ratio
+    if ratio < 1:
+        out = ref.verify_chain([p, p], [q], [x], [ratio], 0.5)
+        assert len(out) == 1 and (p[out[0]] > q[out[0]] or not any(p > q))
+
+
+@given(p=svst.probability_vectors(max_size=8))
+def test_inverse_cdf_maps_each_interval_to_its_token(p):
+    from specverify.dists import inverse_cdf_sample_scalar
+
+    cum = np.cumsum(p)
+    for y in np.nonzero(p)[0]:
+        lo = cum[y] - p[y]
+        if y > 0 and p[y] > 1e-12:
+            assert inverse_cdf_sample_scalar(p, lo / cum[-1] + 1e-13) == y
+    assert p[inverse_cdf_sample_scalar(p, 0.0)] > 0
+    assert p[inverse_cdf_sample_scalar(p, 1.0 - 2**-53)] > 0

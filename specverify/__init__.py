@@ -1,0 +1,13 @@
+"""specverify: prove or refute that a speculative-decoding implementation is lossless.
+
+Layers (data flows up; nothing imports from a layer above it):
+``dists`` -> ``algorithms`` -> ``theory`` -> ``stats`` -> ``lm`` -> ``runners`` -> ``audit`` ->
+``strategies`` / ``pytest_plugin`` / ``cli``. See DESIGN.md.
+"""
+
+from .dists import GREEDY, SamplingSettings
+from .errors import SpecVerifyError
+
+__version__ = "0.1.0"
+
+__all__ = ["GREEDY", "SamplingSettings", "SpecVerifyError", "__version__"]

@@ -1,0 +1,202 @@
+"""Chain speculative decoding, vectorised over B independent rounds (numpy, float64).
+
+Same rules and the same uniform contract as :mod:`.chain_reference`; given the same uniforms the
+tokens are identical. Shapes:
+
+    draft_tokens  [B, gamma]        int
+    q             [B, gamma, V]     draft rows (broadcastable leading dim: [1, gamma, V] is fine)
+    p             [B, gamma + 1, V] target rows
+    u_accept      [B, gamma]        acceptance uniforms
+    u_final       [B]               replacement / bonus uniform
+    -> ChainResult.tokens [B, gamma + 1] padded with -1, .num_accepted [B]
+
+Only the row where each round stops is read in full, so the work per round is O(V + gamma), not
+O(gamma V): the acceptance test needs the scalars p_i(x_i), q_i(x_i), and the final draw needs one
+residual row. Rows are processed in chunks so that the temporaries stay in cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..dists import inverse_cdf_sample
+from ..errors import InvalidDraftError, ShapeError
+
+__all__ = [
+    "ChainResult",
+    "verify_chain_batch",
+    "verify_greedy_batch",
+    "verify_sample_and_match_batch",
+    "verify_one_hot_batch",
+    "draft_and_verify_batch",
+]
+
+# Rows per chunk: keeps the [chunk, V] float64 temporaries (a few of them) within a few MiB.
+_CHUNK_BYTES = 1 << 21
+
+
+@dataclasses.dataclass
+class ChainResult:
+    """tokens [B, gamma + 1] (-1 after the emitted ones) and num_accepted [B] in 0..gamma."""
+
+    tokens: np.ndarray
+    num_accepted: np.ndarray
+
+    @property
+    def num_emitted(self) -> np.ndarray:
+        return self.num_accepted + 1
+
+    def as_lists(self) -> list[list[int]]:
+        return [row[: n + 1].tolist() for row, n in zip(self.tokens, self.num_accepted)]
+
+
+def _shapes(draft_tokens, p, q=None):
+    x = np.asarray(draft_tokens, dtype=np.int64)
+    if x.ndim != 2:
+        raise ShapeError(f"draft_tokens must be [B, gamma]; got shape {x.shape}")
+    b, g = x.shape
+    if p.ndim != 3 or p.shape[1] != g + 1:
+        raise ShapeError(f"p must be [B, gamma + 1, V] = [{b}, {g + 1}, V]; got {p.shape}")
+    v = p.shape[2]
+    if q is not None and (q.ndim != 3 or q.shape[1] != g or q.shape[2] != v):
+        raise ShapeError(f"q must be [B, gamma, V] = [{b}, {g}, {v}]; got {q.shape}")
+    if x.size and (x.min() < 0 or x.max() >= v):
+        raise InvalidDraftError(f"draft_tokens must lie in [0, {v}); got range [{x.min()}, {x.max()}]")
+    return x, b, g, v
+
+
+def _gather(rows, x, b):
+    """rows[b_i, j, x[b_i, j]] for j < gamma, with a broadcastable leading dimension."""
+    bi = np.arange(b)[:, None] if rows.shape[0] != 1 else np.zeros((b, 1), dtype=np.int64)
+    return rows[bi, np.arange(x.shape[1])[None, :], x]
+
+
+def _first_false(accept):
+    """Index of the first False per row, gamma if none (the number of accepted drafts)."""
+    g = accept.shape[1]
+    rejected = ~accept
+    return np.where(rejected.any(axis=1), rejected.argmax(axis=1), g)
+
+
+def _emit(x, n_acc, final):
+    b, g = x.shape
+    tokens = np.full((b, g + 1), -1, dtype=np.int64)
+    pos = np.arange(g + 1)[None, :]
+    tokens[:, :g] = np.where(pos[:, :g] < n_acc[:, None], x, -1)
+    tokens[np.arange(b), n_acc] = final
+    return tokens
+
+
+def _final_draw(p, q, n_acc, u_final, *, one_hot_x=None):
+    """Residual (or bonus) draw at each row's stopping position, chunked over rows."""
+    b = n_acc.shape[0]
+    v = p.shape[2]
+    g = p.shape[1] - 1
+    out = np.empty(b, dtype=np.int64)
+    chunk = max(1, _CHUNK_BYTES // (8 * v))
+    p_lead = p.shape[0] != 1
+    q_lead = q is not None and q.shape[0] != 1
+    for s in range(0, b, chunk):
+        e = min(b, s + chunk)
+        k = n_acc[s:e]
+        rows = np.arange(s, e) if p_lead else np.zeros(e - s, dtype=np.int64)
+        w = p[rows, k].copy()  # [c, V]
+        stop = k < g  # rejected rounds: residual; the others: bonus from p_{gamma+1}
+        if stop.any():
+            if one_hot_x is not None:
+                w[np.nonzero(stop)[0], one_hot_x[s:e][stop]] = 0.0
+            else:
+                qrows = (np.arange(s, e) if q_lead else np.zeros(e - s, dtype=np.int64))[stop]
+                r = w[stop] - q[qrows, k[stop]]
+                np.maximum(r, 0.0, out=r)
+                empty = ~(r > 0).any(axis=1)
+                if empty.any():  # rounding only: fall back to p, as the reference does
+                    r[empty] = w[stop][empty]
+                w[stop] = r
+        out[s:e] = inverse_cdf_sample(w, u_final[s:e])
+    return out
+
+
+def verify_chain_batch(draft_tokens, q, p, u_accept, u_final) -> ChainResult:
+    """B rounds of the full rule (accept iff u < p(x)/q(x); residual (p - q)+; bonus from p)."""
+    p = np.asarray(p, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    x, b, g, v = _shapes(draft_tokens, p, q)
+    px = _gather(p[:, :g], x, b)  # [B, g]
+    qx = _gather(q, x, b)  # [B, g]
+    if (qx <= 0).any():
+        i, j = np.argwhere(qx <= 0)[0]
+        raise InvalidDraftError(
+            f"draft token {x[i, j]} (round {i}, position {j}) has q = 0; it cannot have been drawn "
+            "from q. Pass the distribution the draft was actually sampled from"
+        )
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        accept = np.asarray(u_accept) < px / qx
+    n_acc = _first_false(accept)
+    # Draft tokens of the stopping position are needed only for the one-hot rule.
+    tok = _final_draw(p, q, n_acc, np.asarray(u_final, dtype=np.float64))
+    return ChainResult(_emit(x, n_acc, tok), n_acc)
+
+
+def verify_one_hot_batch(draft_tokens, p, u_accept, u_final) -> ChainResult:
+    """B rounds of the one-hot rule (accept iff u < p(x); else p without x)."""
+    p = np.asarray(p, dtype=np.float64)
+    x, b, g, v = _shapes(draft_tokens, p)
+    px = _gather(p[:, :g], x, b)
+    n_acc = _first_false(np.asarray(u_accept) < px)
+    xs = np.concatenate([x, np.zeros((b, 1), dtype=np.int64)], axis=1)[np.arange(b), n_acc]
+    tok = _final_draw(p, None, n_acc, np.asarray(u_final, dtype=np.float64), one_hot_x=xs)
+    return ChainResult(_emit(x, n_acc, tok), n_acc)
+
+
+def verify_greedy_batch(draft_tokens, p) -> ChainResult:
+    """B rounds of greedy verification; argmax ties to the lowest id."""
+    p = np.asarray(p, dtype=np.float64)
+    x, b, g, v = _shapes(draft_tokens, p)
+    best = np.argmax(p, axis=-1)  # [B or 1, g + 1]
+    best = np.broadcast_to(best, (b, g + 1))
+    n_acc = _first_false(x == best[:, :g])
+    return ChainResult(_emit(x, n_acc, best[np.arange(b), n_acc]), n_acc)
+
+
+def verify_sample_and_match_batch(draft_tokens, p, u_target) -> ChainResult:
+    """B rounds of sample-and-match; u_target [B, gamma + 1]."""
+    p = np.asarray(p, dtype=np.float64)
+    x, b, g, v = _shapes(draft_tokens, p)
+    u = np.asarray(u_target, dtype=np.float64)
+    y = inverse_cdf_sample(np.broadcast_to(p, (b, g + 1, v)), u)  # [B, g + 1]
+    n_acc = _first_false(x == y[:, :g])
+    return ChainResult(_emit(x, n_acc, y[np.arange(b), n_acc]), n_acc)
+
+
+def draft_and_verify_batch(
+    p, q, gamma: int, n: int, rng: np.random.Generator, *, rule: str = "full"
+) -> tuple[np.ndarray, ChainResult]:
+    """n rounds with position-independent rows p [V] and q [V]: draw drafts from q, then verify.
+
+    Returns (draft_tokens [n, gamma], result). This is the hot path of the statistical tests; p and
+    q are shared by all rounds, so nothing of size [n, gamma, V] is materialised.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    if rule == "greedy":
+        x = np.full((n, gamma), int(np.argmax(q)), dtype=np.int64)
+    else:
+        cq = np.cumsum(q)
+        x = np.searchsorted(cq, rng.random((n, gamma)) * cq[-1], side="right").astype(np.int64)
+        x = np.minimum(x, len(q) - 1)
+    P = np.broadcast_to(p, (1, gamma + 1, len(p)))
+    Q = np.broadcast_to(q, (1, gamma, len(q)))
+    if rule == "full":
+        res = verify_chain_batch(x, Q, P, rng.random((n, gamma)), rng.random(n))
+    elif rule == "one_hot":
+        res = verify_one_hot_batch(x, P, rng.random((n, gamma)), rng.random(n))
+    elif rule == "sample_and_match":
+        res = verify_sample_and_match_batch(x, P, rng.random((n, gamma + 1)))
+    elif rule == "greedy":
+        res = verify_greedy_batch(x, P)
+    else:
+        raise ValueError(f"unknown rule {rule!r}; use 'full', 'one_hot', 'sample_and_match' or 'greedy'")
+    return x, res

@@ -1,0 +1,99 @@
+"""Chain speculative decoding in torch, device-agnostic, for the model runners.
+
+Same rules, shapes and uniform contract as :mod:`.chain_numpy` (see :mod:`.chain_reference` for
+the math). Tensors stay on their device; uniforms are passed in (draw them with a seeded
+``torch.Generator`` on the same device). On CPU the tokens equal the numpy and scalar forms
+bit for bit; on GPU ``cumsum`` is a parallel scan, so a uniform within an ulp of a CDF breakpoint
+may land on the neighbouring token.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..dists.torch_ops import inverse_cdf_sample_torch
+
+__all__ = [
+    "verify_chain_torch",
+    "verify_greedy_torch",
+    "verify_sample_and_match_torch",
+    "verify_one_hot_torch",
+]
+
+
+def _first_false(accept: torch.Tensor) -> torch.Tensor:
+    g = accept.shape[1]
+    rejected = ~accept
+    idx = torch.argmax(rejected.to(torch.int8), dim=1)
+    return torch.where(rejected.any(dim=1), idx, torch.full_like(idx, g))
+
+
+def _emit(x: torch.Tensor, n_acc: torch.Tensor, final: torch.Tensor) -> torch.Tensor:
+    b, g = x.shape
+    pos = torch.arange(g, device=x.device)[None, :]
+    head = torch.where(pos < n_acc[:, None], x, torch.full_like(x, -1))
+    tokens = torch.cat([head, torch.full((b, 1), -1, dtype=x.dtype, device=x.device)], dim=1)
+    return tokens.scatter(1, n_acc[:, None], final[:, None].to(x.dtype))
+
+
+def _expand(t: torch.Tensor, b: int) -> torch.Tensor:
+    return t.expand(b, *t.shape[1:]) if t.shape[0] == 1 else t
+
+
+def verify_chain_torch(draft_tokens, q, p, u_accept, u_final):
+    """Full rule. draft_tokens [B, g] long; q [B, g, V]; p [B, g + 1, V]; u_accept [B, g]; u_final [B].
+
+    Returns (tokens [B, g + 1] padded with -1, num_accepted [B]).
+    """
+    x = draft_tokens.long()
+    b, g = x.shape
+    p, q = _expand(p, b), _expand(q, b)
+    px = torch.gather(p[:, :g], 2, x[..., None]).squeeze(-1)  # [B, g]
+    qx = torch.gather(q, 2, x[..., None]).squeeze(-1)  # [B, g]
+    if bool((qx <= 0).any()):
+        from ..errors import InvalidDraftError
+
+        raise InvalidDraftError("a draft token has q = 0; pass the distribution it was sampled from")
+    n_acc = _first_false(u_accept.to(p.dtype) < px / qx)
+    ar = torch.arange(b, device=p.device)
+    p_k = p[ar, n_acc]  # [B, V]
+    q_pad = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)  # bonus row: q = 0, residual = p
+    w = torch.clamp(p_k - q_pad[ar, n_acc], min=0.0)
+    empty = ~(w > 0).any(dim=1, keepdim=True)
+    w = torch.where(empty, p_k, w)
+    final = inverse_cdf_sample_torch(w, u_final)
+    return _emit(x, n_acc, final), n_acc
+
+
+def verify_one_hot_torch(draft_tokens, p, u_accept, u_final):
+    """One-hot rule; p [B, g + 1, V]."""
+    x = draft_tokens.long()
+    b, g = x.shape
+    p = _expand(p, b)
+    px = torch.gather(p[:, :g], 2, x[..., None]).squeeze(-1)
+    n_acc = _first_false(u_accept.to(p.dtype) < px)
+    ar = torch.arange(b, device=p.device)
+    w = p[ar, n_acc].clone()
+    x_pad = torch.cat([x, torch.zeros_like(x[:, :1])], dim=1)[ar, n_acc]
+    stop = n_acc < g
+    w[ar[stop], x_pad[stop]] = 0.0
+    final = inverse_cdf_sample_torch(w, u_final)
+    return _emit(x, n_acc, final), n_acc
+
+
+def verify_greedy_torch(draft_tokens, p):
+    """Greedy verification; argmax ties to the lowest id."""
+    x = draft_tokens.long()
+    b, g = x.shape
+    best = _expand(torch.argmax(p, dim=-1), b)  # [B, g + 1]
+    n_acc = _first_false(x == best[:, :g])
+    return _emit(x, n_acc, best[torch.arange(b, device=x.device), n_acc]), n_acc
+
+
+def verify_sample_and_match_torch(draft_tokens, p, u_target):
+    """Sample-and-match; u_target [B, g + 1]."""
+    x = draft_tokens.long()
+    b, g = x.shape
+    y = inverse_cdf_sample_torch(_expand(p, b), u_target)  # [B, g + 1]
+    n_acc = _first_false(x == y[:, :g])
+    return _emit(x, n_acc, y[torch.arange(b, device=x.device), n_acc]), n_acc

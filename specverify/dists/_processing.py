@@ -1,0 +1,126 @@
+"""The one logits-processing pipeline that draft and target share (numpy form, float64).
+
+Order (transformers' default for ``generate``):
+
+1. repetition penalty over every seen token (prompt and generated): logit < 0 -> logit * r,
+   else logit / r;
+2. presence and frequency penalties over generated tokens: logit -= presence * [count > 0]
+   + frequency * count (OpenAI / vLLM semantics; not part of transformers);
+3. greedy (temperature 0): one-hot at the lowest-id argmax of the penalised logits; stop;
+4. temperature: logit / T;
+5. top-k: keep tokens whose logit is >= the k-th largest (ties at the boundary are all kept);
+6. top-p: sort ascending (stable: among equal logits the lower id comes first), remove tokens whose
+   cumulative softmax mass is <= 1 - top_p, always keeping the last ``min_tokens_to_keep``;
+7. min-p: remove tokens with softmax probability < min_p * max probability.
+
+Removed tokens get logit -inf. The torch form in :mod:`specverify.dists.torch_ops` follows the
+same steps and agrees to float64 rounding; both are tested against transformers' own processors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._settings import SamplingSettings
+from ._validate import validate_logits
+
+__all__ = ["process_logits", "softmax", "probs_from_logits", "token_counts"]
+
+
+def token_counts(token_ids, vocab_size: int) -> np.ndarray:
+    """Counts [V] of each id in a 1-D sequence of token ids (the history used by penalties)."""
+    ids = np.asarray(token_ids, dtype=np.int64).ravel()
+    return np.bincount(ids, minlength=vocab_size)[:vocab_size].astype(np.float64)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Numerically stable softmax along the last axis; -inf logits get probability 0."""
+    x = np.asarray(logits, dtype=np.float64)
+    m = np.max(x, axis=-1, keepdims=True)
+    e = np.exp(x - m)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _apply_penalties(x, s: SamplingSettings, seen_counts, output_counts):
+    if s.repetition_penalty != 1.0 and seen_counts is not None:
+        seen = np.broadcast_to(seen_counts, x.shape) > 0
+        pen = np.where(x < 0, x * s.repetition_penalty, x / s.repetition_penalty)
+        x = np.where(seen, pen, x)
+    if (s.presence_penalty or s.frequency_penalty) and output_counts is not None:
+        c = np.broadcast_to(output_counts, x.shape)
+        x = x - s.presence_penalty * (c > 0) - s.frequency_penalty * c
+    return x
+
+
+def _top_k(x, k):
+    v = x.shape[-1]
+    if k <= 0 or k >= v:
+        return x
+    kth = -np.partition(-x, k - 1, axis=-1)[..., k - 1 : k]  # k-th largest, [..., 1]
+    return np.where(x < kth, -np.inf, x)
+
+
+def _top_p(x, top_p, keep):
+    if top_p >= 1.0:
+        return x
+    order = np.argsort(x, axis=-1, kind="stable")  # ascending
+    sorted_x = np.take_along_axis(x, order, axis=-1)
+    cum = np.cumsum(softmax(sorted_x), axis=-1)
+    remove_sorted = cum <= (1.0 - top_p)
+    remove_sorted[..., -keep:] = False
+    remove = np.empty_like(remove_sorted)
+    np.put_along_axis(remove, order, remove_sorted, axis=-1)
+    return np.where(remove, -np.inf, x)
+
+
+def _min_p(x, min_p, keep):
+    if min_p <= 0.0:
+        return x
+    probs = softmax(x)
+    remove = probs < min_p * probs.max(axis=-1, keepdims=True)
+    if keep > 1:
+        top = np.argsort(-probs, axis=-1, kind="stable")[..., :keep]
+        np.put_along_axis(remove, top, False, axis=-1)
+    else:
+        np.put_along_axis(remove, np.argmax(probs, axis=-1)[..., None], False, axis=-1)
+    return np.where(remove, -np.inf, x)
+
+
+def process_logits(
+    logits,
+    settings: SamplingSettings,
+    *,
+    seen_counts=None,
+    output_counts=None,
+) -> np.ndarray:
+    """Apply ``settings`` to ``logits`` [..., V]; returns float64 logits with removed tokens at -inf.
+
+    ``seen_counts`` [..., V] counts every token seen so far (prompt and generated; used by the
+    repetition penalty); ``output_counts`` [..., V] counts generated tokens only (presence and
+    frequency penalties). For greedy settings the result is 0 at the chosen token and -inf elsewhere.
+    """
+    x = validate_logits(logits)
+    s = settings
+    x = _apply_penalties(x, s, seen_counts, output_counts)
+    if s.is_greedy:
+        top = np.argmax(x, axis=-1)[..., None]
+        out = np.full_like(x, -np.inf)
+        np.put_along_axis(out, top, 0.0, axis=-1)
+        return out
+    if s.temperature != 1.0:
+        x = x / s.temperature
+    x = _top_k(x, max(s.top_k, s.min_tokens_to_keep) if s.top_k else 0)
+    x = _top_p(x, s.top_p, s.min_tokens_to_keep)
+    x = _min_p(x, s.min_p, s.min_tokens_to_keep)
+    return x
+
+
+def probs_from_logits(
+    logits, settings: SamplingSettings | None = None, *, seen_counts=None, output_counts=None
+) -> np.ndarray:
+    """softmax(process_logits(...)): the distribution actually sampled from under ``settings``."""
+    if settings is None:
+        return softmax(validate_logits(logits))
+    return softmax(
+        process_logits(logits, settings, seen_counts=seen_counts, output_counts=output_counts)
+    )

@@ -1,0 +1,85 @@
+"""Sampling settings shared by draft and target (the parity contract)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..errors import InvalidSettingsError
+
+__all__ = ["SamplingSettings", "GREEDY"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingSettings:
+    """The request's sampling settings, applied identically to draft and target.
+
+    ``temperature == 0`` means greedy decoding (one-hot at the lowest-id argmax). ``top_k == 0``,
+    ``top_p == 1``, ``min_p == 0``, ``repetition_penalty == 1`` and zero presence/frequency penalties
+    switch the corresponding step off. The order of application is transformers' default:
+    repetition penalty, presence/frequency penalty, temperature, top-k, top-p, min-p.
+    Presence and frequency penalties (OpenAI/vLLM semantics, counted over generated tokens only)
+    are not part of transformers; specverify applies them right after the repetition penalty.
+    """
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    min_tokens_to_keep: int = 1
+
+    def __post_init__(self):
+        def bad(what, fix):
+            raise InvalidSettingsError(f"{what}; {fix}")
+
+        t = self.temperature
+        if not (isinstance(t, (int, float)) and math.isfinite(t) and t >= 0):
+            bad(f"temperature must be a finite number >= 0, got {t!r}", "use 0 for greedy decoding")
+        if not (isinstance(self.top_k, int) and self.top_k >= 0):
+            bad(f"top_k must be an int >= 0, got {self.top_k!r}", "use 0 to switch top-k off")
+        if not (0.0 < self.top_p <= 1.0):
+            bad(f"top_p must lie in (0, 1], got {self.top_p!r}", "use 1.0 to switch top-p off")
+        if not (0.0 <= self.min_p <= 1.0):
+            bad(f"min_p must lie in [0, 1], got {self.min_p!r}", "use 0.0 to switch min-p off")
+        if not (self.repetition_penalty > 0 and math.isfinite(self.repetition_penalty)):
+            bad(
+                f"repetition_penalty must be finite and > 0, got {self.repetition_penalty!r}",
+                "use 1.0 to switch it off",
+            )
+        for f in ("presence_penalty", "frequency_penalty"):
+            if not math.isfinite(getattr(self, f)):
+                bad(f"{f} must be finite, got {getattr(self, f)!r}", "use 0.0 to switch it off")
+        if not (isinstance(self.min_tokens_to_keep, int) and self.min_tokens_to_keep >= 1):
+            bad(f"min_tokens_to_keep must be an int >= 1, got {self.min_tokens_to_keep!r}", "use 1")
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature == 0
+
+    @property
+    def uses_history(self) -> bool:
+        """Whether the processed distribution depends on previously seen tokens (penalties)."""
+        return (
+            self.repetition_penalty != 1.0
+            or self.presence_penalty != 0.0
+            or self.frequency_penalty != 0.0
+        )
+
+    def short(self) -> str:
+        """Compact label listing only the non-default settings, for reports."""
+        default = SamplingSettings()
+        parts = [
+            f"{f.name}={getattr(self, f.name)}"
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        ]
+        return ",".join(parts) or "default"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+GREEDY = SamplingSettings(temperature=0.0)
