@@ -9,8 +9,10 @@ Order (transformers' default for ``generate``):
 3. greedy (temperature 0): one-hot at the lowest-id argmax of the penalised logits; stop;
 4. temperature: logit / T;
 5. top-k: keep tokens whose logit is >= the k-th largest (ties at the boundary are all kept);
-6. top-p: sort ascending (stable: among equal logits the lower id comes first), remove tokens whose
-   cumulative softmax mass is <= 1 - top_p, always keeping the last ``min_tokens_to_keep``;
+6. top-p: sort ascending, remove tokens whose cumulative softmax mass is <= 1 - top_p, always
+   keeping the last ``min_tokens_to_keep``. Among exactly equal logits the higher id is removed
+   first, so ties keep the lowest ids, as greedy does (transformers uses an unstable sort here, so
+   which of several tied tokens it removes at the boundary is unspecified; the count is the same);
 7. min-p: remove tokens with softmax probability < min_p * max probability.
 
 Removed tokens get logit -inf. The torch form in :mod:`specverify.dists.torch_ops` follows the
@@ -63,7 +65,9 @@ def _top_k(x, k):
 def _top_p(x, top_p, keep):
     if top_p >= 1.0:
         return x
-    order = np.argsort(x, axis=-1, kind="stable")  # ascending
+    # Ascending by logit; among ties the higher id first (stable sort of the reversed row).
+    v = x.shape[-1]
+    order = (v - 1) - np.argsort(x[..., ::-1], axis=-1, kind="stable")
     sorted_x = np.take_along_axis(x, order, axis=-1)
     cum = np.cumsum(softmax(sorted_x), axis=-1)
     remove_sorted = cum <= (1.0 - top_p)

@@ -47,6 +47,7 @@ def as_float64(x: Any, *, name: str) -> np.ndarray:
 
 
 def _where(mask: np.ndarray) -> str:
+    mask = np.atleast_1d(mask)
     idx = np.argwhere(mask)
     first = tuple(int(i) for i in idx[0])
     more = f" and {len(idx) - 1} more" if len(idx) > 1 else ""

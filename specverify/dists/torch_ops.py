@@ -68,7 +68,9 @@ def process_logits_torch(
         kth = torch.topk(x, k, dim=-1).values[..., -1:]
         x = x.masked_fill(x < kth, float("-inf"))
     if s.top_p < 1.0:
-        sorted_x, order = torch.sort(x, dim=-1, descending=False, stable=True)
+        # Ascending; among ties the higher id first, as in the numpy form.
+        sorted_x, rev = torch.sort(x.flip(-1), dim=-1, descending=False, stable=True)
+        order = (v - 1) - rev
         cum = torch.softmax(sorted_x, dim=-1).cumsum(dim=-1)
         remove_sorted = cum <= (1.0 - s.top_p)
         remove_sorted[..., -s.min_tokens_to_keep :] = False

@@ -1,0 +1,140 @@
+"""Language-neutral conformance vectors for verification kernels (``reference/``).
+
+Each case fixes a vocabulary size V, gamma, a rule, target rows p_1..p_{gamma+1}, draft rows
+q_1..q_gamma and draft tokens x_1..x_gamma, all rational; the expected output is the exact law of
+what one verification call emits: the number k of accepted drafts and the final token y (the
+replacement after a rejection at position k + 1, or the bonus from p_{gamma+1} when k = gamma).
+Format: ``reference/README.md``. Regenerate with ``specverify reference --out reference``.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from .exact_law import RULES, kernel_output_law
+
+__all__ = ["FORMAT_VERSION", "generate_cases", "write_vectors", "load_vectors"]
+
+FORMAT_VERSION = 1
+FILE_NAME = "chain-v1.json"
+
+
+def _row(weights) -> list[Fraction]:
+    total = sum(int(w) for w in weights)
+    return [Fraction(int(w), total) for w in weights]
+
+
+def _weights(rng, v, kind):
+    if kind == "general":
+        w = rng.integers(0, 20, v)
+    elif kind == "dense":
+        w = rng.integers(1, 50, v)
+    elif kind == "one_hot":
+        w = np.zeros(v, dtype=np.int64)
+        w[rng.integers(v)] = 1
+    elif kind == "near_tie":
+        w = rng.integers(1000, 1002, v)
+    elif kind == "sparse":
+        w = np.zeros(v, dtype=np.int64)
+        idx = rng.choice(v, size=max(1, v // 4), replace=False)
+        w[idx] = rng.integers(1, 9, len(idx))
+    else:
+        raise ValueError(kind)
+    if w.sum() == 0:
+        w[rng.integers(v)] = 1
+    return w
+
+
+def _case(rng, idx, *, v, gamma, rule, relation, p_kind="general", q_kind="general"):
+    p_w = [_weights(rng, v, p_kind) for _ in range(gamma + 1)]
+    q_w = []
+    draft = []
+    for i in range(gamma):
+        if relation == "equal":
+            qw = p_w[i].copy()
+        elif relation == "disjoint":
+            qw = np.where(p_w[i] == 0, rng.integers(1, 9, v), 0)
+            if qw.sum() == 0:  # p has full support; make room
+                z = rng.integers(v)
+                p_w[i][z] = 0
+                if p_w[i].sum() == 0:
+                    p_w[i][(z + 1) % v] = 1
+                qw = np.where(p_w[i] == 0, rng.integers(1, 9, v), 0)
+        elif relation == "q_positive_p_zero":
+            qw = _weights(rng, v, q_kind)
+            support = np.nonzero(qw)[0]
+            x0 = int(rng.choice(support))
+            p_w[i][x0] = 0
+            if p_w[i].sum() == 0:
+                p_w[i][(x0 + 1) % v] = 1
+        else:
+            qw = _weights(rng, v, q_kind)
+        q_w.append(qw)
+        support = np.nonzero(qw)[0]
+        if relation == "q_positive_p_zero":
+            x = int(support[np.argmin(p_w[i][support])])
+        elif rule == "greedy":
+            x = int(np.argmax(qw))
+        else:
+            x = int(rng.choice(support))
+        draft.append(x)
+    p_rows = [_row(w) for w in p_w]
+    q_rows = [_row(w) for w in q_w]
+    law = kernel_output_law(p_rows, q_rows, draft, RULES[rule])
+    entries = sorted(law.items())
+    count_law = [Fraction(0)] * (gamma + 1)
+    for (k, _), pr in entries:
+        count_law[k] += pr
+    expected = sum((k + 1) * pr for k, pr in enumerate(count_law))
+    return {
+        "id": f"{idx:03d}-{rule}-{relation}-V{v}-g{gamma}",
+        "rule": rule,
+        "vocab_size": v,
+        "gamma": gamma,
+        "tags": sorted({relation, f"p:{p_kind}", f"q:{q_kind}"}),
+        "p": [[str(f) for f in r] for r in p_rows],
+        "q": None if rule in ("one_hot", "sample_and_match", "greedy") else [[str(f) for f in r] for r in q_rows],
+        "q_reported_for_reference": [[str(f) for f in r] for r in q_rows],
+        "draft_tokens": draft,
+        "law": [
+            {"accepted": k, "token": y, "prob": str(pr), "prob_float": float(pr)} for (k, y), pr in entries
+        ],
+        "accepted_count_law": [str(c) for c in count_law],
+        "accepted_count_law_float": [float(c) for c in count_law],
+        "expected_emitted": str(expected),
+        "expected_emitted_float": float(expected),
+    }
+
+
+def generate_cases(seed: int = 20261129) -> list[dict]:
+    """The fixed list of cases (deterministic in ``seed``)."""
+    rng = np.random.default_rng(seed)
+    plan = []
+    vocabs = [2, 3, 4, 5, 8, 16, 32, 64]
+    for rule in ("full", "one_hot", "sample_and_match", "greedy"):
+        for relation in ("independent", "equal", "disjoint", "q_positive_p_zero"):
+            for j, (pk, qk) in enumerate([("general", "general"), ("one_hot", "dense"), ("near_tie", "near_tie"), ("sparse", "one_hot")]):
+                if rule == "greedy" and relation == "q_positive_p_zero":
+                    continue
+                i = len(plan)
+                v = vocabs[i % len(vocabs)]
+                gamma = 1 + (3 * i + i // len(vocabs)) % 8
+                plan.append(dict(v=v, gamma=gamma, rule=rule, relation=relation, p_kind=pk, q_kind=qk))
+    return [_case(rng, i, **kw) for i, kw in enumerate(plan)]
+
+
+def write_vectors(out_dir, seed: int = 20261129) -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"format_version": FORMAT_VERSION, "generator": "specverify.algorithms.conformance", "seed": seed, "cases": generate_cases(seed)}
+    path = out / FILE_NAME
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def load_vectors(path) -> dict:
+    return json.loads(Path(path).read_text())
