@@ -12,7 +12,9 @@ tokens are identical. Shapes:
 
 Only the row where each round stops is read in full, so the work per round is O(V + gamma), not
 O(gamma V): the acceptance test needs the scalars p_i(x_i), q_i(x_i), and the final draw needs one
-residual row. Rows are processed in chunks so that the temporaries stay in cache.
+residual row. Rows are processed in chunks so that the temporaries stay in cache, and float32 input is upcast
+to float64 only for the rows actually read (exactly, so the tokens equal the float64 reference on
+the same values).
 """
 
 from __future__ import annotations
@@ -52,6 +54,14 @@ class ChainResult:
         return [row[: n + 1].tolist() for row, n in zip(self.tokens, self.num_accepted)]
 
 
+def _floats(a, name):
+    """Keep float32/float64 input as is (rows are upcast only where read); convert anything else."""
+    a = np.asarray(a)
+    if a.dtype not in (np.float32, np.float64):
+        a = a.astype(np.float64)
+    return a
+
+
 def _shapes(draft_tokens, p, q=None):
     x = np.asarray(draft_tokens, dtype=np.int64)
     if x.ndim != 2:
@@ -70,7 +80,7 @@ def _shapes(draft_tokens, p, q=None):
 def _gather(rows, x, b):
     """rows[b_i, j, x[b_i, j]] for j < gamma, with a broadcastable leading dimension."""
     bi = np.arange(b)[:, None] if rows.shape[0] != 1 else np.zeros((b, 1), dtype=np.int64)
-    return rows[bi, np.arange(x.shape[1])[None, :], x]
+    return rows[bi, np.arange(x.shape[1])[None, :], x].astype(np.float64)
 
 
 def _first_false(accept):
@@ -90,39 +100,57 @@ def _emit(x, n_acc, final):
 
 
 def _final_draw(p, q, n_acc, u_final, *, one_hot_x=None):
-    """Residual (or bonus) draw at each row's stopping position, chunked over rows."""
+    """Residual (or bonus) draw at each row's stopping position, chunked over rows.
+
+    Work buffers are allocated once and reused with ``out=``: fresh multi-MiB temporaries would
+    cost a page fault per 4 KiB on every chunk, more than the arithmetic itself.
+    """
     b = n_acc.shape[0]
     v = p.shape[2]
     g = p.shape[1] - 1
     out = np.empty(b, dtype=np.int64)
-    chunk = max(1, _CHUNK_BYTES // (8 * v))
+    chunk = max(1, min(b, _CHUNK_BYTES // (8 * v)))
+    w = np.empty((chunk, v))
+    cum = np.empty((chunk, v))
+    le = np.empty((chunk, v), dtype=bool)
     p_lead = p.shape[0] != 1
     q_lead = q is not None and q.shape[0] != 1
     for s in range(0, b, chunk):
         e = min(b, s + chunk)
+        c = e - s
         k = n_acc[s:e]
-        rows = np.arange(s, e) if p_lead else np.zeros(e - s, dtype=np.int64)
-        w = p[rows, k].copy()  # [c, V]
+        rows = np.arange(s, e) if p_lead else np.zeros(c, dtype=np.int64)
+        wc = w[:c]
+        wc[...] = p[rows, k]  # the row where each round stopped, upcast to float64
         stop = k < g  # rejected rounds: residual; the others: bonus from p_{gamma+1}
         if stop.any():
+            idx = np.nonzero(stop)[0]
             if one_hot_x is not None:
-                w[np.nonzero(stop)[0], one_hot_x[s:e][stop]] = 0.0
+                wc[idx, one_hot_x[s:e][stop]] = 0.0
             else:
-                qrows = (np.arange(s, e) if q_lead else np.zeros(e - s, dtype=np.int64))[stop]
-                r = w[stop] - q[qrows, k[stop]]
-                np.maximum(r, 0.0, out=r)
-                empty = ~(r > 0).any(axis=1)
-                if empty.any():  # rounding only: fall back to p, as the reference does
-                    r[empty] = w[stop][empty]
-                w[stop] = r
-        out[s:e] = inverse_cdf_sample(w, u_final[s:e])
+                qrows = (np.arange(s, e) if q_lead else np.zeros(c, dtype=np.int64))[stop]
+                for j, (qr, kk) in enumerate(zip(qrows, k[stop])):
+                    row = wc[idx[j]]
+                    np.subtract(row, q[qr, kk], out=cum[0])
+                    np.maximum(cum[0], 0.0, out=cum[0])
+                    if cum[0].any():  # else rounding only: fall back to p, as the reference does
+                        row[...] = cum[0]
+        cc = cum[:c]
+        np.cumsum(wc, axis=-1, out=cc)
+        threshold = u_final[s:e] * cc[:, -1]
+        np.less_equal(cc, threshold[:, None], out=le[:c])
+        idx = np.count_nonzero(le[:c], axis=-1)
+        over = idx >= v
+        if over.any():  # u * total rounded up to total: last positive-weight token
+            last = v - 1 - np.argmax(wc[over][:, ::-1] > 0, axis=-1)
+            idx[over] = last
+        out[s:e] = idx
     return out
 
 
 def verify_chain_batch(draft_tokens, q, p, u_accept, u_final) -> ChainResult:
     """B rounds of the full rule (accept iff u < p(x)/q(x); residual (p - q)+; bonus from p)."""
-    p = np.asarray(p, dtype=np.float64)
-    q = np.asarray(q, dtype=np.float64)
+    p, q = _floats(p, "p"), _floats(q, "q")
     x, b, g, v = _shapes(draft_tokens, p, q)
     px = _gather(p[:, :g], x, b)  # [B, g]
     qx = _gather(q, x, b)  # [B, g]
@@ -142,7 +170,7 @@ def verify_chain_batch(draft_tokens, q, p, u_accept, u_final) -> ChainResult:
 
 def verify_one_hot_batch(draft_tokens, p, u_accept, u_final) -> ChainResult:
     """B rounds of the one-hot rule (accept iff u < p(x); else p without x)."""
-    p = np.asarray(p, dtype=np.float64)
+    p = _floats(p, "p")
     x, b, g, v = _shapes(draft_tokens, p)
     px = _gather(p[:, :g], x, b)
     n_acc = _first_false(np.asarray(u_accept) < px)
