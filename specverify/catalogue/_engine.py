@@ -1,0 +1,234 @@
+"""A vectorised chain speculative sampler over table models, built from overridable hooks.
+
+The reference behaviour is the full rule of :mod:`specverify.algorithms.chain_reference`; every
+catalogued bug is a subclass that overrides one hook, the way the real bug sat in one place of a
+real engine. Shapes (B rounds or sequences processed together, V vocabulary, g = gamma):
+
+    draft rows sampled   [B, V] per position     draft_rows_sampled
+    draft rows reported  [B, V] per position     draft_rows_reported  (the q the verifier sees)
+    target rows          [B, V] per position     target_rows
+    acceptance           [B, g]                  accept
+    final token          [B]                     final (residual after a rejection, bonus otherwise)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..dists import SamplingSettings, inverse_cdf_sample
+from ..lm.synthetic import TablePair
+
+__all__ = ["ChainSampler", "Uniforms", "Generation", "generate"]
+
+
+@dataclasses.dataclass
+class Uniforms:
+    draft: np.ndarray  # [B, g]
+    accept: np.ndarray  # [B, g]
+    final: np.ndarray  # [B]
+    target: np.ndarray  # [B, g + 1]  (sample-and-match and OR-accept rules)
+
+
+@dataclasses.dataclass
+class RoundOutput:
+    tokens: np.ndarray  # [B, g + 1], -1 after the emitted ones
+    num_accepted: np.ndarray  # [B]
+    drafts: np.ndarray  # [B, g]
+    next_context: np.ndarray  # [B] the sampler's own state after the round
+
+
+def _first_false(ok):
+    g = ok.shape[1]
+    bad = ~ok
+    return np.where(bad.any(1), bad.argmax(1), g)
+
+
+class ChainSampler:
+    """Reference chain speculative sampling (full rule) over a :class:`TablePair`.
+
+    Subclasses set ``name``, ``exact`` and a docstring naming the root cause, and override hooks.
+    """
+
+    name = "reference"
+    exact = True
+    #: settings the entry needs to show itself (None: the case's own)
+    needs: SamplingSettings | None = None
+    #: 'kernel' (position rows) or 'sequence' (Markov; state bugs only show there)
+    harness = "kernel"
+    reference = ""
+
+    # -- hooks -----------------------------------------------------------------------------
+    def uniforms(self, rng: np.random.Generator, b: int, g: int) -> Uniforms:
+        return Uniforms(rng.random((b, g)), rng.random((b, g)), rng.random(b), rng.random((b, g + 1)))
+
+    def draft_rows_sampled(self, pair: TablePair, ridx, settings) -> np.ndarray:
+        return pair.draft_table(settings)[ridx]
+
+    def draft_rows_reported(self, pair: TablePair, ridx, settings, sampled) -> np.ndarray:
+        return sampled
+
+    def draft_token(self, q_sampled, u, j, U) -> np.ndarray:
+        return inverse_cdf_sample(q_sampled, u)
+
+    def target_rows(self, pair: TablePair, ridx, settings, *, bonus: bool) -> np.ndarray:
+        return pair.target_table(settings)[ridx]
+
+    def accept(self, px, qx, U: Uniforms, ctx) -> np.ndarray:
+        """[B, g] acceptance decisions. ctx gives x, P (target rows) etc. for rules that need them."""
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return U.accept < px / qx
+
+    def residual_weights(self, p_row, q_row, x) -> np.ndarray:
+        w = np.maximum(p_row - q_row, 0.0)
+        empty = ~(w > 0).any(-1)
+        w[empty] = p_row[empty]
+        return w
+
+    def draw(self, weights, u) -> np.ndarray:
+        """The bonus draw (and, unless draw_residual is overridden, the replacement draw)."""
+        return inverse_cdf_sample(weights, u)
+
+    def draw_residual(self, weights, u) -> np.ndarray:
+        return self.draw(weights, u)
+
+    def final_uniform(self, U: Uniforms, n_acc) -> np.ndarray:
+        return U.final
+
+    def next_context(self, tokens, n_acc, drafts) -> np.ndarray:
+        return tokens[np.arange(len(n_acc)), n_acc]
+
+    def continue_after_rejection(self) -> bool:
+        return False
+
+    # -- the round -------------------------------------------------------------------------
+    def round(self, pair: TablePair, ctx: np.ndarray, gamma: int, rng: np.random.Generator, settings=None) -> RoundOutput:
+        b, g = len(ctx), gamma
+        U = self.uniforms(rng, b, g)
+        ar = np.arange(b)
+        P, Q, X = [], [], np.empty((b, g), dtype=np.int64)
+        c = ctx
+        for j in range(g):
+            ridx = pair.row_index(c, j)
+            qs = self.draft_rows_sampled(pair, ridx, settings)
+            X[:, j] = self.draft_token(qs, U.draft[:, j], j, U)
+            Q.append(self.draft_rows_reported(pair, ridx, settings, qs))
+            P.append(self.target_rows(pair, ridx, settings, bonus=False))
+            c = X[:, j]
+        P.append(self.target_rows(pair, pair.row_index(c, g), settings, bonus=True))
+        P = np.stack(P, 1)  # [B, g + 1, V]
+        Q = np.stack(Q, 1)  # [B, g, V]
+        px = P[ar[:, None], np.arange(g)[None, :], X]
+        qx = Q[ar[:, None], np.arange(g)[None, :], X]
+        ok = self.accept(px, qx, U, dict(X=X, P=P, Q=Q))
+        if self.continue_after_rejection():
+            return self._round_no_stop(P, Q, X, ok, U)
+        n_acc = _first_false(ok)
+        stop = n_acc < g
+        p_stop = P[ar, n_acc]
+        u_fin = self.final_uniform(U, n_acc)
+        y = np.empty(b, dtype=np.int64)
+        if stop.any():
+            w = self.residual_weights(p_stop[stop], Q[ar[stop], n_acc[stop]], X[ar[stop], n_acc[stop]])
+            y[stop] = self.draw_residual(w, u_fin[stop])
+        if (~stop).any():
+            y[~stop] = self.draw(p_stop[~stop], u_fin[~stop])
+        tokens = np.full((b, g + 1), -1, dtype=np.int64)
+        tokens[:, :g] = np.where(np.arange(g)[None, :] < n_acc[:, None], X, -1)
+        tokens[ar, n_acc] = y
+        return RoundOutput(tokens, n_acc, X, self.next_context(tokens, n_acc, X))
+
+    def _round_no_stop(self, P, Q, X, ok, U):
+        # Bug shape: a rejection emits its replacement but verification goes on with the drafts
+        # that were conditioned on the rejected token.
+        b, g = X.shape
+        ar = np.arange(b)
+        tokens = np.empty((b, g + 1), dtype=np.int64)
+        for j in range(g):
+            w = self.residual_weights(P[:, j], Q[:, j], X[:, j])
+            y = self.draw_residual(w, U.target[:, j])
+            tokens[:, j] = np.where(ok[:, j], X[:, j], y)
+        tokens[:, g] = self.draw(P[:, g], U.final)
+        n = np.full(b, g)
+        return RoundOutput(tokens, n, X, tokens[ar, g])
+
+
+@dataclasses.dataclass
+class Generation:
+    """A stream of emitted tokens with what the auditor needs to know their law."""
+
+    tokens: np.ndarray  # [N] emitted token ids, in order within each sequence
+    row: np.ndarray  # [N] row of the target table giving each token's law (true context)
+    position: np.ndarray  # [N] position within its round (0 = first emitted)
+    sequence: np.ndarray  # [N] which sequence / round it belongs to
+    num_accepted: np.ndarray  # [R] accepted drafts per round
+    rounds: int
+
+
+def generate(
+    sampler: ChainSampler,
+    pair: TablePair,
+    *,
+    n: int,
+    gamma: int,
+    rng: np.random.Generator,
+    settings: SamplingSettings | None = None,
+    length: int | None = None,
+    chunk_bytes: int = 1 << 27,
+) -> Generation:
+    """Run ``sampler`` on ``pair``.
+
+    PositionalPair: ``n`` independent rounds. MarkovPair: ``n`` sequences of ``length`` tokens
+    (default 2 gamma + 2), each from the start context. The law row of every emitted token is
+    computed from the emitted tokens themselves (previous token, or position in round), never
+    from the sampler's internal state, so a state bug cannot hide itself.
+    """
+    from ..lm.synthetic import MarkovPair
+
+    v = pair.vocab_size
+    chunk = max(1, chunk_bytes // (8 * v * (2 * gamma + 2)))
+    toks, rows, poss, seqs, accs = [], [], [], [], []
+    if not isinstance(pair, MarkovPair):
+        done = 0
+        while done < n:
+            b = min(chunk, n - done)
+            out = sampler.round(pair, np.zeros(b, dtype=np.int64), gamma, rng, settings)
+            valid = out.tokens >= 0
+            r, pos = np.nonzero(valid)
+            toks.append(out.tokens[r, pos])
+            rows.append(pos)
+            poss.append(pos)
+            seqs.append(r + done)
+            accs.append(out.num_accepted)
+            done += b
+        return Generation(np.concatenate(toks), np.concatenate(rows), np.concatenate(poss), np.concatenate(seqs), np.concatenate(accs), n)
+    length = length or 2 * gamma + 2
+    done = 0
+    rounds = 0
+    while done < n:
+        b = min(chunk, n - done)
+        ctx = np.full(b, pair.start_context, dtype=np.int64)
+        buf = np.full((b, length + gamma + 1), -1, dtype=np.int64)
+        posb = np.full_like(buf, -1)
+        fill = np.zeros(b, dtype=np.int64)
+        while (fill < length).any():
+            active = np.nonzero(fill < length)[0]
+            out = sampler.round(pair, ctx[active], gamma, rng, settings)
+            rounds += len(active)
+            accs.append(out.num_accepted)
+            n_emit = (out.tokens >= 0).sum(1)
+            for k in range(gamma + 1):
+                m = k < n_emit
+                buf[active[m], fill[active[m]] + k] = out.tokens[m, k]
+                posb[active[m], fill[active[m]] + k] = k
+            fill[active] += n_emit
+            ctx[active] = out.next_context
+        buf, posb = buf[:, :length], posb[:, :length]
+        prev = np.concatenate([np.full((b, 1), pair.start_context), buf[:, :-1]], axis=1)
+        toks.append(buf.ravel())
+        rows.append(prev.ravel())
+        poss.append(posb.ravel())
+        seqs.append(np.repeat(np.arange(done, done + b), length))
+        done += b
+    return Generation(np.concatenate(toks), np.concatenate(rows), np.concatenate(poss), np.concatenate(seqs), np.concatenate(accs), rounds)

@@ -1,0 +1,193 @@
+"""Goodness of fit of counts against a known law: Pearson, G, exact multinomial, Monte Carlo.
+
+Pooling rule (documented, fixed before the data are seen; a function of the expected counts only):
+cells with expected count >= ``min_expected`` (default 5) stay as they are; the others are merged,
+in increasing order of expected count, into groups that each reach ``min_expected``; a last group
+short of it is merged into the previous one. Cells with probability 0 are checked first: any count
+there is an exact failure (p-value 0), since a correct sampler cannot emit them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from scipy import stats
+
+from ..dists import validate_probs
+from ..errors import ShapeError
+from ._results import Cell, GofResult
+
+__all__ = [
+    "pool_cells",
+    "pearson_test",
+    "g_test",
+    "exact_multinomial_test",
+    "monte_carlo_gof_test",
+    "tv_interval",
+    "cells_result",
+]
+
+
+def pool_cells(expected, min_expected: float = 5.0) -> np.ndarray:
+    """Group id per cell (the documented pooling rule). Cells with expected 0 get group -1."""
+    e = np.asarray(expected, dtype=np.float64)
+    group = np.full(e.shape, -1, dtype=np.int64)
+    pos = np.nonzero(e > 0)[0]
+    big = pos[e[pos] >= min_expected]
+    group[big] = np.arange(len(big))
+    nxt = len(big)
+    small = pos[e[pos] < min_expected]
+    small = small[np.argsort(e[small], kind="stable")]
+    acc, members = 0.0, []
+    groups: list[list[int]] = []
+    for i in small:
+        members.append(i)
+        acc += e[i]
+        if acc >= min_expected:
+            groups.append(members)
+            members, acc = [], 0.0
+    if members:
+        if groups:
+            groups[-1].extend(members)
+        elif len(big):
+            # Fold the short remainder into the smallest kept cell.
+            j = big[np.argmin(e[big])]
+            group[members] = group[j]
+            return group
+        else:
+            groups.append(members)
+    for g in groups:
+        group[g] = nxt
+        nxt += 1
+    return group
+
+
+def tv_interval(obs_freq, exp_freq, n: int, k: int, delta: float = 1e-3) -> tuple[float, float]:
+    """TV(observed, expected) with a (1 - delta) interval (Weissman et al. L1 bound)."""
+    tv = 0.5 * float(np.abs(obs_freq - exp_freq).sum())
+    r = 0.5 * math.sqrt(2 * (k * math.log(2) + math.log(1 / delta)) / max(n, 1))
+    return tv, (max(0.0, tv - r), min(1.0, tv + r))
+
+
+def cells_result(test, obs, exp, labels, *, lambda_, pooled_groups=0, note="") -> GofResult:
+    """Run a power-divergence test on already-formed cells."""
+    n = int(round(obs.sum()))
+    k = len(obs)
+    if k < 2:
+        return GofResult(test, 0.0, 1.0, 0, n, k, 0.0, (0.0, 1.0), [], pooled_groups, "fewer than two cells: nothing to test")
+    res = stats.power_divergence(obs, exp * (obs.sum() / exp.sum()), lambda_=lambda_)
+    tv, iv = tv_interval(obs / max(n, 1), exp / exp.sum(), n, k)
+    resid = (obs - exp) / np.sqrt(exp)
+    worst = np.argsort(-np.abs(resid))[:5]
+    cells = [Cell(str(labels[i]), float(obs[i]), float(exp[i])) for i in worst]
+    return GofResult(test, float(res.statistic), float(res.pvalue), k - 1, n, k, tv, iv, cells, pooled_groups, note)
+
+
+def _prepare(counts, probs):
+    c = np.asarray(counts, dtype=np.float64)
+    p = validate_probs(probs, name="probs", ndim=1)
+    if c.shape != p.shape:
+        raise ShapeError(f"counts has shape {c.shape} but probs has {p.shape}; pass one count per category")
+    if (c < 0).any():
+        raise ShapeError("counts must be >= 0")
+    return c, p
+
+
+def _zero_violation(test, c, p):
+    bad = (p == 0) & (c > 0)
+    if bad.any():
+        n = int(c.sum())
+        cells = [Cell(f"token {i}", float(c[i]), 0.0) for i in np.nonzero(bad)[0][:5]]
+        return GofResult(test, math.inf, 0.0, 0, n, int(bad.sum()), float(c[bad].sum() / max(n, 1)), (float(c[bad].sum() / max(n, 1)), 1.0), cells, 0,
+                         "exact failure: tokens with probability 0 were emitted")
+    return None
+
+
+def _pooled_test(test, counts, probs, lambda_, min_expected):
+    c, p = _prepare(counts, probs)
+    z = _zero_violation(test, c, p)
+    if z:
+        return z
+    n = c.sum()
+    g = pool_cells(n * p, min_expected)
+    m = g.max() + 1 if (g >= 0).any() else 0
+    obs = np.bincount(g[g >= 0], weights=c[g >= 0], minlength=m)
+    exp = np.bincount(g[g >= 0], weights=n * p[g >= 0], minlength=m)
+    labels = []
+    for j in range(m):
+        members = np.nonzero(g == j)[0]
+        labels.append(f"token {members[0]}" if len(members) == 1 else f"{len(members)} pooled tokens")
+    pooled = sum(1 for j in range(m) if (g == j).sum() > 1)
+    return cells_result(test, obs, exp, labels, lambda_=lambda_, pooled_groups=pooled)
+
+
+def pearson_test(counts, probs, *, min_expected: float = 5.0) -> GofResult:
+    """Pearson chi-square with the pooling rule of this module."""
+    return _pooled_test("pearson", counts, probs, "pearson", min_expected)
+
+
+def g_test(counts, probs, *, min_expected: float = 5.0) -> GofResult:
+    """G-test (likelihood ratio) with the same pooling."""
+    return _pooled_test("g-test", counts, probs, "log-likelihood", min_expected)
+
+
+def exact_multinomial_test(counts, probs, *, max_tables: int = 500_000) -> GofResult:
+    """Exact multinomial test for tiny samples: the p-value sums the probabilities of all count
+    vectors whose Pearson statistic is at least the observed one (Radlow and Alf's ordering)."""
+    c, p = _prepare(counts, probs)
+    z = _zero_violation("exact-multinomial", c, p)
+    if z:
+        return z
+    keep = p > 0
+    c, p = c[keep].astype(int), p[keep]
+    n, k = int(c.sum()), len(c)
+    if math.comb(n + k - 1, k - 1) > max_tables:
+        raise ShapeError(
+            f"exact test would enumerate {math.comb(n + k - 1, k - 1):,} tables (n={n}, k={k}); "
+            "use pearson_test or monte_carlo_gof_test for samples this large"
+        )
+
+    def x2(v):
+        return float(((np.asarray(v) - n * p) ** 2 / (n * p)).sum())
+
+    obs = x2(c)
+    logp = np.log(p)
+    total = 0.0
+    for cut in itertools.combinations(range(n + k - 1), k - 1):
+        v = np.diff((-1,) + cut + (n + k - 1,)) - 1
+        if x2(v) >= obs - 1e-9:
+            total += math.exp(math.lgamma(n + 1) - sum(math.lgamma(x + 1) for x in v) + float((v * logp).sum()))
+    tv, iv = tv_interval(c / n, p, n, k)
+    return GofResult("exact-multinomial", obs, min(1.0, total), k - 1, n, k, tv, iv, [], 0)
+
+
+def monte_carlo_gof_test(counts, probs, rng: np.random.Generator, *, n_resamples: int = 9999, statistic: str = "pearson") -> GofResult:
+    """Pearson or G statistic on all positive-probability cells, p-value by simulation under the
+    known null: (1 + #{T_b >= T_obs}) / (B + 1), valid at any n (Phipson and Smyth)."""
+    c, p = _prepare(counts, probs)
+    z = _zero_violation("monte-carlo", c, p)
+    if z:
+        return z
+    keep = p > 0
+    c, p = c[keep], p[keep]
+    n = int(c.sum())
+    lam = "pearson" if statistic == "pearson" else "log-likelihood"
+
+    def stat(x):
+        e = n * p
+        if lam == "pearson":
+            return ((x - e) ** 2 / e).sum(-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(x > 0, x * np.log(x / e), 0.0)
+        return 2 * t.sum(-1)
+
+    t_obs = float(stat(c))
+    sims = np.empty(n_resamples)
+    step = max(1, 2_000_000 // max(1, len(p)))
+    for s in range(0, n_resamples, step):
+        sims[s : s + step] = stat(rng.multinomial(n, p, size=min(step, n_resamples - s)))
+    pval = (1 + int((sims >= t_obs - 1e-12).sum())) / (n_resamples + 1)
+    tv, iv = tv_interval(c / max(n, 1), p, n, len(p))
+    return GofResult(f"monte-carlo-{statistic}", t_obs, pval, len(p) - 1, n, len(p), tv, iv, [], 0, f"{n_resamples} null simulations")

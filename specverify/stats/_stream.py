@@ -1,0 +1,270 @@
+"""Tests for a stream of emitted tokens whose laws are known row by row.
+
+Each emitted token t comes with the index r_t of the row of a probability table ``table`` [M, V]
+that is its exact law under H0 (the target's distribution given its true prefix, or given its
+position in the round). All projections below are predictable: they depend on the law only,
+never on the emitted token, so the binned counts are sums of independent categorical draws
+(Anderson and Goodman's "stack of cards" argument), and Pearson's statistic on them is
+asymptotically chi-square.
+
+Projections (each maps token x under row r to a cell):
+
+* ``sorted_mass``: the row's tokens sorted by descending probability (ties by id) are cut into B
+  bins of about equal mass (a token heavier than 1/B keeps a bin of its own). Every deviation that
+  moves mass along the probability ranking (temperature, top-k / top-p / min-p mismatch, a
+  misreported q, a flattened residual) shows here, at any vocabulary size;
+* ``rank``: the K most probable tokens of the row each in its own cell, plus one 'rest' cell;
+* ``hash``: a salted random map of token ids onto B buckets, which keeps, in expectation, a share
+  1 - 1/B of any deviation's squared l2 size whatever its shape;
+* ``pit``: the randomized probability integral transform in descending-probability order,
+  u = F(rank - 1) + V p(x), i.i.d. U(0, 1) under H0, tested with Anderson-Darling.
+
+Plain Pearson over all V cells is deliberately *not* the default: over a sparse vocabulary it is
+biased against deviations that move mass out of rare tokens (its mean can fall below its null mean)
+and can have power below alpha at TV 0.4 (see ``plain_pearson_stream_test`` and the catalogue).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ._anderson import anderson_darling_uniform
+from ._gof import cells_result, pool_cells, tv_interval
+from ._multiple import holm
+from ._power import min_detectable_tv
+from ._results import Cell, GofResult
+
+__all__ = [
+    "StreamLaw",
+    "binned_stream_test",
+    "pit_values",
+    "pit_test",
+    "plain_pearson_stream_test",
+    "vllm_position_chi2",
+    "default_stream_test",
+    "StreamTestResult",
+    "DEFAULT_BINS",
+    "stratified_stream_test",
+]
+
+DEFAULT_BINS = 32
+DEFAULT_TOPK = 16
+
+
+class StreamLaw:
+    """Per-row precomputations for a probability table [M, V] (float64, rows sum to one)."""
+
+    def __init__(self, table: np.ndarray):
+        self.table = np.asarray(table, dtype=np.float64)
+        m, v = self.table.shape
+        # Descending probability, ties by lowest id: stable sort of -p.
+        self.order = np.argsort(-self.table, axis=1, kind="stable")  # [M, V] token at each rank
+        self.rank = np.empty_like(self.order)
+        np.put_along_axis(self.rank, self.order, np.arange(v)[None, :].repeat(m, 0), axis=1)
+        sorted_p = np.take_along_axis(self.table, self.order, axis=1)
+        self.cum_excl = np.cumsum(sorted_p, axis=1) - sorted_p  # [M, V] mass before each rank
+        self._bins: dict = {}
+
+    @property
+    def vocab_size(self) -> int:
+        return self.table.shape[1]
+
+    def cells(self, kind: str, n_cells: int, salt: int = 0):
+        """(cell_of [M, V], cell_mass [M, C], labels) for a projection."""
+        key = (kind, n_cells, salt)
+        if key in self._bins:
+            return self._bins[key]
+        m, v = self.table.shape
+        if kind == "sorted_mass":
+            # cell of a token = floor(B * (mass before its midpoint)), so each bin holds ~1/B.
+            mid = self.cum_excl + 0.5 * np.take_along_axis(self.table, self.order, axis=1)
+            cell_sorted = np.minimum((mid * n_cells).astype(np.int64), n_cells - 1)
+            cell_of = np.empty_like(cell_sorted)
+            np.put_along_axis(cell_of, self.order, cell_sorted, axis=1)
+            labels = [f"mass bin {i + 1}/{n_cells} (by descending p)" for i in range(n_cells)]
+        elif kind == "rank":
+            cell_of = np.minimum(self.rank, n_cells)
+            labels = [f"rank {i + 1} token" for i in range(n_cells)] + ["all other tokens"]
+            n_cells += 1
+        elif kind == "hash":
+            buckets = np.random.default_rng(salt).integers(0, n_cells, v)
+            cell_of = np.broadcast_to(buckets, (m, v))
+            labels = [f"hash bucket {i} (salt {salt})" for i in range(n_cells)]
+        else:
+            raise ValueError(f"unknown projection {kind!r}; use 'sorted_mass', 'rank' or 'hash'")
+        mass = np.zeros((m, n_cells))
+        np.add.at(mass, (np.arange(m)[:, None].repeat(v, 1), cell_of), self.table)
+        self._bins[key] = (cell_of, mass, labels)
+        return self._bins[key]
+
+
+def _zero_mass_failure(test, law: StreamLaw, tokens, rows) -> GofResult | None:
+    p = law.table[rows, tokens]
+    bad = p <= 0
+    if bad.any():
+        n = len(tokens)
+        where = np.nonzero(bad)[0][:5]
+        cells = [Cell(f"token {int(tokens[i])} under row {int(rows[i])}", 1.0, 0.0) for i in where]
+        frac = float(bad.mean())
+        return GofResult(test, math.inf, 0.0, 0, n, 0, frac, (frac, 1.0), cells, 0,
+                         f"exact failure: {int(bad.sum())} emitted token(s) had probability 0 under the target law")
+    return None
+
+
+def binned_stream_test(law: StreamLaw, tokens, rows, *, kind: str = "sorted_mass", n_cells: int = DEFAULT_BINS,
+                       salt: int = 0, min_expected: float = 5.0) -> GofResult:
+    """Pearson test of the projected counts against their expectation sum_t mass[r_t]."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    z = _zero_mass_failure(f"{kind}-bins", law, tokens, rows)
+    if z:
+        return z
+    cell_of, mass, labels = law.cells(kind, n_cells, salt)
+    c = mass.shape[1]
+    obs = np.bincount(cell_of[rows, tokens], minlength=c).astype(np.float64)
+    exp = np.bincount(rows, minlength=mass.shape[0]).astype(np.float64) @ mass
+    g = pool_cells(exp, min_expected)
+    k = g.max() + 1 if (g >= 0).any() else 0
+    o = np.bincount(g[g >= 0], weights=obs[g >= 0], minlength=k)
+    e = np.bincount(g[g >= 0], weights=exp[g >= 0], minlength=k)
+    lab = []
+    for j in range(k):
+        members = np.nonzero(g == j)[0]
+        lab.append(labels[members[0]] if len(members) == 1 else " + ".join(labels[i] for i in members[:3]) + ("..." if len(members) > 3 else ""))
+    return cells_result(f"{kind}-bins", o, e, lab, lambda_="pearson", pooled_groups=int(sum((g == j).sum() > 1 for j in range(k))))
+
+
+def pit_values(law: StreamLaw, tokens, rows, rng: np.random.Generator) -> np.ndarray:
+    """Randomized PIT in descending-probability order: u = F(rank - 1) + V p(x), V ~ U(0, 1)."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    r = law.rank[rows, tokens]
+    return law.cum_excl[rows, r] + rng.random(len(tokens)) * law.table[rows, tokens]
+
+
+def pit_test(law: StreamLaw, tokens, rows, rng: np.random.Generator, *, method: str = "ad") -> GofResult:
+    """Uniformity of the PIT values: 'ad' (Anderson-Darling, default), 'ks', or 'binned' (20 bins)."""
+    from scipy import stats
+
+    z = _zero_mass_failure(f"pit-{method}", law, tokens, rows)
+    if z:
+        return z
+    u = pit_values(law, tokens, rows, rng)
+    n = len(u)
+    if n == 0:
+        return GofResult(f"pit-{method}", 0.0, 1.0, 0, 0, 0, 0.0, (0.0, 1.0), [], 0, "no tokens")
+    hist = np.bincount(np.minimum((u * 10).astype(int), 9), minlength=10).astype(float)
+    tv, iv = tv_interval(hist / n, np.full(10, 0.1), n, 10)
+    cells = [Cell(f"PIT decile {i + 1}", hist[i], n / 10) for i in np.argsort(-np.abs(hist - n / 10))[:3]]
+    if method == "ad":
+        a2, p = anderson_darling_uniform(u)
+        return GofResult("pit-anderson-darling", a2, p, 0, n, 10, tv, iv, cells, 0)
+    if method == "ks":
+        r = stats.kstest(u, "uniform")
+        return GofResult("pit-ks", float(r.statistic), float(r.pvalue), 0, n, 10, tv, iv, cells, 0)
+    if method == "binned":
+        h = np.bincount(np.minimum((u * 20).astype(int), 19), minlength=20).astype(float)
+        return cells_result("pit-binned", h, np.full(20, n / 20), [f"PIT bin {i + 1}/20" for i in range(20)], lambda_="pearson")
+    raise ValueError(f"unknown method {method!r}; use 'ad', 'ks' or 'binned'")
+
+
+def plain_pearson_stream_test(law: StreamLaw, tokens, rows) -> GofResult:
+    """Pearson over every (row, token) cell with positive probability, no pooling, chi-square
+    p-value: the textbook test with the sparse-vocabulary blind spot. For comparison only."""
+    from scipy import stats
+
+    tokens = np.asarray(tokens, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    m, v = law.table.shape
+    obs = np.bincount(rows * v + tokens, minlength=m * v).astype(float)
+    exp = (np.bincount(rows, minlength=m)[:, None] * law.table).ravel()
+    keep = exp > 0
+    if (obs[~keep] > 0).any():
+        return _zero_mass_failure("plain-pearson", law, tokens, rows)
+    x2 = float(((obs[keep] - exp[keep]) ** 2 / exp[keep]).sum())
+    used_rows = np.unique(rows)
+    df = int(sum((law.table[r] > 0).sum() - 1 for r in used_rows))
+    n = len(tokens)
+    tv, iv = tv_interval(obs[keep] / n, exp[keep] / n, n, int(keep.sum()))
+    return GofResult("plain-pearson", x2, float(stats.chi2.sf(x2, df)), df, n, int(keep.sum()), tv, iv, [], 0)
+
+
+def vllm_position_chi2(law: StreamLaw, tokens, rows) -> tuple[bool, GofResult]:
+    """The way vLLM tests (MRV2 probabilistic rejection sampler): per position, Pearson with
+    cells of expected count < 5 merged into one 'other' cell, rejecting when
+    X^2 > df + 10 sqrt(2 df). Returns (rejected, result). For comparison only."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    m, v = law.table.shape
+    if (law.table[rows, tokens] <= 0).any():
+        return True, _zero_mass_failure("vllm-chi2", law, tokens, rows)
+    obs = np.bincount(rows * v + tokens, minlength=m * v).astype(float)
+    exp = (np.bincount(rows, minlength=m)[:, None] * law.table).ravel()
+    big = exp >= 5
+    o = np.append(obs[big], obs[~big].sum())
+    e = np.append(exp[big], exp[~big].sum())
+    keep = e > 0
+    o, e = o[keep], e[keep]
+    x2 = float(((o - e) ** 2 / e).sum())
+    df = len(o) - 1
+    res = GofResult("vllm-chi2", x2, float("nan"), df, len(tokens), len(o), 0.0, (0.0, 1.0), [], 1)
+    return (df > 0 and x2 > df + 10 * math.sqrt(2 * df)), res
+
+
+@dataclasses.dataclass
+class StreamTestResult:
+    """The default test over one stratum: four projections, Bonferroni-combined."""
+
+    stratum: str
+    n: int
+    pvalue: float  # min over components times their number (Bonferroni), capped at 1
+    components: list[GofResult]
+    min_detectable_tv: float  # on the sorted-mass projection, at (alpha_component, beta)
+
+    @property
+    def worst(self) -> GofResult:
+        return min(self.components, key=lambda r: r.pvalue)
+
+
+def default_stream_test(law: StreamLaw, tokens, rows, *, rng: np.random.Generator, alpha: float = 1e-6,
+                        beta: float = 1e-3, stratum: str = "all", n_bins: int = DEFAULT_BINS,
+                        top_k: int = DEFAULT_TOPK, salt: int | None = None) -> StreamTestResult:
+    """specverify's default test for one stratum: sorted-mass bins, top-K + rest, salted hash
+    buckets and PIT/Anderson-Darling, combined by Bonferroni (p = 4 min p_i).
+
+    The power statement uses the sorted-mass projection alone, at alpha / 4: every deviation whose
+    projection onto those bins has TV >= min_detectable_tv is detected with probability >= 1 - beta.
+    """
+    if salt is None:
+        salt = int(rng.integers(2**31))
+    comps = [
+        binned_stream_test(law, tokens, rows, kind="sorted_mass", n_cells=n_bins),
+        binned_stream_test(law, tokens, rows, kind="rank", n_cells=top_k),
+        binned_stream_test(law, tokens, rows, kind="hash", n_cells=n_bins, salt=salt),
+        pit_test(law, tokens, rows, rng, method="ad"),
+    ]
+    p = min(1.0, len(comps) * min(c.pvalue for c in comps))
+    n = len(tokens)
+    df = max(1, comps[0].df)
+    mde = min_detectable_tv(n, df=df, alpha=alpha / len(comps), beta=beta) if n else math.inf
+    comps[0].min_detectable_tv, comps[0].power_alpha, comps[0].power_beta = mde, alpha / len(comps), beta
+    return StreamTestResult(stratum, n, p, comps, mde)
+
+
+def stratified_stream_test(law: StreamLaw, tokens, rows, strata, *, rng, alpha=1e-6, beta=1e-3, include_pooled=True):
+    """default_stream_test per stratum (and pooled), Holm-adjusted across them.
+
+    Returns (results, holm_adjusted_pvalues)."""
+    tokens, rows, strata = (np.asarray(a) for a in (tokens, rows, strata))
+    labels = sorted(set(strata.tolist()))
+    results = []
+    if include_pooled and len(labels) > 1:
+        results.append(default_stream_test(law, tokens, rows, rng=rng, alpha=alpha, beta=beta, stratum="all positions"))
+    for s in labels:
+        m = strata == s
+        results.append(default_stream_test(law, tokens[m], rows[m], rng=rng, alpha=alpha, beta=beta, stratum=f"position {s}"))
+    adj = holm([r.pvalue for r in results])
+    return results, adj
