@@ -167,11 +167,13 @@ class Bf16Draft(ChainSampler):
     probabilities of the unrounded logits. deepseek-ai/DeepSpec#31."""
 
     name, exact, reference = "bf16_draft_sampling", False, "deepseek-ai/DeepSpec#31"
+    #: raw logits carry an arbitrary offset; at magnitude ~24 bf16's spacing is 0.125
+    logit_offset = 24.0
 
     def draft_rows_sampled(self, pair, ridx, settings):
         import torch
 
-        lg = torch.tensor(pair.draft_logits[ridx]).to(torch.bfloat16).double().numpy()
+        lg = torch.tensor(pair.draft_logits[ridx] + self.logit_offset).to(torch.bfloat16).double().numpy()
         return probs_from_logits(lg, settings)
 
     def draft_rows_reported(self, pair, ridx, settings, sampled):

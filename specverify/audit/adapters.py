@@ -1,0 +1,374 @@
+"""Adapters: how an implementation under audit is driven.
+
+* :class:`SamplerAdapter` wraps a :class:`specverify.catalogue.ChainSampler` (the reference, the
+  bug catalogue, or your own subclass).
+* :class:`RoundAdapter` wraps the seed article's shape, ``step(prefix, draft, target, gamma, rng)``:
+  ``draft(prefix)`` returns q(. | prefix) as a list/array of V floats, ``target(prefix, proposed)``
+  returns the gamma + 1 target rows of one pass, ``rng`` is a ``numpy.random.Generator`` that the
+  step draws all its randomness from; it returns the tokens emitted this round.
+
+      def step(prefix, draft, target, gamma, rng):
+          ...
+      specverify audit --round mypkg.spec:step
+
+* :class:`KernelAdapter` wraps a batched verification kernel, the shape of vLLM's and
+  transformers' rejection samplers::
+
+      def kernel(draft_tokens, draft_probs, target_probs, generator):
+          # draft_tokens [B, g] int64, draft_probs [B, g, V] (None with one_hot=True),
+          # target_probs [B, g + 1, V], generator: numpy.random.Generator
+          return tokens  # [B, g + 1], -1 after the emitted ones
+
+  With ``logits=True`` it receives logits and a SamplingSettings instead (``kernel(draft_tokens,
+  draft_logits, target_logits, settings, generator)``), so that parity bugs inside the kernel are
+  in scope. With ``accepts_uniforms=True`` it also takes ``uniforms=(u_accept [B, g], u_final [B])``
+  and the audit adds exact differential checks against the reference on the same draws.
+* :class:`GeneratorAdapter` wraps ``generate(prompt, max_new_tokens, seed, model) -> list[int]``;
+  ``model`` gives the target (and draft) next-token laws (:class:`TableModelView`).
+* :class:`SubprocessAdapter` speaks the JSON-lines protocol of ``docs/protocol.md`` with another
+  process, so implementations in any language can be audited.
+
+Every call is guarded: an exception, malformed output (wrong shape, ids out of range, -1 inside
+the emitted prefix, an "accepted" token that is not the draft) or a call exceeding the per-call
+timeout becomes a finding in the verdict, never a crash of the auditor.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib
+import json
+import shlex
+import subprocess
+import threading
+from typing import Callable
+
+import numpy as np
+
+from ..catalogue import ChainSampler
+from ..catalogue._engine import Generation, RoundOutput, generate
+from ..dists import SamplingSettings, inverse_cdf_sample
+from ..errors import ImplementationError, ImplementationTimeout, MalformedOutputError, SpecVerifyError
+from ..lm.synthetic import MarkovPair, PositionalPair, TablePair
+
+__all__ = ["Adapter", "SamplerAdapter", "RoundAdapter", "KernelAdapter", "GeneratorAdapter", "SubprocessAdapter", "load_callable", "TableModelView"]
+
+
+def load_callable(spec: str) -> Callable:
+    """'package.module:function' (or a file path 'path/to/file.py:function') to the callable."""
+    if ":" not in spec:
+        raise SpecVerifyError(f"{spec!r} is not MOD:FN; write it as 'package.module:function' or 'file.py:function'")
+    mod, fn = spec.rsplit(":", 1)
+    try:
+        if mod.endswith(".py"):
+            import importlib.util
+
+            s = importlib.util.spec_from_file_location("_specverify_user_module", mod)
+            m = importlib.util.module_from_spec(s)
+            s.loader.exec_module(m)
+        else:
+            m = importlib.import_module(mod)
+    except Exception as exc:  # noqa: BLE001 - the user's import failing is a usage error
+        raise SpecVerifyError(f"could not import {mod!r}: {exc}. Check PYTHONPATH or pass a file path") from exc
+    try:
+        obj = getattr(m, fn)
+    except AttributeError as exc:
+        raise SpecVerifyError(f"{mod!r} has no attribute {fn!r}") from exc
+    return obj
+
+
+def call_with_timeout(fn, *args, timeout: float | None, what: str, **kw):
+    """Run fn in a daemon thread; raise ImplementationTimeout / ImplementationError on trouble."""
+    if timeout is None:
+        try:
+            return fn(*args, **kw)
+        except SpecVerifyError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise ImplementationError(f"{what} raised {type(exc).__name__}: {exc}") from exc
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = fn(*args, **kw)
+        except BaseException as exc:  # noqa: BLE001
+            box["error"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise ImplementationTimeout(f"{what} did not return within {timeout:g} s (per-call timeout); "
+                                    "raise --call-timeout if it is merely slow")
+    if "error" in box:
+        exc = box["error"]
+        raise ImplementationError(f"{what} raised {type(exc).__name__}: {exc}") from exc
+    return box["value"]
+
+
+class Adapter:
+    """Base: ``generate(pair, n, gamma, rng, settings) -> Generation``."""
+
+    name = "adapter"
+    harness = "kernel"  # which table pair the audit builds: 'kernel' (positional) or 'sequence' (Markov)
+    exact_by_design = True
+    call_timeout: float | None = 30.0
+    accepts_uniforms = False
+
+    def generate(self, pair: TablePair, n: int, gamma: int, rng, settings) -> Generation:
+        raise NotImplementedError
+
+
+class SamplerAdapter(Adapter):
+    def __init__(self, sampler: ChainSampler):
+        self.sampler = sampler
+        self.name = sampler.name
+        self.harness = sampler.harness
+        self.exact_by_design = sampler.exact
+
+    def generate(self, pair, n, gamma, rng, settings):
+        return generate(self.sampler, pair, n=n, gamma=gamma, rng=rng, settings=settings)
+
+
+def _check_round_tokens(tokens, drafts, gamma, v, what):
+    """Validate [B, g + 1] output; return num_accepted."""
+    t = np.asarray(tokens)
+    b = drafts.shape[0]
+    if t.shape != (b, gamma + 1):
+        raise MalformedOutputError(f"{what} returned shape {t.shape}; expected [B, gamma + 1] = [{b}, {gamma + 1}]")
+    if not np.issubdtype(t.dtype, np.integer):
+        if not np.all(np.mod(t, 1) == 0):
+            raise MalformedOutputError(f"{what} returned non-integer tokens (dtype {t.dtype})")
+        t = t.astype(np.int64)
+    valid = t >= 0
+    n_emit = valid.sum(1)
+    if (n_emit == 0).any():
+        raise MalformedOutputError(f"{what} emitted no token in round {int(np.argmin(n_emit))}; every round emits at least one")
+    if (valid != (np.arange(gamma + 1)[None, :] < n_emit[:, None])).any():
+        r = int(np.nonzero((valid != (np.arange(gamma + 1)[None, :] < n_emit[:, None])).any(1))[0][0])
+        raise MalformedOutputError(f"{what}: round {r} has -1 inside its emitted prefix: {t[r].tolist()}")
+    if (t >= v).any():
+        raise MalformedOutputError(f"{what} returned token id {int(t.max())} >= vocabulary size {v}")
+    n_acc = n_emit - 1
+    acc_mask = np.arange(gamma)[None, :] < n_acc[:, None]
+    if (acc_mask & (t[:, :gamma] != drafts)).any():
+        r = int(np.nonzero((acc_mask & (t[:, :gamma] != drafts)).any(1))[0][0])
+        raise MalformedOutputError(f"{what}: round {r} emitted {t[r].tolist()} but the drafts were {drafts[r].tolist()}; "
+                                   "accepted positions must repeat the draft tokens")
+    return t.astype(np.int64), n_acc
+
+
+class _KernelSampler(ChainSampler):
+    def __init__(self, adapter):
+        self.a = adapter
+        self.name = adapter.name
+
+    def round(self, pair, ctx, gamma, rng, settings=None):
+        a = self.a
+        b = len(ctx)
+        P = np.stack([pair.target_table(settings)[pair.row_index(ctx, j)] for j in range(gamma + 1)], 1)
+        Q = np.stack([pair.draft_table(settings)[pair.row_index(ctx, j)] for j in range(gamma)], 1)
+        X = inverse_cdf_sample(Q, rng.random((b, gamma)))
+        gen = np.random.default_rng(rng.integers(2**63))
+        if a.logits:
+            TL = np.stack([pair.target_logits[pair.row_index(ctx, j)] for j in range(gamma + 1)], 1)
+            DL = np.stack([pair.draft_logits[pair.row_index(ctx, j)] for j in range(gamma)], 1)
+            out = call_with_timeout(a.fn, X, DL, TL, settings or SamplingSettings(), gen, timeout=a.call_timeout, what=a.name)
+        else:
+            out = call_with_timeout(a.fn, X, None if a.one_hot else Q, P, gen, timeout=a.call_timeout, what=a.name)
+        if hasattr(out, "detach"):
+            out = out.detach().cpu().numpy()
+        tokens, n_acc = _check_round_tokens(out, X, gamma, pair.vocab_size, a.name)
+        return RoundOutput(tokens, n_acc, X, tokens[np.arange(b), n_acc])
+
+
+class KernelAdapter(Adapter):
+    """A batched verification kernel (see the module docstring for the signature)."""
+
+    harness = "kernel"
+
+    def __init__(self, fn, *, name: str | None = None, one_hot: bool = False, logits: bool = False,
+                 accepts_uniforms: bool = False, call_timeout: float | None = 30.0):
+        self.fn, self.one_hot, self.logits, self.accepts_uniforms = fn, one_hot, logits, accepts_uniforms
+        self.name = name or getattr(fn, "__name__", "kernel")
+        self.call_timeout = call_timeout
+
+    def generate(self, pair, n, gamma, rng, settings):
+        return generate(_KernelSampler(self), pair, n=n, gamma=gamma, rng=rng, settings=settings)
+
+
+class _RoundSampler(ChainSampler):
+    harness = "sequence"
+
+    def __init__(self, adapter):
+        self.a = adapter
+        self.name = adapter.name
+
+    def round(self, pair, ctx, gamma, rng, settings=None):
+        a = self.a
+        b = len(ctx)
+        P, Q = pair.target_table(settings), pair.draft_table(settings)
+        v = pair.vocab_size
+        tokens = np.full((b, gamma + 1), -1, dtype=np.int64)
+        n_acc = np.zeros(b, dtype=np.int64)
+        drafts = np.zeros((b, gamma), dtype=np.int64)
+        for i in range(b):
+            start = int(ctx[i])
+            prefix0 = [] if start == pair.start_context else [start]
+            seen: list = []
+
+            def draft(prefix, _p0=prefix0):
+                last = prefix[-1] if prefix else (_p0[-1] if _p0 else pair.start_context)
+                return Q[last].tolist()
+
+            def target(prefix, proposed, _p0=prefix0):
+                seen.extend(proposed)
+                ctxs = [prefix[-1] if prefix else (_p0[-1] if _p0 else pair.start_context)] + list(proposed)
+                return [P[c].tolist() for c in ctxs]
+
+            out = call_with_timeout(a.fn, list(prefix0), draft, target, gamma, np.random.default_rng(rng.integers(2**63)),
+                                    timeout=a.call_timeout, what=a.name)
+            try:
+                out = [int(t) for t in out]
+            except Exception as exc:  # noqa: BLE001
+                raise MalformedOutputError(f"{a.name} returned {out!r}; expected a list of token ids") from exc
+            if not 1 <= len(out) <= gamma + 1:
+                raise MalformedOutputError(f"{a.name} returned {len(out)} tokens; a round emits 1..gamma + 1 = {gamma + 1}")
+            if any(t < 0 or t >= v for t in out):
+                raise MalformedOutputError(f"{a.name} returned ids {out} outside [0, {v})")
+            tokens[i, : len(out)] = out
+            n_acc[i] = len(out) - 1
+            d = (seen + [0] * gamma)[:gamma]
+            drafts[i] = d
+        return RoundOutput(tokens, n_acc, drafts, tokens[np.arange(b), n_acc])
+
+
+class RoundAdapter(Adapter):
+    """The seed article's ``step(prefix, draft, target, gamma, rng)`` (module docstring)."""
+
+    harness = "sequence"
+
+    def __init__(self, fn, *, name: str | None = None, call_timeout: float | None = 30.0):
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "step")
+        self.call_timeout = call_timeout
+
+    def generate(self, pair, n, gamma, rng, settings):
+        return generate(_RoundSampler(self), pair, n=n, gamma=gamma, rng=rng, settings=settings)
+
+
+class TableModelView:
+    """What a generator under audit may query: next-token laws of target and draft for a prefix."""
+
+    def __init__(self, pair: MarkovPair, settings):
+        self.pair, self.settings = pair, settings
+        self.vocab_size = pair.vocab_size
+
+    def _row(self, prefix):
+        return prefix[-1] if len(prefix) else self.pair.start_context
+
+    def target_probs(self, prefix):
+        return self.pair.target_table(self.settings)[self._row(prefix)]
+
+    def draft_probs(self, prefix):
+        return self.pair.draft_table(self.settings)[self._row(prefix)]
+
+
+class GeneratorAdapter(Adapter):
+    """``generate(prompt, max_new_tokens, seed, model) -> list[int]`` (the target law is the
+    model's; the audit knows it, so every token is tested given its prefix)."""
+
+    harness = "sequence"
+
+    def __init__(self, fn, *, name: str | None = None, call_timeout: float | None = 30.0, length: int = 10):
+        self.fn, self.length = fn, length
+        self.name = name or getattr(fn, "__name__", "generate")
+        self.call_timeout = call_timeout
+
+    def generate(self, pair, n, gamma, rng, settings):
+        view = TableModelView(pair, settings)
+        toks, rows, pos, seq = [], [], [], []
+        for i in range(n):
+            out = call_with_timeout(self.fn, [], self.length, int(rng.integers(2**31)), view, timeout=self.call_timeout, what=self.name)
+            out = [int(t) for t in out][: self.length]
+            if len(out) < self.length or any(t < 0 or t >= pair.vocab_size for t in out):
+                raise MalformedOutputError(f"{self.name} returned {out}; expected {self.length} ids in [0, {pair.vocab_size})")
+            prev = [pair.start_context] + out[:-1]
+            toks += out
+            rows += prev
+            pos += list(range(self.length))
+            seq += [i] * self.length
+        a = lambda x: np.asarray(x, dtype=np.int64)
+        return Generation(a(toks), a(rows), a(pos), a(seq), np.zeros(0, dtype=np.int64), n)
+
+
+class SubprocessAdapter(Adapter):
+    """Another process speaking JSON lines (one request per line on stdin, one reply per line on
+    stdout). Request: {"op": "verify", "draft_tokens": [[...]], "draft_probs": [[[...]]],
+    "target_probs": [[[...]]], "seed": int}. Reply: {"tokens": [[...]]} (-1 padded) or
+    {"error": "message"}. The first line sent is {"op": "hello"}; the reply names the
+    implementation: {"name": "...", "one_hot": false}."""
+
+    harness = "kernel"
+
+    def __init__(self, cmd: str, *, call_timeout: float | None = 30.0):
+        self.cmd = cmd
+        self.call_timeout = call_timeout
+        self.proc = None
+        self.name = cmd
+        self.one_hot = False
+
+    def _start(self):
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(shlex.split(self.cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+            hello = self._ask({"op": "hello"})
+            self.name = hello.get("name", self.cmd)
+            self.one_hot = bool(hello.get("one_hot", False))
+
+    def _ask(self, msg):
+        proc = self.proc
+        proc.stdin.write(json.dumps(msg) + "\n")
+        proc.stdin.flush()
+        box = {}
+
+        def read():
+            box["line"] = proc.stdout.readline()
+
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(self.call_timeout)
+        if t.is_alive():
+            proc.kill()
+            self.proc = None
+            raise ImplementationTimeout(f"{self.cmd!r} did not answer within {self.call_timeout} s; the process was killed")
+        line = box.get("line", "")
+        if not line:
+            raise ImplementationError(f"{self.cmd!r} closed its output (exit code {proc.poll()})")
+        try:
+            reply = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise MalformedOutputError(f"{self.cmd!r} replied with a line that is not JSON: {line[:200]!r}") from exc
+        if "error" in reply:
+            raise ImplementationError(f"{self.cmd!r} reported an error: {reply['error']}")
+        return reply
+
+    def kernel(self, X, Q, P, gen):
+        reply = self._ask({"op": "verify", "draft_tokens": X.tolist(), "draft_probs": None if Q is None else Q.tolist(),
+                           "target_probs": P.tolist(), "seed": int(gen.integers(2**31))})
+        if "tokens" not in reply:
+            raise MalformedOutputError(f"{self.cmd!r} reply has no 'tokens': {str(reply)[:200]}")
+        return np.asarray(reply["tokens"])
+
+    def generate(self, pair, n, gamma, rng, settings):
+        self._start()
+        inner = KernelAdapter(self.kernel, name=self.name, one_hot=self.one_hot, call_timeout=None)
+        return inner.generate(pair, n, gamma, rng, settings)
+
+    def close(self):
+        if self.proc is not None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=5)
+            except Exception:  # noqa: BLE001
+                self.proc.kill()
+            self.proc = None

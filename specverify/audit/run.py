@@ -1,0 +1,331 @@
+"""The audit run: plan, sample in batches with early stopping and checkpoints, test, conclude.
+
+Plan. For each sampling setting s in the plan, the audit wants every stratum's deviation of TV >=
+eps (on the sorted-mass projection) detected with probability >= 1 - beta, at a family-wise
+false-fail rate alpha shared by Bonferroni across settings and Holm across strata. The tokens
+needed follow from :func:`specverify.stats.min_samples_for_tv`.
+
+Run. Batches of rounds (or sequences) are drawn until the plan is met or the time budget is spent.
+After every batch an e-process on the pooled sorted-mass cells is updated (anytime-valid: the
+audit may stop with FAIL as soon as it crosses 1/alpha_s) and a checkpoint is written, so
+``resume=True`` continues an interrupted audit without losing a sample.
+
+Conclude. The stratified default test runs on everything collected; exact checks (a uniform of 0
+against a zero-probability draft, seeded reproducibility) run beside it; the verdict follows
+DESIGN.md's contract.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..catalogue._engine import Generation
+from ..dists import SamplingSettings
+from ..errors import ImplementationError, SpecVerifyError
+from ..lm.synthetic import make_markov_pair, make_positional_pair
+from ..stats import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    CheckOutcome,
+    MultinomialEProcess,
+    StreamLaw,
+    Verdict,
+    min_detectable_tv,
+    min_samples_for_tv,
+    stratified_stream_test,
+)
+from ..stats._stream import DEFAULT_BINS
+from ..theory import expected_tokens_position_dependent
+from .adapters import Adapter, SamplerAdapter
+
+__all__ = ["AuditConfig", "audit", "DEFAULT_SETTINGS"]
+
+DEFAULT_SETTINGS = (
+    SamplingSettings(),
+    SamplingSettings(temperature=0.7, top_p=0.9),
+    SamplingSettings(temperature=0.9, top_k=12, top_p=0.85, min_p=0.08),
+)
+
+
+@dataclasses.dataclass
+class AuditConfig:
+    alpha: float = 1e-6
+    beta: float = 1e-3
+    eps: float = 0.05
+    budget_s: float = 60.0
+    seed: int = 0
+    gamma: int = 4
+    vocab: int = 64
+    settings: tuple = DEFAULT_SETTINGS
+    target_alpha: float = 0.7  # acceptance of the synthetic pair
+    batch: int = 4000
+    max_units: int | None = None
+    checkpoint: str | None = None
+    resume: bool = False
+    progress: bool = False
+    exact_checks: bool = True
+
+
+def _pair(adapter: Adapter, cfg: AuditConfig, settings, idx):
+    seed = cfg.seed * 1000 + idx
+    if adapter.harness == "sequence":
+        return make_markov_pair(cfg.vocab, alpha=cfg.target_alpha, seed=seed, settings=settings)
+    return make_positional_pair(cfg.vocab, cfg.gamma, alpha=cfg.target_alpha, seed=seed, settings=settings)
+
+
+def _concat(parts: list[Generation], offset_rounds=True) -> Generation:
+    if not parts:
+        z = np.zeros(0, dtype=np.int64)
+        return Generation(z, z, z, z, z, 0)
+    seq_off, toks, rows, pos, seqs, accs, rounds = 0, [], [], [], [], [], 0
+    for g in parts:
+        toks.append(g.tokens), rows.append(g.row), pos.append(g.position), seqs.append(g.sequence + seq_off)
+        accs.append(g.num_accepted)
+        seq_off += (g.sequence.max() + 1) if len(g.sequence) else 0
+        rounds += g.rounds
+    return Generation(*(np.concatenate(x) for x in (toks, rows, pos, seqs, accs)), rounds)
+
+
+def _save_checkpoint(path, state):
+    tmp = f"{path}.tmp"
+    np.savez_compressed(tmp, **{k: v for k, v in state.items() if isinstance(v, np.ndarray)},
+                        meta=json.dumps({k: v for k, v in state.items() if not isinstance(v, np.ndarray)}))
+    os.replace(tmp + ".npz" if not tmp.endswith(".npz") else tmp, path)
+
+
+def _load_checkpoint(path):
+    with np.load(path, allow_pickle=False) as z:
+        state = {k: z[k] for k in z.files if k != "meta"}
+        state.update(json.loads(str(z["meta"])))
+    return state
+
+
+def _progress(cfg):
+    if not cfg.progress:
+        return None
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} tokens"), TimeElapsedColumn())
+
+
+def _boundary_check(adapter: Adapter, cfg: AuditConfig) -> CheckOutcome | None:
+    """Exact: with acceptance uniforms forced to 0, a draft token whose target probability is 0
+    must still be rejected (catches inclusive comparisons such as sglang#35771)."""
+    from ..catalogue._engine import Uniforms
+
+    if not isinstance(adapter, SamplerAdapter):
+        return None
+    s = SamplingSettings(top_k=3)
+    pair = make_positional_pair(cfg.vocab, cfg.gamma, alpha=0.3, seed=cfg.seed + 77)
+    sampler = adapter.sampler
+    orig = sampler.uniforms
+
+    def zero_u(rng, b, g):
+        U = orig(rng, b, g)
+        return Uniforms(U.draft, np.zeros_like(U.accept), U.final, U.target)
+
+    sampler.uniforms = zero_u
+    try:
+        gen = adapter.generate(pair, 2000, cfg.gamma, np.random.default_rng(cfg.seed), s)
+    finally:
+        sampler.uniforms = orig
+    p = pair.target_table(s)[gen.row, gen.tokens]
+    bad = np.nonzero(p <= 0)[0]
+    if len(bad):
+        i = bad[0]
+        return CheckOutcome("boundary: u = 0 against p(x) = 0", FAIL, "exact",
+                            f"with every acceptance uniform at 0, token {int(gen.tokens[i])} with target probability 0 "
+                            f"was emitted at position {int(gen.position[i])} ({len(bad)} such tokens in 2,000 rounds)")
+    return CheckOutcome("boundary: u = 0 against p(x) = 0", PASS, "exact", "no zero-probability token emitted with u = 0 (2,000 rounds)")
+
+
+def _reproducibility_check(adapter: Adapter, cfg: AuditConfig) -> CheckOutcome:
+    s = cfg.settings[0]
+    pair = _pair(adapter, cfg, s, 0)
+    a = adapter.generate(pair, 64, cfg.gamma, np.random.default_rng(cfg.seed + 5), s)
+    b = adapter.generate(pair, 64, cfg.gamma, np.random.default_rng(cfg.seed + 5), s)
+    same = len(a.tokens) == len(b.tokens) and np.array_equal(a.tokens, b.tokens)
+    return CheckOutcome("seeded reproducibility", PASS if same else FAIL, "exact",
+                        "same seed, same output" if same else "the same seed produced different outputs: randomness not drawn only from the given generator")
+
+
+def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> Verdict:
+    """Audit ``adapter``; keyword overrides set fields of :class:`AuditConfig`."""
+    cfg = dataclasses.replace(config or AuditConfig(), **overrides)
+    t0 = time.perf_counter()
+    n_set = len(cfg.settings)
+    alpha_s = cfg.alpha / n_set  # Bonferroni across settings; Holm inside each
+    strata = cfg.gamma + 2  # positions 0..gamma plus the pooled stratum
+    per_test_alpha = alpha_s / strata
+    need = min_samples_for_tv(cfg.eps, df=DEFAULT_BINS - 1, alpha=per_test_alpha / 4, beta=cfg.beta)
+    checks: list[CheckOutcome] = []
+    evidence: list[str] = []
+    total_tokens = 0
+    eps_reached = 0.0
+    state = _load_checkpoint(cfg.checkpoint) if (cfg.resume and cfg.checkpoint and Path(cfg.checkpoint).exists()) else None
+    if state is not None and state.get("fingerprint") != _fingerprint(adapter, cfg):
+        raise SpecVerifyError(f"checkpoint {cfg.checkpoint} belongs to another audit (different adapter or options); "
+                              "delete it or run without --resume")
+    done_settings = state.get("done", []) if state else []
+    prog = _progress(cfg)
+    if prog:
+        prog.start()
+    try:
+        for idx, s in enumerate(cfg.settings):
+            label = f"settings[{idx}] {s.short()}"
+            if state and idx < len(done_settings):
+                checks.append(CheckOutcome(**done_settings[idx]))
+                total_tokens += checks[-1].n or 0
+                continue
+            pair = _pair(adapter, cfg, s, idx)
+            law = StreamLaw(pair.target_table(s))
+            rng = np.random.default_rng([cfg.seed, idx])
+            parts: list[Generation] = []
+            ep = MultinomialEProcess(DEFAULT_BINS)
+            if state and state.get("current") == idx:
+                parts = [Generation(state["tokens"], state["row"], state["position"], state["sequence"], state["num_accepted"], int(state["rounds"]))]
+                rng.bit_generator.state = state["rng_state"]
+                ep = MultinomialEProcess.from_state(state["eprocess"])
+            n_tok = sum(len(g.tokens) for g in parts)
+            pos_counts = np.bincount(np.concatenate([g.position for g in parts]), minlength=cfg.gamma + 1) if parts else np.zeros(cfg.gamma + 1, int)
+            task = prog.add_task(label, total=need) if prog else None
+            stopped_early = False
+            error: str | None = None
+            # Until every position stratum has the planned tokens; positions reached by under 5% of
+            # the tokens are pooled into one tail stratum (see _strata) and planned as one.
+            while not parts or _strata_min(pos_counts) < need:
+                if time.perf_counter() - t0 > cfg.budget_s * (idx + 1) / n_set and n_tok > 0:
+                    break
+                if cfg.max_units and sum(g.rounds for g in parts) >= cfg.max_units:
+                    break
+                try:
+                    g = adapter.generate(pair, cfg.batch, cfg.gamma, rng, s)
+                except ImplementationError as exc:
+                    error = str(exc)
+                    break
+                parts.append(g)
+                n_tok += len(g.tokens)
+                pc = np.bincount(g.position, minlength=len(pos_counts))
+                if len(pc) > len(pos_counts):
+                    pos_counts = np.pad(pos_counts, (0, len(pc) - len(pos_counts)))
+                pos_counts = pos_counts + pc[: len(pos_counts)]
+                cell_of, mass, _ = law.cells("sorted_mass", DEFAULT_BINS)
+                ep.update(cell_of[g.row, g.tokens], mass[g.row])
+                if prog:
+                    prog.update(task, completed=int(min(_strata_min(pos_counts), need)))
+                if cfg.checkpoint:
+                    allg = _concat(parts)
+                    _save_checkpoint(cfg.checkpoint, {
+                        "fingerprint": _fingerprint(adapter, cfg), "done": [dataclasses.asdict(c) for c in checks if c.name.startswith("settings[")],
+                        "current": idx, "tokens": allg.tokens, "row": allg.row, "position": allg.position, "sequence": allg.sequence,
+                        "num_accepted": allg.num_accepted, "rounds": allg.rounds, "rng_state": rng.bit_generator.state, "eprocess": ep.state()})
+                if ep.rejects(alpha_s):
+                    stopped_early = True
+                    break
+            if error is not None:
+                checks.append(CheckOutcome(f"{label}: implementation", FAIL, "exact", error))
+                evidence.append(f"{label}: {error}")
+                continue
+            gen = _concat(parts)
+            total_tokens += len(gen.tokens)
+            results, adj = stratified_stream_test(law, gen.tokens, gen.row, _strata(gen.position, pos_counts), rng=np.random.default_rng([cfg.seed, idx, 1]),
+                                                  alpha=alpha_s, beta=cfg.beta)
+            worst = int(np.argmin(adj))
+            pooled = results[0]
+            eps_here = max(r.min_detectable_tv for r in results)
+            eps_reached = max(eps_reached, eps_here)
+            detail = {
+                "strata": [{"stratum": r.stratum, "n": r.n, "pvalue_holm": float(a), "min_detectable_tv": r.min_detectable_tv,
+                            "components": [str(c) for c in r.components]} for r, a in zip(results, adj)],
+                "eprocess_max_log_e": ep.max_log_e, "stopped_early": stopped_early,
+                "acceptance": _acceptance(pair, s, gen, cfg.gamma, adapter),
+            }
+            failed = adj[worst] <= alpha_s or ep.rejects(alpha_s)
+            if failed:
+                w = results[worst].worst
+                cells = "; ".join(f"{c.label}: observed {c.observed:.0f}, expected {c.expected:.1f}" for c in w.worst_cells[:3])
+                msg = (f"{label}, {results[worst].stratum}: {w.test} p={w.pvalue:.3g} (Holm-adjusted {adj[worst]:.3g}); "
+                       f"TV on its cells {w.tv_estimate:.4f} [{w.tv_interval[0]:.4f}, {w.tv_interval[1]:.4f}]; {cells}")
+                if ep.rejects(alpha_s) and adj[worst] > alpha_s:
+                    msg = f"{label}: sequential e-process crossed 1/alpha (max e = {math.exp(min(ep.max_log_e, 700)):.3g}) after {ep.t:,} tokens"
+                evidence.append(msg)
+                checks.append(CheckOutcome(label, FAIL, "statistical", msg, float(adj[worst]), eps_here, len(gen.tokens), detail))
+            else:
+                checks.append(CheckOutcome(label, PASS, "statistical",
+                                           f"no deviation of TV >= {eps_here:.4f} in any of {len(results)} strata "
+                                           f"(sorted-mass projection; pooled {pooled.min_detectable_tv:.4f})", float(adj[worst]), eps_here, len(gen.tokens), detail))
+            if prog:
+                prog.update(task, completed=need)
+        if cfg.exact_checks:
+            for fn in (_boundary_check, _reproducibility_check):
+                try:
+                    c = fn(adapter, cfg)
+                except ImplementationError as exc:
+                    c = CheckOutcome(fn.__name__.strip("_").replace("_", " "), FAIL, "exact", str(exc))
+                if c is not None:
+                    checks.append(c)
+                    if c.status == FAIL:
+                        evidence.append(f"{c.name}: {c.summary}")
+    finally:
+        if prog:
+            prog.stop()
+    if any(c.status == FAIL for c in checks):
+        status = FAIL
+    elif eps_reached > cfg.eps:
+        status = INCONCLUSIVE
+    else:
+        status = PASS
+    needed = None
+    if status == INCONCLUSIVE:
+        needed = {"tokens_per_setting": need, "collected_tokens": total_tokens, "budget_s_estimate": round(cfg.budget_s * need * n_set / max(total_tokens, 1), 1)}
+    v = Verdict(status, cfg.alpha, cfg.beta, eps_reached if eps_reached else math.inf, cfg.eps, cfg.seed, checks, evidence, needed,
+                total_tokens, time.perf_counter() - t0, adapter.name, lossy_by_design=getattr(adapter, "lossy_by_design", False))
+    if cfg.checkpoint and Path(cfg.checkpoint).exists() and status != INCONCLUSIVE:
+        Path(cfg.checkpoint).unlink()
+    return v
+
+
+def _tail_start(pos_counts) -> int:
+    share = pos_counts / max(pos_counts.sum(), 1)
+    ok = np.nonzero(share >= 0.05)[0]
+    return int(ok.max()) if len(ok) else 0
+
+
+def _strata(position, pos_counts):
+    """Stratum per token: its position in the round, positions past the last one holding >= 5% of
+    the tokens pooled with it (a rule on positions only, never on token values)."""
+    return np.minimum(position, _tail_start(pos_counts))
+
+
+def _strata_min(pos_counts) -> int:
+    j = _tail_start(pos_counts)
+    merged = np.append(pos_counts[:j], pos_counts[j:].sum())
+    return int(merged.min())
+
+
+def _acceptance(pair, s, gen: Generation, gamma, adapter):
+    """Measured accepted drafts per round against the full rule's product-form prediction."""
+    acc = gen.num_accepted
+    out = {"rounds": int(len(acc)), "mean_accepted": float(acc.mean()) if len(acc) else None}
+    if hasattr(pair, "gamma") and len(acc):
+        p, q = pair.target_table(s), pair.draft_table(s)
+        a = [float(np.minimum(p[j], q[j]).sum()) for j in range(gamma)]
+        out["predicted_mean_accepted_full_rule"] = float(expected_tokens_position_dependent(a) - 1)
+        out["per_position_alpha"] = a
+    return out
+
+
+def _fingerprint(adapter, cfg):
+    d = dataclasses.asdict(cfg)
+    for k in ("checkpoint", "resume", "progress", "budget_s"):
+        d.pop(k)
+    d["settings"] = [x.short() for x in cfg.settings]
+    return json.dumps([adapter.name, d], sort_keys=True, default=str)
