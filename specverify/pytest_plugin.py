@@ -34,3 +34,43 @@ def specverify_seed(request) -> int:
 @pytest.fixture
 def specverify_rng(specverify_seed) -> np.random.Generator:
     return np.random.default_rng(specverify_seed)
+
+
+def assert_lossless(impl, *, kind: str = "kernel", seed: int = 0, alpha: float = 1e-6, eps: float = 0.05,
+                    budget_s: float = 60.0, **config):
+    """Audit ``impl`` and raise AssertionError with the evidence unless the verdict is PASS.
+
+    ``impl`` is an Adapter, a ChainSampler, or a callable of the given ``kind``
+    ('kernel', 'round', 'generator'). Returns the Verdict on PASS.
+    """
+    from .audit import GeneratorAdapter, KernelAdapter, RoundAdapter, SamplerAdapter, audit
+    from .audit.adapters import Adapter
+    from .catalogue import ChainSampler
+
+    if isinstance(impl, Adapter):
+        adapter = impl
+    elif isinstance(impl, ChainSampler):
+        adapter = SamplerAdapter(impl)
+    else:
+        adapter = {"kernel": KernelAdapter, "round": RoundAdapter, "generator": GeneratorAdapter}[kind](impl)
+    v = audit(adapter, seed=seed, alpha=alpha, eps=eps, budget_s=budget_s, **config)
+    if v.status != "PASS":
+        lines = [v.headline(), *v.evidence, f"reproduce with seed={seed}"]
+        raise AssertionError("\n".join(lines))
+    return v
+
+
+@pytest.fixture
+def specverify_audit(request, specverify_seed):
+    """``specverify_audit(impl, kind=...)`` runs assert_lossless with the session's options and a
+    per-test seed (distinct and reproducible under pytest-xdist)."""
+    alpha = request.config.getoption("--specverify-alpha")
+    budget = request.config.getoption("--specverify-budget")
+
+    def run(impl, **kw):
+        kw.setdefault("seed", specverify_seed % (2**31))
+        kw.setdefault("alpha", alpha)
+        kw.setdefault("budget_s", budget)
+        return assert_lossless(impl, **kw)
+
+    return run

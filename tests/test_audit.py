@@ -1,0 +1,185 @@
+"""End-to-end audits: adapters, findings for bad implementations, checkpoints, CLI, plugin."""
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specverify.algorithms import verify_chain, verify_chain_batch
+from specverify.audit import GeneratorAdapter, KernelAdapter, RoundAdapter, SamplerAdapter, SubprocessAdapter, audit
+from specverify.catalogue import ChainSampler, bugs
+from specverify.cli import main
+from specverify.pytest_plugin import assert_lossless
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = dict(settings=(__import__("specverify").SamplingSettings(),), eps=0.08)
+
+
+def good_kernel(draft_tokens, draft_probs, target_probs, generator):
+    b, g = draft_tokens.shape
+    return verify_chain_batch(draft_tokens, draft_probs, target_probs, generator.random((b, g)), generator.random(b)).tokens
+
+
+def always_accept_kernel(draft_tokens, draft_probs, target_probs, generator):
+    out = np.concatenate([draft_tokens, draft_tokens[:, -1:]], axis=1)
+    return out
+
+
+def crashing_kernel(*a):
+    raise ValueError("boom")
+
+
+def hanging_kernel(*a):
+    time.sleep(30)
+
+
+def wrong_shape_kernel(draft_tokens, *a):
+    return draft_tokens  # [B, g] instead of [B, g + 1]
+
+
+def test_kernel_adapter_pass_and_fail():
+    assert audit(KernelAdapter(good_kernel), **FAST).status == "PASS"
+    v = audit(KernelAdapter(always_accept_kernel), **FAST)
+    assert v.status == "FAIL" and "settings[0]" in v.evidence[0]
+
+
+@pytest.mark.parametrize("fn, words", [(crashing_kernel, "raised ValueError: boom"), (hanging_kernel, "did not return within"),
+                                       (wrong_shape_kernel, "returned shape")])
+def test_bad_implementations_become_findings(fn, words):
+    v = audit(KernelAdapter(fn, call_timeout=0.5), **FAST)
+    assert v.status == "FAIL"
+    assert any(words in e for e in v.evidence), v.evidence
+
+
+def test_round_adapter_on_the_article_shape():
+    def step(prefix, draft, target, gamma, rng):
+        from specverify.algorithms import speculative_step
+
+        return speculative_step(prefix, draft, target, gamma, rng)
+
+    v = audit(RoundAdapter(step), batch=500, **FAST)
+    assert v.status == "PASS", v.headline()
+
+    def buggy_step(prefix, draft, target, gamma, rng):  # replacement from p
+        qs, xs = [], []
+        for _ in range(gamma):
+            q = draft(prefix + xs)
+            qs.append(q)
+            xs.append(int(rng.choice(len(q), p=np.asarray(q) / sum(q))))
+        ps = target(prefix, xs)
+        out = []
+        for i, x in enumerate(xs):
+            if rng.random() < ps[i][x] / qs[i][x]:
+                out.append(x)
+                continue
+            out.append(int(rng.choice(len(ps[i]), p=np.asarray(ps[i]) / sum(ps[i]))))
+            return out
+        return out + [int(rng.choice(len(ps[-1]), p=np.asarray(ps[-1]) / sum(ps[-1])))]
+
+    assert audit(RoundAdapter(buggy_step), batch=500, **FAST).status == "FAIL"
+
+
+def test_generator_adapter():
+    def gen(prompt, n, seed, model):
+        rng = np.random.default_rng(seed)
+        out = list(prompt)
+        for _ in range(n):
+            p = model.target_probs(out)
+            out.append(int(rng.choice(len(p), p=p)))
+        return out[len(prompt):]
+
+    assert audit(GeneratorAdapter(gen), batch=2000, max_units=20000, eps=0.2, settings=FAST["settings"]).status in ("PASS", "INCONCLUSIVE")
+
+    def bad(prompt, n, seed, model):
+        rng = np.random.default_rng(seed)
+        out = []
+        for _ in range(n):
+            p = model.draft_probs(out)  # the draft's law, not the target's
+            out.append(int(rng.choice(len(p), p=p)))
+        return out
+
+    assert audit(GeneratorAdapter(bad), batch=2000, max_units=20000, settings=FAST["settings"]).status == "FAIL"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js not installed")
+def test_subprocess_adapter_with_a_node_client():
+    js = ROOT / "tests" / "clients" / "verify_kernel.js"
+    a = SubprocessAdapter(f"node {js}")
+    try:
+        v = audit(a, batch=2000, **FAST)
+    finally:
+        a.close()
+    assert v.status == "PASS" and v.subject == "node-kernel", v.headline()
+    b = SubprocessAdapter(f"node {js} --bug always_accept")
+    try:
+        assert audit(b, batch=2000, **FAST).status == "FAIL"
+    finally:
+        b.close()
+
+
+class Interrupting(SamplerAdapter):
+    def __init__(self, after):
+        super().__init__(ChainSampler())
+        self.calls, self.after = 0, after
+
+    def generate(self, *a):
+        self.calls += 1
+        if self.calls > self.after:
+            raise KeyboardInterrupt
+        return super().generate(*a)
+
+
+def test_checkpoint_and_resume_lose_no_sample(tmp_path):
+    ck = str(tmp_path / "audit.ckpt.npz")
+    full = audit(SamplerAdapter(ChainSampler()), batch=3000, **FAST, exact_checks=False)
+    with pytest.raises(KeyboardInterrupt):
+        audit(Interrupting(2), batch=3000, checkpoint=ck, **FAST, exact_checks=False)
+    assert Path(ck).exists()
+    resumed = audit(SamplerAdapter(ChainSampler()), batch=3000, checkpoint=ck, resume=True, **FAST, exact_checks=False)
+    assert resumed.samples == full.samples and resumed.status == full.status
+    assert resumed.checks[0].pvalue == pytest.approx(full.checks[0].pvalue)
+
+
+def test_cli_exit_codes_json_and_html(tmp_path, capsys):
+    j, h = tmp_path / "v.json", tmp_path / "v.html"
+    assert main(["audit", "reference", "--no-progress", "--eps", "0.08", "--temperature", "1.0", "--json", str(j), "--html", str(h)]) == 0
+    d = json.loads(j.read_text())
+    assert d["schema"] == "specverify.verdict/1" and d["status"] == "PASS" and d["eps"] <= 0.08
+    assert "<html" in h.read_text().lower() or "<!doctype html>" in h.read_text().lower()
+    assert main(["audit", "replacement_from_p", "--no-progress", "--eps", "0.08", "--temperature", "1.0"]) == 1
+    assert main(["audit", "no_such_thing", "--no-progress"]) == 2
+    assert main(["audit", "--kernel", "nomodule_xyz:fn", "--no-progress"]) == 2
+    assert main(["audit", "reference", "--no-progress", "--eps", "0.001", "--budget", "1", "--temperature", "1.0"]) == 3
+    assert main(["audit", "--list-checks"]) == 0
+
+
+def test_cli_kernel_from_a_file(tmp_path):
+    f = tmp_path / "k.py"
+    f.write_text("from tests.test_audit import good_kernel as kernel\n")
+    sys.path.insert(0, str(ROOT))
+    assert main(["audit", "--kernel", f"{f}:kernel", "--no-progress", "--eps", "0.08", "--temperature", "1.0"]) == 0
+
+
+def test_assert_lossless_helper():
+    assert_lossless(ChainSampler(), **FAST)
+    with pytest.raises(AssertionError, match="reproduce with seed=3"):
+        assert_lossless(bugs.ReplacementFromQ(), seed=3, **FAST)
+
+
+def test_plugin_fixture_in_a_user_suite(pytester):
+    pytester.makepyfile(
+        """
+        from specverify.catalogue import ChainSampler
+        from specverify import SamplingSettings
+        def test_mine(specverify_audit, specverify_seed):
+            assert specverify_seed > 0
+            specverify_audit(ChainSampler(), eps=0.1, settings=(SamplingSettings(),))
+        """
+    )
+    r = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)

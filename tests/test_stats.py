@@ -1,0 +1,148 @@
+"""Calibration and power of specverify.stats (fixed seeds; each claim has a negative control)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from specverify import stats as S
+
+
+def test_power_helpers_round_trip():
+    n = S.min_samples_for_tv(0.02, df=31, alpha=1e-6, beta=1e-3)
+    assert S.min_detectable_tv(n, df=31, alpha=1e-6, beta=1e-3) <= 0.02 + 1e-9
+    assert S.chi2_power(n, 0.02, df=31, alpha=1e-6) >= 1 - 1e-3 - 1e-9
+    assert S.min_samples_for_ks(0.01, alpha=1e-6, beta=1e-6) == pytest.approx(2.9e5, rel=0.02)
+
+
+def test_power_prediction_matches_simulation():
+    # Worst-shaped deviation of TV eps on k = 8 cells; simulated detection rate vs ncx2 power.
+    rng = np.random.default_rng(11)
+    k, eps, alpha, n = 8, 0.05, 1e-3, 1000
+    p = np.full(k, 1 / k)
+    pi = p * (1 + 2 * eps * np.where(np.arange(k) < k // 2, 1, -1))
+    predicted = S.chi2_power(n, eps, df=k - 1, alpha=alpha)
+    crit = stats.chi2.isf(alpha, k - 1)
+    x = rng.multinomial(n, pi, size=4000)
+    rate = (((x - n * p) ** 2 / (n * p)).sum(1) > crit).mean()
+    se = math.sqrt(predicted * (1 - predicted) / 4000)
+    assert abs(rate - predicted) < 5 * se + 0.01, (rate, predicted)
+
+
+def test_pooling_rule():
+    g = S.pool_cells([100, 50, 3, 2, 1, 0.5, 0])
+    assert g[0] != g[1] and g[6] == -1
+    assert len(set(g[2:6].tolist())) == 1  # the four small cells pool into one group of 6.5
+
+
+def test_pearson_and_g_on_correct_and_wrong_counts():
+    rng = np.random.default_rng(0)
+    p = np.array([0.5, 0.3, 0.15, 0.05])
+    ok = rng.multinomial(5000, p)
+    bad = rng.multinomial(5000, [0.4, 0.35, 0.2, 0.05])
+    assert S.pearson_test(ok, p).pvalue > 1e-3 and S.g_test(ok, p).pvalue > 1e-3
+    r = S.pearson_test(bad, p)
+    assert r.pvalue < 1e-6 and r.worst_cells[0].label == "token 0" and 0.05 < r.tv_estimate < 0.15
+
+
+def test_zero_probability_emission_is_an_exact_failure():
+    r = S.pearson_test([10, 0, 1], [0.5, 0.5, 0.0])
+    assert r.pvalue == 0.0 and "probability 0" in r.note
+
+
+def test_exact_multinomial_matches_enumeration_by_hand():
+    # n = 2, p = (1/2, 1/2): tables (2,0),(1,1),(0,2) with X2 = 2, 0, 2; observing (2,0) -> p = 1/2.
+    assert S.exact_multinomial_test([2, 0], [0.5, 0.5]).pvalue == pytest.approx(0.5)
+    assert S.exact_multinomial_test([1, 1], [0.5, 0.5]).pvalue == pytest.approx(1.0)
+
+
+def test_monte_carlo_test_is_valid_and_has_power():
+    rng = np.random.default_rng(2)
+    p = np.array([0.7, 0.2, 0.1])
+    assert S.monte_carlo_gof_test(rng.multinomial(300, p), p, rng, n_resamples=999).pvalue > 0.01
+    assert S.monte_carlo_gof_test(rng.multinomial(300, [0.5, 0.3, 0.2]), p, rng, n_resamples=999).pvalue <= 0.002
+
+
+def test_anderson_darling_tail_matches_known_critical_values():
+    assert S.ad_limit_sf(2.492) == pytest.approx(0.05, rel=0.03)
+    assert S.ad_limit_sf(3.857) == pytest.approx(0.01, rel=0.06)
+    assert S.ad_limit_sf(20.0) == pytest.approx(math.sqrt(3) * math.erfc(math.sqrt(20.0)), rel=0.15)
+
+
+def test_anderson_darling_calibration_by_simulation():
+    rng = np.random.default_rng(5)
+    p = np.array([S.anderson_darling_uniform(rng.random(400))[1] for _ in range(3000)])
+    for a in (0.01, 0.05):
+        rate = (p <= a).mean()
+        assert rate <= a + 4 * math.sqrt(a * (1 - a) / 3000), (a, rate)
+    assert S.anderson_darling_uniform(rng.random(1000) ** 1.3)[1] < 1e-6  # negative control
+
+
+def test_holm_and_bh():
+    adj = S.holm([0.01, 0.04, 0.03])
+    assert np.allclose(adj, [0.03, 0.06, 0.06])
+    assert np.allclose(S.benjamini_hochberg([0.01, 0.04, 0.03]), [0.03, 0.04, 0.04])
+
+
+def test_eprocess_is_valid_and_stops_on_a_deviation():
+    rng = np.random.default_rng(9)
+    m = np.full(8, 1 / 8)
+    crossings = 0
+    for _ in range(200):
+        e = S.MultinomialEProcess(8).update(rng.integers(0, 8, 2000), m)
+        crossings += e.rejects(0.05)
+    assert crossings <= 200 * 0.05 + 4 * math.sqrt(200 * 0.05)  # Ville: P(cross) <= alpha
+    bad = rng.choice(8, size=5000, p=np.r_[np.full(4, 0.15), np.full(4, 0.1)])
+    e = S.MultinomialEProcess(8).update(bad, m)
+    assert e.rejects(1e-6)
+    state = S.MultinomialEProcess.from_state(e.state())
+    assert state.max_log_e == e.max_log_e
+
+
+def test_two_sample_tests():
+    rng = np.random.default_rng(4)
+    p = rng.dirichlet(np.ones(200))
+    a, b = rng.choice(200, 20000, p=p), rng.choice(200, 20000, p=p)
+    assert S.binned_homogeneity_test(a, b, vocab_size=200, reference_probs=p).pvalue > 1e-3
+    c = rng.choice(200, 20000, p=p**1.3 / (p**1.3).sum())
+    assert S.binned_homogeneity_test(a, c, vocab_size=200, reference_probs=p).pvalue < 1e-6
+    assert S.homogeneity_test(np.bincount(a, minlength=200), np.bincount(c, minlength=200)).pvalue < 1e-6
+
+
+def test_plain_pearson_blind_spot_and_its_fix():
+    # Sparse vocabulary, sharpening (temperature 0.9): plain Pearson over all cells is biased
+    # (its mean falls below the null's); the sorted-mass bins catch it. Fixed seed.
+    rng = np.random.default_rng(1)
+    v, n = 20_000, 5_000
+    p = 1 / np.arange(1, v + 1) ** 1.1
+    p = p / p.sum()
+    sharp = p ** (1 / 0.9)
+    sharp /= sharp.sum()
+    tv = 0.5 * np.abs(sharp - p).sum()
+    law = S.StreamLaw(p[None, :])
+    x = rng.choice(v, size=n, p=sharp)
+    rows = np.zeros(n, dtype=np.int64)
+    plain = S.plain_pearson_stream_test(law, x, rows)
+    binned = S.binned_stream_test(law, x, rows)
+    assert tv > 0.05
+    assert plain.pvalue > 0.5  # blind: no evidence at all against a TV > 0.05 deviation
+    assert binned.pvalue < 1e-6
+
+
+def test_stratified_white_box_localises_the_bug():
+    from specverify.algorithms import draft_and_verify_batch
+
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet(np.ones(10))
+    q = rng.dirichlet(np.ones(10))
+    x, res = draft_and_verify_batch(p, q, 1, 40_000, rng)
+    acc = res.num_accepted == 1
+    out = S.stratified_position_tests(p, q, len(x), acc, res.tokens[:, 0])
+    assert all(s.adjusted_pvalue > 1e-6 for s in out)
+    # Bug: replacement drawn from p instead of the residual. Only the replacement stratum fails.
+    bad = res.tokens[:, 0].copy()
+    bad[~acc] = rng.choice(10, size=(~acc).sum(), p=p)
+    out = {s.stratum: s.adjusted_pvalue for s in S.stratified_position_tests(p, q, len(x), acc, bad)}
+    assert out["replacements ~ (p - q)+ / (1 - beta)"] < 1e-6
+    assert out["accepted tokens ~ min(p, q) / beta"] > 1e-6
