@@ -93,3 +93,15 @@ def test_inverse_cdf_maps_each_interval_to_its_token(p):
             assert inverse_cdf_sample_scalar(p, lo / cum[-1] + 1e-13) == y
     assert p[inverse_cdf_sample_scalar(p, 0.0)] > 0
     assert p[inverse_cdf_sample_scalar(p, 1.0 - 2**-53)] > 0
+
+
+@given(rounds())
+def test_shared_row_fast_path_equals_general_path(r):
+    # Same rows for every round, passed once as a broadcast view: identical tokens.
+    P, Q, X, ua, uf, _ = r
+    X = np.where(Q[0][np.arange(X.shape[1]), X] > 0, X, np.argmax(Q[0], axis=-1)[None, :])
+    Pb = np.broadcast_to(P[:1], P.shape)
+    Qb = np.broadcast_to(Q[:1], Q.shape)
+    fast = vec.verify_chain_batch(X, Qb, Pb, ua, uf)
+    slow = vec.verify_chain_batch(X, np.ascontiguousarray(Qb), np.ascontiguousarray(Pb), ua, uf)
+    assert fast.as_lists() == slow.as_lists()

@@ -183,3 +183,50 @@ def test_plugin_fixture_in_a_user_suite(pytester):
     )
     r = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     r.assert_outcomes(passed=1)
+
+
+def kernel_with_uniforms(draft_tokens, draft_probs, target_probs, generator, uniforms=None):
+    b, g = draft_tokens.shape
+    ua, uf = uniforms if uniforms is not None else (generator.random((b, g)), generator.random(b))
+    return verify_chain_batch(draft_tokens, draft_probs, target_probs, ua, uf).tokens
+
+
+def inclusive_kernel(draft_tokens, draft_probs, target_probs, generator, uniforms=None):
+    # sglang#35771: u <= p/q. Statistically invisible with 53-bit uniforms.
+    b, g = draft_tokens.shape
+    ua, uf = uniforms if uniforms is not None else (generator.random((b, g)), generator.random(b))
+    P, Q = np.asarray(target_probs), np.asarray(draft_probs)
+    ar = np.arange(g)
+    px = P[np.arange(b)[:, None], ar, draft_tokens]
+    qx = Q[np.arange(b)[:, None], ar, draft_tokens]
+    ok = ua <= px / qx
+    forced = np.where(ok, -1.0, 1.0 - 1e-16)  # feed the inclusive decision to the strict reference
+    return verify_chain_batch(draft_tokens, Q, P, forced, uf).tokens
+
+
+def test_exact_checks_with_injected_uniforms():
+    v = audit(KernelAdapter(kernel_with_uniforms, accepts_uniforms=True), **FAST)
+    names = {c.name: c.status for c in v.checks}
+    assert names["differential: injected uniforms against the reference"] == "PASS"
+    assert names["boundary: u = 0 against p(x) = 0"] == "PASS"
+    assert names["greedy equivalence (temperature 0)"] == "PASS"
+    bad = audit(KernelAdapter(inclusive_kernel, accepts_uniforms=True), **FAST)
+    names = {c.name: c for c in bad.checks}
+    assert bad.status == "FAIL"
+    assert names["boundary: u = 0 against p(x) = 0"].status == "FAIL"
+    assert names["differential: injected uniforms against the reference"].status == "FAIL"
+    assert names["settings[0] default"].status == "PASS"  # the sampling test cannot see it: only exact checks can
+
+
+def test_greedy_check_catches_a_non_greedy_kernel():
+    def sampled_anyway(draft_tokens, draft_probs, target_probs, generator):
+        # ignores temperature 0: samples the bonus from a flattened row
+        out = kernel_with_uniforms(draft_tokens, draft_probs, target_probs, generator)
+        b = np.arange(len(out))
+        last = (out >= 0).sum(1) - 1
+        out[b, last] = (out[b, last] + 1) % target_probs.shape[-1]
+        return out
+
+    v = audit(KernelAdapter(sampled_anyway), **FAST)
+    g = {c.name: c for c in v.checks}["greedy equivalence (temperature 0)"]
+    assert g.status == "FAIL" and "logit margin" in g.summary

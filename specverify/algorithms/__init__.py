@@ -9,6 +9,7 @@ Each rule exists as a scalar executable spec (:mod:`.chain_reference`), a numpy 
 from .chain_numpy import (
     ChainResult,
     draft_and_verify_batch,
+    reference_kernel,
     verify_chain_batch,
     verify_greedy_batch,
     verify_one_hot_batch,
@@ -54,6 +55,7 @@ __all__ = [
     "greedy_step",
     "greedy_target_tokens",
     "kernel_output_law",
+    "reference_kernel",
     "round_law",
     "speculative_step",
     "target_law",

@@ -33,6 +33,7 @@ __all__ = [
     "verify_sample_and_match_batch",
     "verify_one_hot_batch",
     "draft_and_verify_batch",
+    "reference_kernel",
 ]
 
 # Rows per chunk: keeps the [chunk, V] float64 temporaries (a few of them) within a few MiB.
@@ -148,6 +149,34 @@ def _final_draw(p, q, n_acc, u_final, *, one_hot_x=None):
     return out
 
 
+def _shared_rows(a) -> bool:
+    """True when every round sees the same rows (leading dim 1, or broadcast with stride 0)."""
+    return a.shape[0] == 1 or a.strides[0] == 0
+
+
+def _final_draw_shared(p, q, n_acc, u_final):
+    """Final draw when all rounds share their rows: one cumulative sum per position, then a
+    binary search per round. The prefix sums are the same sequential cumsum of the same row, and
+    searchsorted(..., side='right') counts the prefix sums <= the threshold exactly as the general
+    path does, so the tokens are identical."""
+    g = p.shape[1] - 1
+    out = np.empty(len(n_acc), dtype=np.int64)
+    for k in np.unique(n_acc):
+        sel = np.nonzero(n_acc == k)[0]
+        w = p[0, k].astype(np.float64)
+        if k < g:
+            r = np.maximum(w - q[0, k].astype(np.float64), 0.0)
+            if r.any():  # else rounding only: fall back to p, as the reference does
+                w = r
+        cum = np.cumsum(w)
+        idx = np.searchsorted(cum, u_final[sel] * cum[-1], side="right")
+        over = idx >= len(w)
+        if over.any():
+            idx[over] = len(w) - 1 - np.argmax(w[::-1] > 0)
+        out[sel] = idx
+    return out
+
+
 def verify_chain_batch(draft_tokens, q, p, u_accept, u_final) -> ChainResult:
     """B rounds of the full rule (accept iff u < p(x)/q(x); residual (p - q)+; bonus from p)."""
     p, q = _floats(p, "p"), _floats(q, "q")
@@ -163,8 +192,11 @@ def verify_chain_batch(draft_tokens, q, p, u_accept, u_final) -> ChainResult:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         accept = np.asarray(u_accept) < px / qx
     n_acc = _first_false(accept)
-    # Draft tokens of the stopping position are needed only for the one-hot rule.
-    tok = _final_draw(p, q, n_acc, np.asarray(u_final, dtype=np.float64))
+    u_final = np.asarray(u_final, dtype=np.float64)
+    if _shared_rows(p) and _shared_rows(q):
+        tok = _final_draw_shared(p, q, n_acc, u_final)
+    else:
+        tok = _final_draw(p, q, n_acc, u_final)
     return ChainResult(_emit(x, n_acc, tok), n_acc)
 
 
@@ -197,6 +229,12 @@ def verify_sample_and_match_batch(draft_tokens, p, u_target) -> ChainResult:
     y = inverse_cdf_sample(np.broadcast_to(p, (b, g + 1, v)), u)  # [B, g + 1]
     n_acc = _first_false(x == y[:, :g])
     return ChainResult(_emit(x, n_acc, y[np.arange(b), n_acc]), n_acc)
+
+
+def reference_kernel(draft_tokens, draft_probs, target_probs, generator: np.random.Generator) -> np.ndarray:
+    """The full rule in the kernel shape the audit's KernelAdapter calls: tokens [B, gamma + 1]."""
+    b, g = np.shape(draft_tokens)
+    return verify_chain_batch(draft_tokens, draft_probs, target_probs, generator.random((b, g)), generator.random(b)).tokens
 
 
 def draft_and_verify_batch(

@@ -89,8 +89,9 @@ def _propose_q(q):
 
 
 def _full_accept(p, q, x):
-    r = p[x] / q[x]
-    return r if r < 1 else r * 0 + 1
+    if p[x] >= q[x]:  # also avoids p / q overflowing when q(x) is near underflow
+        return q[x] * 0 + 1
+    return p[x] / q[x]
 
 
 def _full_replacement(p, q, x):

@@ -166,13 +166,27 @@ class _KernelSampler(ChainSampler):
     def round(self, pair, ctx, gamma, rng, settings=None):
         a = self.a
         b = len(ctx)
-        P = np.stack([pair.target_table(settings)[pair.row_index(ctx, j)] for j in range(gamma + 1)], 1)
-        Q = np.stack([pair.draft_table(settings)[pair.row_index(ctx, j)] for j in range(gamma)], 1)
-        X = inverse_cdf_sample(Q, rng.random((b, gamma)))
+        if isinstance(pair, PositionalPair):
+            # Every round sees the same rows: hand them over as read-only broadcast views
+            # ([B, g + 1, V] with stride 0 on B), which also protects them from in-place writes.
+            tp, dq = pair.target_table(settings), pair.draft_table(settings)
+            P = np.broadcast_to(tp[None, : gamma + 1], (b, gamma + 1, tp.shape[1]))
+            Q = np.broadcast_to(dq[None, :gamma], (b, gamma, dq.shape[1]))
+            u = rng.random((b, gamma))
+            X = np.empty((b, gamma), dtype=np.int64)
+            for j in range(gamma):
+                cq = np.cumsum(dq[j])
+                X[:, j] = np.minimum(np.searchsorted(cq, u[:, j] * cq[-1], side="right"), dq.shape[1] - 1)
+        else:
+            P = np.stack([pair.target_table(settings)[pair.row_index(ctx, j)] for j in range(gamma + 1)], 1)
+            Q = np.stack([pair.draft_table(settings)[pair.row_index(ctx, j)] for j in range(gamma)], 1)
+            X = inverse_cdf_sample(Q, rng.random((b, gamma)))
         gen = np.random.default_rng(rng.integers(2**63))
         if a.logits:
-            TL = np.stack([pair.target_logits[pair.row_index(ctx, j)] for j in range(gamma + 1)], 1)
-            DL = np.stack([pair.draft_logits[pair.row_index(ctx, j)] for j in range(gamma)], 1)
+            TL = np.broadcast_to(pair.target_logits[None, : gamma + 1], P.shape) if isinstance(pair, PositionalPair) else \
+                np.stack([pair.target_logits[pair.row_index(ctx, j)] for j in range(gamma + 1)], 1)
+            DL = np.broadcast_to(pair.draft_logits[None, :gamma], Q.shape) if isinstance(pair, PositionalPair) else \
+                np.stack([pair.draft_logits[pair.row_index(ctx, j)] for j in range(gamma)], 1)
             out = call_with_timeout(a.fn, X, DL, TL, settings or SamplingSettings(), gen, timeout=a.call_timeout, what=a.name)
         else:
             out = call_with_timeout(a.fn, X, None if a.one_hot else Q, P, gen, timeout=a.call_timeout, what=a.name)

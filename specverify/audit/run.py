@@ -44,7 +44,8 @@ from ..stats import (
 )
 from ..stats._stream import DEFAULT_BINS
 from ..theory import expected_tokens_position_dependent
-from .adapters import Adapter, SamplerAdapter
+from .adapters import Adapter
+from .exact_checks import EXACT_CHECKS
 
 __all__ = ["AuditConfig", "audit", "DEFAULT_SETTINGS"]
 
@@ -114,47 +115,6 @@ def _progress(cfg):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} tokens"), TimeElapsedColumn())
-
-
-def _boundary_check(adapter: Adapter, cfg: AuditConfig) -> CheckOutcome | None:
-    """Exact: with acceptance uniforms forced to 0, a draft token whose target probability is 0
-    must still be rejected (catches inclusive comparisons such as sglang#35771)."""
-    from ..catalogue._engine import Uniforms
-
-    if not isinstance(adapter, SamplerAdapter):
-        return None
-    s = SamplingSettings(top_k=3)
-    pair = make_positional_pair(cfg.vocab, cfg.gamma, alpha=0.3, seed=cfg.seed + 77)
-    sampler = adapter.sampler
-    orig = sampler.uniforms
-
-    def zero_u(rng, b, g):
-        U = orig(rng, b, g)
-        return Uniforms(U.draft, np.zeros_like(U.accept), U.final, U.target)
-
-    sampler.uniforms = zero_u
-    try:
-        gen = adapter.generate(pair, 2000, cfg.gamma, np.random.default_rng(cfg.seed), s)
-    finally:
-        sampler.uniforms = orig
-    p = pair.target_table(s)[gen.row, gen.tokens]
-    bad = np.nonzero(p <= 0)[0]
-    if len(bad):
-        i = bad[0]
-        return CheckOutcome("boundary: u = 0 against p(x) = 0", FAIL, "exact",
-                            f"with every acceptance uniform at 0, token {int(gen.tokens[i])} with target probability 0 "
-                            f"was emitted at position {int(gen.position[i])} ({len(bad)} such tokens in 2,000 rounds)")
-    return CheckOutcome("boundary: u = 0 against p(x) = 0", PASS, "exact", "no zero-probability token emitted with u = 0 (2,000 rounds)")
-
-
-def _reproducibility_check(adapter: Adapter, cfg: AuditConfig) -> CheckOutcome:
-    s = cfg.settings[0]
-    pair = _pair(adapter, cfg, s, 0)
-    a = adapter.generate(pair, 64, cfg.gamma, np.random.default_rng(cfg.seed + 5), s)
-    b = adapter.generate(pair, 64, cfg.gamma, np.random.default_rng(cfg.seed + 5), s)
-    same = len(a.tokens) == len(b.tokens) and np.array_equal(a.tokens, b.tokens)
-    return CheckOutcome("seeded reproducibility", PASS if same else FAIL, "exact",
-                        "same seed, same output" if same else "the same seed produced different outputs: randomness not drawn only from the given generator")
 
 
 def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> Verdict:
@@ -265,7 +225,7 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
             if prog:
                 prog.update(task, completed=need)
         if cfg.exact_checks:
-            for fn in (_boundary_check, _reproducibility_check):
+            for fn in EXACT_CHECKS:
                 try:
                     c = fn(adapter, cfg)
                 except ImplementationError as exc:

@@ -1,0 +1,158 @@
+"""Exact checks: no sampling error, no rates. Each returns a CheckOutcome (or None when the
+adapter cannot support it).
+
+* boundary: with acceptance uniforms forced to 0, a draft token whose target probability is 0
+  must still be rejected (an inclusive comparison, sglang#35771, fails this);
+* greedy equivalence: at temperature 0 every emitted token is the target's argmax given its true
+  prefix (lowest id on ties), token for token;
+* differential (kernels that accept injected uniforms): the same draws give the reference's tokens
+  exactly: accept iff u < p(x)/q(x), the replacement is the residual's inverse-CDF draw at
+  u_final, the bonus comes from row gamma + 1; probed at u = 0, at u just below and at each
+  acceptance ratio, and at the residual's CDF breakpoints; plus batch invariance (a round's output
+  does not depend on the other rounds in its batch);
+* reproducibility: the same seed gives the same output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..algorithms.chain_numpy import verify_chain_batch
+from ..catalogue._engine import Uniforms
+from ..dists import GREEDY, SamplingSettings
+from ..errors import ImplementationError
+from ..lm.synthetic import make_markov_pair, make_positional_pair
+from ..stats import FAIL, PASS, CheckOutcome
+from .adapters import KernelAdapter, SamplerAdapter, _check_round_tokens, call_with_timeout
+
+__all__ = ["EXACT_CHECKS", "boundary_check", "greedy_check", "differential_check", "reproducibility_check"]
+
+
+def boundary_check(adapter, cfg):
+    name = "boundary: u = 0 against p(x) = 0"
+    s = SamplingSettings(top_k=3)
+    pair = make_positional_pair(cfg.vocab, cfg.gamma, alpha=0.3, seed=cfg.seed + 77)
+    if isinstance(adapter, KernelAdapter) and adapter.accepts_uniforms and not adapter.logits:
+        P = np.broadcast_to(pair.target_table(s)[None, : cfg.gamma + 1], (256, cfg.gamma + 1, cfg.vocab))
+        Q = np.broadcast_to(pair.draft_table(s)[None, : cfg.gamma], (256, cfg.gamma, cfg.vocab))
+        rng = np.random.default_rng(cfg.seed)
+        # Drafts from q's support where the target has probability 0, where one exists.
+        X = np.empty((256, cfg.gamma), dtype=np.int64)
+        for j in range(cfg.gamma):
+            zero = np.nonzero((Q[0, j] > 0) & (P[0, j] == 0))[0]
+            support = zero if len(zero) else np.nonzero(Q[0, j] > 0)[0]
+            X[:, j] = rng.choice(support, 256)
+        u = (np.zeros((256, cfg.gamma)), rng.random(256))
+        out = call_with_timeout(adapter.fn, X, None if adapter.one_hot else Q, P, rng, uniforms=u, timeout=adapter.call_timeout, what=adapter.name)
+        tokens, n_acc = _check_round_tokens(np.asarray(out), X, cfg.gamma, cfg.vocab, adapter.name)
+        p_emit = np.stack([P[0, j][tokens[:, j].clip(0)] for j in range(cfg.gamma + 1)], 1)
+        bad = (tokens >= 0) & (p_emit <= 0)
+    elif isinstance(adapter, SamplerAdapter):
+        sampler = adapter.sampler
+        orig = sampler.uniforms
+
+        def zero_u(rng, b, g):
+            U = orig(rng, b, g)
+            return Uniforms(U.draft, np.zeros_like(U.accept), U.final, U.target)
+
+        sampler.uniforms = zero_u
+        try:
+            gen = adapter.generate(pair, 2000, cfg.gamma, np.random.default_rng(cfg.seed), s)
+        finally:
+            sampler.uniforms = orig
+        bad = pair.target_table(s)[gen.row, gen.tokens] <= 0
+        tokens = gen.tokens
+    else:
+        return None
+    if bad.any():
+        return CheckOutcome(name, FAIL, "exact", f"with every acceptance uniform at 0, {int(bad.sum())} token(s) with target "
+                            f"probability 0 were emitted (first: token {int(np.asarray(tokens)[bad][0])}); the acceptance "
+                            "comparison must be strict: accept iff u < p(x)/q(x)")
+    return CheckOutcome(name, PASS, "exact", "no zero-probability token emitted with every acceptance uniform at 0")
+
+
+def greedy_check(adapter, cfg):
+    name = "greedy equivalence (temperature 0)"
+    maker = make_markov_pair if adapter.harness == "sequence" else make_positional_pair
+    kw = {} if adapter.harness == "sequence" else {"gamma": cfg.gamma}
+    pair = maker(cfg.vocab, alpha=cfg.target_alpha, seed=cfg.seed + 99, **kw)
+    n = 500 if adapter.harness == "sequence" else 2000
+    gen = adapter.generate(pair, n, cfg.gamma, np.random.default_rng(cfg.seed), GREEDY)
+    table = pair.target_table(GREEDY)
+    bad = table[gen.row, gen.tokens] <= 0
+    if bad.any():
+        i = int(np.nonzero(bad)[0][0])
+        lg = pair.target_logits[gen.row[i]]
+        top2 = np.sort(lg)[-2:]
+        return CheckOutcome(name, FAIL, "exact", f"{int(bad.sum())} of {len(bad):,} tokens differ from target greedy; first at "
+                            f"position {int(gen.position[i])}: emitted {int(gen.tokens[i])}, target argmax {int(np.argmax(lg))} "
+                            f"(top-2 logit margin {top2[1] - top2[0]:.3g}, no tie)")
+    return CheckOutcome(name, PASS, "exact", f"{len(bad):,} tokens, every one the target's argmax given its prefix")
+
+
+def _probe_uniforms(P, Q, X, rng):
+    """Acceptance uniforms at 0, just below and exactly at each ratio; final uniforms at the
+    residual's CDF breakpoints (just above each), and random ones."""
+    b, g = X.shape
+    ar = np.arange(g)
+    ratio = np.minimum(P[0, ar, X] / Q[0, ar, X], 1.0)  # [b, g]
+    choice = rng.integers(0, 4, (b, g))
+    ua = np.select([choice == 0, choice == 1, choice == 2], [np.zeros((b, g)), np.nextafter(ratio, 0), ratio], rng.random((b, g)))
+    ua = np.minimum(ua, np.nextafter(1.0, 0))
+    uf = rng.random(b)
+    k = rng.integers(0, g + 1, b)
+    for i in range(b):
+        w = P[0, k[i]] if k[i] == g else np.maximum(P[0, k[i]] - Q[0, k[i]], 0)
+        if w.sum() > 0 and rng.random() < 0.5:
+            cum = np.cumsum(w) / np.cumsum(w)[-1]
+            uf[i] = min(np.nextafter(cum[rng.integers(0, len(w))], 2.0), np.nextafter(1.0, 0))
+    return ua, uf
+
+
+def differential_check(adapter, cfg):
+    if not (isinstance(adapter, KernelAdapter) and adapter.accepts_uniforms and not adapter.one_hot and not adapter.logits):
+        return None
+    name = "differential: injected uniforms against the reference"
+    rng = np.random.default_rng(cfg.seed + 5)
+    for trial, s in enumerate([SamplingSettings(), SamplingSettings(top_k=5), SamplingSettings(temperature=0.5, top_p=0.8)]):
+        pair = make_positional_pair(cfg.vocab, cfg.gamma, alpha=0.6, seed=cfg.seed + 200 + trial)
+        b = 512
+        P = np.broadcast_to(pair.target_table(s)[None, : cfg.gamma + 1], (b, cfg.gamma + 1, cfg.vocab))
+        Q = np.broadcast_to(pair.draft_table(s)[None, : cfg.gamma], (b, cfg.gamma, cfg.vocab))
+        X = np.stack([rng.choice(cfg.vocab, b, p=Q[0, j]) for j in range(cfg.gamma)], 1)
+        ua, uf = _probe_uniforms(P, Q, X, rng)
+        want = verify_chain_batch(X, Q, P, ua, uf).tokens
+        got = np.asarray(call_with_timeout(adapter.fn, X, Q, P, rng, uniforms=(ua, uf), timeout=adapter.call_timeout, what=adapter.name))
+        got, _ = _check_round_tokens(got, X, cfg.gamma, cfg.vocab, adapter.name)
+        diff = np.nonzero((got != want).any(1))[0]
+        if len(diff):
+            i = int(diff[0])
+            j = int(np.argmax(got[i] != want[i]))
+            return CheckOutcome(name, FAIL, "exact", f"settings {s.short()}, round {i}: emitted {got[i].tolist()}, reference "
+                                f"{want[i].tolist()} (first difference at position {j}; u_accept {ua[i].tolist()}, u_final {uf[i]!r}, "
+                                f"drafts {X[i].tolist()}); {len(diff)} of {b} rounds differ")
+        # Batch invariance: each round alone gives what it gave in the batch.
+        for i in rng.choice(b, 8, replace=False):
+            one = np.asarray(call_with_timeout(adapter.fn, X[i : i + 1], Q[:1], P[:1], rng, uniforms=(ua[i : i + 1], uf[i : i + 1]),
+                                               timeout=adapter.call_timeout, what=adapter.name))
+            if not np.array_equal(one[0], got[i]):
+                return CheckOutcome(name, FAIL, "exact", f"batch invariance: round {int(i)} emitted {got[i].tolist()} in a batch of {b} "
+                                    f"but {one[0].tolist()} alone, with the same uniforms")
+    return CheckOutcome(name, PASS, "exact", "1,536 rounds probed at u = 0, at the acceptance ratios and the residual's CDF breakpoints: "
+                        "tokens identical to the reference; batch invariant")
+
+
+def reproducibility_check(adapter, cfg):
+    from .run import _pair
+
+    s = cfg.settings[0]
+    pair = _pair(adapter, cfg, s, 0)
+    a = adapter.generate(pair, 64, cfg.gamma, np.random.default_rng(cfg.seed + 5), s)
+    b = adapter.generate(pair, 64, cfg.gamma, np.random.default_rng(cfg.seed + 5), s)
+    same = len(a.tokens) == len(b.tokens) and np.array_equal(a.tokens, b.tokens)
+    return CheckOutcome("seeded reproducibility", PASS if same else FAIL, "exact",
+                        "same seed, same output" if same else "the same seed produced different outputs: the implementation "
+                        "draws randomness from somewhere other than the generator it is given")
+
+
+EXACT_CHECKS = (boundary_check, greedy_check, differential_check, reproducibility_check)
