@@ -230,3 +230,12 @@ def test_greedy_check_catches_a_non_greedy_kernel():
     v = audit(KernelAdapter(sampled_anyway), **FAST)
     g = {c.name: c for c in v.checks}["greedy equivalence (temperature 0)"]
     assert g.status == "FAIL" and "logit margin" in g.summary
+
+
+def test_html_report_has_the_plots(tmp_path):
+    from specverify.audit.report import write_html
+
+    v = audit(SamplerAdapter(bugs.ReplacementFromP()), **FAST)
+    write_html(v, tmp_path / "r.html")
+    text = (tmp_path / "r.html").read_text()
+    assert text.count("data:image/png;base64,") == 1 and "FAIL" in text and "Evidence" in text

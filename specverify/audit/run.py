@@ -202,7 +202,14 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
             pooled = results[0]
             eps_here = max(r.min_detectable_tv for r in results)
             eps_reached = max(eps_reached, eps_here)
+            from ..stats import pit_values
+
+            u = pit_values(law, gen.tokens, gen.row, np.random.default_rng([cfg.seed, idx, 2]))
+            sm = results[worst].components[0]
             detail = {
+                "pit_hist": np.bincount(np.minimum((u * 20).astype(int), 19), minlength=20).tolist(),
+                "worst_stratum": results[worst].stratum,
+                "worst_stratum_bins": {"observed": sm.observed, "expected": sm.expected},
                 "strata": [{"stratum": r.stratum, "n": r.n, "pvalue_holm": float(a), "min_detectable_tv": r.min_detectable_tv,
                             "components": [str(c) for c in r.components]} for r, a in zip(results, adj)],
                 "eprocess_max_log_e": ep.max_log_e, "stopped_early": stopped_early,
@@ -273,12 +280,16 @@ def _strata_min(pos_counts) -> int:
 
 def _acceptance(pair, s, gen: Generation, gamma, adapter):
     """Measured accepted drafts per round against the full rule's product-form prediction."""
+    from ..theory import accepted_length_law_position_dependent
+
     acc = gen.num_accepted
-    out = {"rounds": int(len(acc)), "mean_accepted": float(acc.mean()) if len(acc) else None}
+    out = {"rounds": int(len(acc)), "mean_accepted": float(acc.mean()) if len(acc) else None,
+           "accepted_hist": np.bincount(acc, minlength=gamma + 1).tolist() if len(acc) else []}
     if hasattr(pair, "gamma") and len(acc):
         p, q = pair.target_table(s), pair.draft_table(s)
         a = [float(np.minimum(p[j], q[j]).sum()) for j in range(gamma)]
         out["predicted_mean_accepted_full_rule"] = float(expected_tokens_position_dependent(a) - 1)
+        out["predicted_accepted_law_full_rule"] = [float(x) for x in accepted_length_law_position_dependent(a)]
         out["per_position_alpha"] = a
     return out
 

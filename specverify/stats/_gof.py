@@ -82,7 +82,8 @@ def cells_result(test, obs, exp, labels, *, lambda_, pooled_groups=0, note="") -
     resid = (obs - exp) / np.sqrt(exp)
     worst = np.argsort(-np.abs(resid))[:5]
     cells = [Cell(str(labels[i]), float(obs[i]), float(exp[i])) for i in worst]
-    return GofResult(test, float(res.statistic), float(res.pvalue), k - 1, n, k, tv, iv, cells, pooled_groups, note)
+    return GofResult(test, float(res.statistic), float(res.pvalue), k - 1, n, k, tv, iv, cells, pooled_groups, note,
+                     observed=obs.tolist(), expected=exp.tolist(), labels=[str(x) for x in labels])
 
 
 def _prepare(counts, probs):

@@ -60,6 +60,9 @@ class GofResult:
     min_detectable_tv: float | None = None
     power_alpha: float | None = None
     power_beta: float | None = None
+    observed: list | None = None  # all cells, for plots
+    expected: list | None = None
+    labels: list | None = None
 
     def __str__(self) -> str:
         worst = ", ".join(f"{c.label}: {c.observed:.0f} vs {c.expected:.1f}" for c in self.worst_cells[:3])
