@@ -105,3 +105,11 @@ def test_shared_row_fast_path_equals_general_path(r):
     fast = vec.verify_chain_batch(X, Qb, Pb, ua, uf)
     slow = vec.verify_chain_batch(X, np.ascontiguousarray(Qb), np.ascontiguousarray(Pb), ua, uf)
     assert fast.as_lists() == slow.as_lists()
+
+
+def test_zero_drafts_is_a_plain_target_step():
+    p = np.array([[[0.2, 0.8]]])
+    x = np.zeros((1, 0), dtype=np.int64)
+    r = vec.verify_chain_batch(x, np.zeros((1, 0, 2)), p, np.zeros((1, 0)), np.array([0.5]))
+    t, n = tch.verify_chain_torch(torch.from_numpy(x), torch.zeros((1, 0, 2), dtype=torch.float64), torch.from_numpy(p), torch.zeros((1, 0)), torch.tensor([0.5]))
+    assert r.as_lists() == [[1]] == [t[0, : int(n[0]) + 1].tolist()]

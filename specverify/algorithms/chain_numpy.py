@@ -87,6 +87,8 @@ def _gather(rows, x, b):
 def _first_false(accept):
     """Index of the first False per row, gamma if none (the number of accepted drafts)."""
     g = accept.shape[1]
+    if g == 0:  # nothing drafted
+        return np.zeros(accept.shape[0], dtype=np.int64)
     rejected = ~accept
     return np.where(rejected.any(axis=1), rejected.argmax(axis=1), g)
 

@@ -23,6 +23,8 @@ __all__ = [
 
 def _first_false(accept: torch.Tensor) -> torch.Tensor:
     g = accept.shape[1]
+    if g == 0:  # nothing drafted: the round is a plain target step
+        return torch.zeros(accept.shape[0], dtype=torch.long, device=accept.device)
     rejected = ~accept
     idx = torch.argmax(rejected.to(torch.int8), dim=1)
     return torch.where(rejected.any(dim=1), idx, torch.full_like(idx, g))
@@ -57,7 +59,7 @@ def verify_chain_torch(draft_tokens, q, p, u_accept, u_final):
     n_acc = _first_false(u_accept.to(p.dtype) < px / qx)
     ar = torch.arange(b, device=p.device)
     p_k = p[ar, n_acc]  # [B, V]
-    q_pad = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)  # bonus row: q = 0, residual = p
+    q_pad = torch.cat([q, q.new_zeros((b, 1, p.shape[-1]))], dim=1)  # bonus row: q = 0, residual = p
     w = torch.clamp(p_k - q_pad[ar, n_acc], min=0.0)
     empty = ~(w > 0).any(dim=1, keepdim=True)
     w = torch.where(empty, p_k, w)
@@ -74,7 +76,7 @@ def verify_one_hot_torch(draft_tokens, p, u_accept, u_final):
     n_acc = _first_false(u_accept.to(p.dtype) < px)
     ar = torch.arange(b, device=p.device)
     w = p[ar, n_acc].clone()
-    x_pad = torch.cat([x, torch.zeros_like(x[:, :1])], dim=1)[ar, n_acc]
+    x_pad = torch.cat([x, x.new_zeros((b, 1))], dim=1)[ar, n_acc]
     stop = n_acc < g
     w[ar[stop], x_pad[stop]] = 0.0
     final = inverse_cdf_sample_torch(w, u_final)

@@ -210,7 +210,10 @@ def vllm_position_chi2(law: StreamLaw, tokens, rows) -> tuple[bool, GofResult]:
     o, e = o[keep], e[keep]
     x2 = float(((o - e) ** 2 / e).sum())
     df = len(o) - 1
-    res = GofResult("vllm-chi2", x2, float("nan"), df, len(tokens), len(o), 0.0, (0.0, 1.0), [], 1)
+    from scipy import stats
+
+    res = GofResult("vllm-chi2", x2, float(stats.chi2.sf(x2, df)) if df > 0 else 1.0, df, len(tokens), len(o), 0.0, (0.0, 1.0), [], 1,
+                    "decision by the threshold df + 10 sqrt(2 df), not by this p-value")
     return (df > 0 and x2 > df + 10 * math.sqrt(2 * df)), res
 
 

@@ -1,0 +1,182 @@
+"""Transformers causal LMs behind specverify's LM interface (seeded random init, or a local path).
+
+Nothing is ever downloaded: models are built from configs with seeded weights, trained for a few
+seconds on the spot when a realistic acceptance rate is needed, or loaded from a local directory.
+
+    target = build_model("llama", vocab=512, hidden=128, layers=4, seed=0, lm_head_scale=6.0)
+    draft = perturbed_copy(target, eps=0.1, seed=1)         # agrees often (alpha ~ 0.8)
+    draft = early_exit_copy(target, layers=1)               # the target's first layers + its head
+    lm = CausalLM(target)                                   # the interface
+    probs = lm.next_probs([[1, 2, 3], [4, 5]], settings)    # [B, V] float64
+    p_rows = lm.sequence_probs(prompt, continuation, settings)   # [len(continuation), V], one pass
+
+:class:`KVSession` keeps a KV cache for one sequence with ``extend`` (one pass over k new tokens,
+returning their k logit rows) and ``rollback`` (crop the last n positions).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import torch
+
+from ..dists import SamplingSettings
+from ..dists.torch_ops import process_logits_torch
+
+__all__ = ["build_model", "perturbed_copy", "early_exit_copy", "load_local", "CausalLM", "KVSession", "layered_target"]
+
+FAMILIES = ("llama", "gpt2", "qwen2")
+
+
+def build_model(family: str = "llama", *, vocab: int = 512, hidden: int = 128, layers: int = 4, heads: int = 4,
+                kv_heads: int | None = None, intermediate: int | None = None, seed: int = 0, dtype=torch.float32,
+                device: str = "cpu", lm_head_scale: float = 1.0, max_positions: int = 2048):
+    """A seeded random-init causal LM from a config. ``lm_head_scale`` sharpens the near-uniform
+    distributions of a random init (scale 6-8 gives LLM-like entropies)."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    kv_heads = kv_heads or max(1, heads // 2)
+    intermediate = intermediate or 2 * hidden
+    common = dict(vocab_size=vocab, bos_token_id=None, eos_token_id=None, pad_token_id=None, tie_word_embeddings=False)
+    if family == "llama":
+        cfg, cls = LlamaConfig(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers, num_attention_heads=heads,
+                               num_key_value_heads=kv_heads, max_position_embeddings=max_positions, **common), LlamaForCausalLM
+    elif family == "qwen2":
+        cfg, cls = Qwen2Config(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers, num_attention_heads=heads,
+                               num_key_value_heads=kv_heads, max_position_embeddings=max_positions, **common), Qwen2ForCausalLM
+    elif family == "gpt2":
+        cfg, cls = GPT2Config(n_embd=hidden, n_layer=layers, n_head=heads, n_positions=max_positions, **common), GPT2LMHeadModel
+    else:
+        raise ValueError(f"unknown family {family!r}; use one of {FAMILIES}")
+    torch.manual_seed(seed)  # transformers initialises from the global generator
+    model = cls(cfg).to(dtype=dtype, device=device).eval()
+    if lm_head_scale != 1.0:
+        with torch.no_grad():
+            model.get_output_embeddings().weight.mul_(lm_head_scale)
+    return model
+
+
+def perturbed_copy(model, *, eps: float = 0.1, seed: int = 1):
+    """A draft that agrees with ``model`` often: its weights plus relative Gaussian noise."""
+    d = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in d.parameters():
+            noise = torch.randn(p.shape, generator=g).to(p.device, p.dtype)
+            p.add_(eps * p.abs().mean() * noise)
+    return d.eval()
+
+
+def early_exit_copy(model, *, layers: int):
+    """The target's first ``layers`` layers plus its final norm and LM head, as a separate model."""
+    d = copy.deepcopy(model)
+    base = d.base_model
+    blocks = base.layers if hasattr(base, "layers") else base.h
+    del blocks[layers:]
+    d.config.num_hidden_layers = layers
+    if hasattr(d.config, "n_layer"):
+        d.config.n_layer = layers
+    return d.eval()
+
+
+def layered_target(family="llama", *, vocab, hidden, layers, heads, seed=0, dtype=torch.float32, device="cpu",
+                   lm_head_scale=6.0, damp: float = 0.05, keep: int = 1):
+    """A target whose layers after the first ``keep`` write small updates (their output projections
+    scaled by ``damp``), so an early-exit draft of ``keep`` layers predicts it well while the target
+    still pays for all its layers: a cheap way to a high-acceptance pair without training."""
+    m = build_model(family, vocab=vocab, hidden=hidden, layers=layers, heads=heads, seed=seed, dtype=dtype, device=device,
+                    lm_head_scale=lm_head_scale)
+    base = m.base_model
+    blocks = base.layers if hasattr(base, "layers") else base.h
+    with torch.no_grad():
+        for blk in blocks[keep:]:
+            for name, p in blk.named_parameters():
+                if any(k in name for k in ("o_proj", "down_proj", "c_proj")) and p.dim() == 2:
+                    p.mul_(damp)
+    return m
+
+
+def load_local(path: str, *, dtype=torch.float32, device="cpu"):
+    """Load a model from a local directory (never from a hub)."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, local_files_only=True, torch_dtype=dtype).to(device).eval()
+
+
+def _counts(history: list[int], vocab: int, device) -> torch.Tensor:
+    c = torch.zeros(vocab, dtype=torch.float64, device=device)
+    if history:
+        c.index_add_(0, torch.tensor(history, device=device), torch.ones(len(history), dtype=torch.float64, device=device))
+    return c
+
+
+class CausalLM:
+    """One interface over a transformers causal LM: laws of next tokens, with settings applied."""
+
+    def __init__(self, model):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+
+    @torch.no_grad()
+    def logits(self, ids: list[int]) -> torch.Tensor:
+        """Logits [len(ids), V] of one uncached pass (row t: next token after ids[: t + 1])."""
+        x = torch.tensor([ids], device=self.device)
+        return self.model(input_ids=x, use_cache=False).logits[0]
+
+    def process(self, logits_row: torch.Tensor, settings: SamplingSettings | None, history: list[int], n_prompt: int) -> torch.Tensor:
+        """Probabilities (float64) of one position: the shared pipeline with this position's history."""
+        x = logits_row.double()
+        if settings is None:
+            return torch.softmax(x, -1)
+        seen = _counts(history, self.vocab_size, x.device) if settings.repetition_penalty != 1.0 else None
+        out = _counts(history[n_prompt:], self.vocab_size, x.device) if (settings.presence_penalty or settings.frequency_penalty) else None
+        return torch.softmax(process_logits_torch(x, settings, seen_counts=seen, output_counts=out), -1)
+
+    def next_probs(self, prefixes: list[list[int]], settings: SamplingSettings | None = None, n_prompt: int | None = None) -> np.ndarray:
+        rows = []
+        for pre in prefixes:
+            lg = self.logits(pre)[-1]
+            rows.append(self.process(lg, settings, list(pre), len(pre) if n_prompt is None else n_prompt).cpu().numpy())
+        return np.stack(rows)
+
+    def sequence_probs(self, prompt: list[int], continuation: list[int], settings: SamplingSettings | None = None) -> np.ndarray:
+        """[len(continuation), V]: the law of each continuation token given everything before it,
+        all from one teacher-forced pass."""
+        ids = list(prompt) + list(continuation)
+        lg = self.logits(ids)
+        n = len(prompt)
+        rows = [self.process(lg[n - 1 + t], settings, ids[: n + t], n).cpu().numpy() for t in range(len(continuation))]
+        return np.stack(rows) if rows else np.zeros((0, self.vocab_size))
+
+
+class KVSession:
+    """A KV cache for one sequence: ``extend(ids)`` runs one pass over new tokens and returns their
+    logit rows; ``rollback(n)`` drops the last n cached positions (after a rejection)."""
+
+    def __init__(self, model):
+        from transformers import DynamicCache
+
+        self.model = model
+        self.cache = DynamicCache(config=model.config)
+        self.length = 0
+        self.device = next(model.parameters()).device
+        import inspect
+
+        # transformers 5.x names the argument `cache` (past_key_values is deprecated); 4.x has only the latter.
+        self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+    @torch.no_grad()
+    def extend(self, ids: list[int]) -> torch.Tensor:
+        x = torch.tensor([list(ids)], device=self.device)
+        pos = torch.arange(self.length, self.length + len(ids), device=self.device)[None]
+        out = self.model(input_ids=x, position_ids=pos, use_cache=True, **{self._cache_kw: self.cache})
+        self.length += len(ids)
+        return out.logits[0]
+
+    def rollback(self, n: int) -> None:
+        if n > 0:
+            self.cache.crop(-n)
+            self.length -= n

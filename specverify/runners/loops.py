@@ -1,0 +1,130 @@
+"""Target-only and speculative decoding loops (device-agnostic; batch of prompts = a loop).
+
+Speculative round (one target pass per round):
+
+    draft:   for i < g: q_i = pipeline(draft logits | history + x_<i); x_i ~ q_i (u_draft[i])
+    target:  one pass over [pending..., x_1..x_g] -> p_1..p_{g+1} = pipeline(target logits | history + x_<i)
+    verify:  verify_chain_torch (the full rule, or greedy at temperature 0) with u_accept, u_final
+    commit:  emitted = x_1..x_k, y; target cache cropped by g - k; draft cache cropped to the
+             accepted prefix; y is fed to both at the start of the next round ("pending").
+
+Penalties (repetition, presence, frequency) see each position's own history, drafts included, for
+both models, exactly as a target-only run would at that position. All randomness comes from the
+``torch.Generator`` passed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+
+from ..algorithms.chain_torch import verify_chain_torch, verify_greedy_torch
+from ..dists import SamplingSettings
+from ..dists.torch_ops import inverse_cdf_sample_torch
+from ..lm.transformers_lm import CausalLM, KVSession
+
+__all__ = ["RunResult", "target_only_generate", "speculative_generate"]
+
+
+@dataclasses.dataclass
+class RunResult:
+    tokens: list[int]
+    accepted: list[int]  # accepted drafts per round
+    drafted: list[int]  # drafts proposed per round
+    target_passes: int
+    draft_passes: int
+    seconds: float
+
+    @property
+    def tokens_per_target_pass(self) -> float:
+        return len(self.tokens) / max(1, self.target_passes)
+
+
+def _probs(lm: CausalLM, row, settings, history, n_prompt):
+    return lm.process(row, settings, history, n_prompt)
+
+
+def target_only_generate(model, prompt: list[int], max_new_tokens: int, settings: SamplingSettings, generator: torch.Generator) -> RunResult:
+    """Plain autoregressive sampling (or greedy at temperature 0) through the shared pipeline."""
+    lm = CausalLM(model)
+    t0 = time.perf_counter()
+    s = KVSession(model)
+    if len(prompt) > 1:
+        s.extend(prompt[:-1])
+    pending = [prompt[-1]]
+    out: list[int] = []
+    passes = 0
+    while len(out) < max_new_tokens:
+        row = s.extend(pending)[-1]
+        passes += 1
+        p = _probs(lm, row, settings, list(prompt) + out, len(prompt))
+        if settings.is_greedy:
+            y = int(torch.argmax(p))
+        else:
+            u = torch.rand((), generator=generator, dtype=torch.float64, device=generator.device)
+            y = int(inverse_cdf_sample_torch(p, u))
+        out.append(y)
+        pending = [y]
+    return RunResult(out, [], [], passes, 0, time.perf_counter() - t0)
+
+
+def speculative_generate(target, draft, prompt: list[int], max_new_tokens: int, settings: SamplingSettings,
+                         generator: torch.Generator, *, gamma: int = 4) -> RunResult:
+    """Chain speculative decoding with a draft model; exact in sampling, greedy-equal at temperature 0."""
+    tl, dl = CausalLM(target), CausalLM(draft)
+    t0 = time.perf_counter()
+    ts, ds = KVSession(target), KVSession(draft)
+    if len(prompt) > 1:
+        ts.extend(prompt[:-1])
+        ds.extend(prompt[:-1])
+    t_pending, d_pending = [prompt[-1]], [prompt[-1]]
+    out: list[int] = []
+    accepted, drafted = [], []
+    tpass = dpass = 0
+    n = len(prompt)
+    dev = generator.device
+    while len(out) < max_new_tokens:
+        g = max(0, min(gamma, max_new_tokens - len(out) - 1))
+        hist = list(prompt) + out
+        drafts: list[int] = []
+        q_rows = []
+        u_draft = torch.rand(g, generator=generator, dtype=torch.float64, device=dev)
+        for i in range(g):
+            row = ds.extend(d_pending)[-1]
+            dpass += 1
+            q = _probs(dl, row, settings, hist + drafts, n)
+            x = int(torch.argmax(q)) if settings.is_greedy else int(inverse_cdf_sample_torch(q, u_draft[i]))
+            drafts.append(x)
+            q_rows.append(q)
+            d_pending = [x]
+        logits = ts.extend(t_pending + drafts)  # one target pass
+        tpass += 1
+        base = len(t_pending) - 1
+        p_rows = torch.stack([_probs(tl, logits[base + i], settings, hist + drafts[:i], n) for i in range(g + 1)])
+        X = torch.tensor([drafts], dtype=torch.long, device=p_rows.device)
+        if settings.is_greedy:
+            toks, n_acc = verify_greedy_torch(X, p_rows[None])
+        else:
+            ua = torch.rand((1, g), generator=generator, dtype=torch.float64, device=dev)
+            uf = torch.rand(1, generator=generator, dtype=torch.float64, device=dev)
+            Q = torch.stack(q_rows)[None] if g else torch.zeros((1, 0, p_rows.shape[-1]), dtype=p_rows.dtype, device=p_rows.device)
+            toks, n_acc = verify_chain_torch(X, Q, p_rows[None], ua.to(p_rows.device), uf.to(p_rows.device))
+        k = int(n_acc[0])
+        y = int(toks[0, k])
+        out.extend(drafts[:k] + [y])
+        accepted.append(k)
+        drafted.append(g)
+        # Target cache holds ... + t_pending + drafts: drop the rejected drafts.
+        ts.rollback(g - k)
+        t_pending = [y]
+        # Draft cache holds ... + d_pending(before) + drafts[:g-1] (the last draft was never fed).
+        if g == 0:  # nothing was fed to the draft this round
+            d_pending = d_pending + [y]
+        elif k < g:
+            ds.rollback((g - 1) - k)
+            d_pending = [y]
+        else:
+            d_pending = [drafts[-1], y]
+    return RunResult(out[:max_new_tokens], accepted, drafted, tpass, dpass, time.perf_counter() - t0)
