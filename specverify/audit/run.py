@@ -125,7 +125,7 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
     alpha_s = cfg.alpha / n_set  # Bonferroni across settings; Holm inside each
     strata = cfg.gamma + 2  # positions 0..gamma plus the pooled stratum
     per_test_alpha = alpha_s / strata
-    need = min_samples_for_tv(cfg.eps, df=DEFAULT_BINS - 1, alpha=per_test_alpha / 4, beta=cfg.beta)
+    need = min_samples_for_tv(cfg.eps, df=DEFAULT_BINS - 1, alpha=per_test_alpha / 5, beta=cfg.beta)
     checks: list[CheckOutcome] = []
     evidence: list[str] = []
     total_tokens = 0

@@ -4,6 +4,6 @@ draft model, KV caches with rollback, the shared sampling pipeline applied to bo
     from specverify.runners import target_only_generate, speculative_generate
 """
 
-from .loops import RunResult, speculative_generate, target_only_generate
+from .loops import RunResult, acceptance_z, speculative_generate, target_only_generate
 
-__all__ = ["RunResult", "speculative_generate", "target_only_generate"]
+__all__ = ["RunResult", "acceptance_z", "speculative_generate", "target_only_generate"]

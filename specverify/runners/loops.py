@@ -25,7 +25,7 @@ from ..dists import SamplingSettings
 from ..dists.torch_ops import inverse_cdf_sample_torch
 from ..lm.transformers_lm import CausalLM, KVSession
 
-__all__ = ["RunResult", "target_only_generate", "speculative_generate"]
+__all__ = ["RunResult", "target_only_generate", "speculative_generate", "acceptance_z"]
 
 
 @dataclasses.dataclass
@@ -36,6 +36,9 @@ class RunResult:
     target_passes: int
     draft_passes: int
     seconds: float
+    #: per round, sum min(p_i, q_i) at each drafted position (the exact acceptance probability of
+    #: position i given that the round reached it), for the acceptance-against-theory check
+    betas: list = dataclasses.field(default_factory=list)
 
     @property
     def tokens_per_target_pass(self) -> float:
@@ -81,7 +84,7 @@ def speculative_generate(target, draft, prompt: list[int], max_new_tokens: int, 
         ds.extend(prompt[:-1])
     t_pending, d_pending = [prompt[-1]], [prompt[-1]]
     out: list[int] = []
-    accepted, drafted = [], []
+    accepted, drafted, betas = [], [], []
     tpass = dpass = 0
     n = len(prompt)
     dev = generator.device
@@ -113,6 +116,8 @@ def speculative_generate(target, draft, prompt: list[int], max_new_tokens: int, 
             toks, n_acc = verify_chain_torch(X, Q, p_rows[None], ua.to(p_rows.device), uf.to(p_rows.device))
         k = int(n_acc[0])
         y = int(toks[0, k])
+        if g and not settings.is_greedy:
+            betas.append(torch.minimum(p_rows[:g], Q[0]).sum(-1).tolist())
         out.extend(drafts[:k] + [y])
         accepted.append(k)
         drafted.append(g)
@@ -127,4 +132,20 @@ def speculative_generate(target, draft, prompt: list[int], max_new_tokens: int, 
             d_pending = [y]
         else:
             d_pending = [drafts[-1], y]
-    return RunResult(out[:max_new_tokens], accepted, drafted, tpass, dpass, time.perf_counter() - t0)
+    return RunResult(out[:max_new_tokens], accepted, drafted, tpass, dpass, time.perf_counter() - t0, betas)
+
+
+def acceptance_z(results: list[RunResult]) -> tuple[float, int]:
+    """Acceptance against theory: over every verified position (up to each round's first
+    rejection) the indicator 'accepted' is Bernoulli(beta_i) given the past, so
+    z = sum (a_i - beta_i) / sqrt(sum beta_i (1 - beta_i)) is asymptotically N(0, 1) (martingale
+    CLT). Returns (z, number of positions)."""
+    num, var, n = 0.0, 0.0, 0
+    for r in results:
+        for k, g, b in zip(r.accepted, r.drafted, r.betas):
+            for i in range(min(k + 1, g)):
+                a = 1.0 if i < k else 0.0
+                num += a - b[i]
+                var += b[i] * (1 - b[i])
+                n += 1
+    return (num / var**0.5 if var > 0 else 0.0), n

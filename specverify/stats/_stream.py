@@ -66,6 +66,7 @@ class StreamLaw:
         np.put_along_axis(self.rank, self.order, np.arange(v)[None, :].repeat(m, 0), axis=1)
         sorted_p = np.take_along_axis(self.table, self.order, axis=1)
         self.cum_excl = np.cumsum(sorted_p, axis=1) - sorted_p  # [M, V] mass before each rank
+        self.cum_id_excl = np.cumsum(self.table, axis=1) - self.table  # [M, V] mass before each id
         self._bins: dict = {}
 
     @property
@@ -137,22 +138,27 @@ def binned_stream_test(law: StreamLaw, tokens, rows, *, kind: str = "sorted_mass
     return cells_result(f"{kind}-bins", o, e, lab, lambda_="pearson", pooled_groups=int(sum((g == j).sum() > 1 for j in range(k))))
 
 
-def pit_values(law: StreamLaw, tokens, rows, rng: np.random.Generator) -> np.ndarray:
-    """Randomized PIT in descending-probability order: u = F(rank - 1) + V p(x), V ~ U(0, 1)."""
+def pit_values(law: StreamLaw, tokens, rows, rng: np.random.Generator, *, order: str = "probability") -> np.ndarray:
+    """Randomized PIT: u = F(x-) + V p(x), V ~ U(0, 1), with F over the tokens in descending
+    target probability (``order='probability'``, default) or in id order (``order='id'``, the
+    order an inverse-CDF sampler walks, along which RNG-reuse bugs move mass)."""
     tokens = np.asarray(tokens, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
-    r = law.rank[rows, tokens]
-    return law.cum_excl[rows, r] + rng.random(len(tokens)) * law.table[rows, tokens]
+    if order == "id":
+        base = law.cum_id_excl[rows, tokens]
+    else:
+        base = law.cum_excl[rows, law.rank[rows, tokens]]
+    return base + rng.random(len(tokens)) * law.table[rows, tokens]
 
 
-def pit_test(law: StreamLaw, tokens, rows, rng: np.random.Generator, *, method: str = "ad") -> GofResult:
+def pit_test(law: StreamLaw, tokens, rows, rng: np.random.Generator, *, method: str = "ad", order: str = "probability") -> GofResult:
     """Uniformity of the PIT values: 'ad' (Anderson-Darling, default), 'ks', or 'binned' (20 bins)."""
     from scipy import stats
 
     z = _zero_mass_failure(f"pit-{method}", law, tokens, rows)
     if z:
         return z
-    u = pit_values(law, tokens, rows, rng)
+    u = pit_values(law, tokens, rows, rng, order=order)
     n = len(u)
     if n == 0:
         return GofResult(f"pit-{method}", 0.0, 1.0, 0, 0, 0, 0.0, (0.0, 1.0), [], 0, "no tokens")
@@ -161,7 +167,7 @@ def pit_test(law: StreamLaw, tokens, rows, rng: np.random.Generator, *, method: 
     cells = [Cell(f"PIT decile {i + 1}", hist[i], n / 10) for i in np.argsort(-np.abs(hist - n / 10))[:3]]
     if method == "ad":
         a2, p = anderson_darling_uniform(u)
-        return GofResult("pit-anderson-darling", a2, p, 0, n, 10, tv, iv, cells, 0)
+        return GofResult("pit-anderson-darling" + ("-id-order" if order == "id" else ""), a2, p, 0, n, 10, tv, iv, cells, 0)
     if method == "ks":
         r = stats.kstest(u, "uniform")
         return GofResult("pit-ks", float(r.statistic), float(r.pvalue), 0, n, 10, tv, iv, cells, 0)
@@ -236,9 +242,10 @@ def default_stream_test(law: StreamLaw, tokens, rows, *, rng: np.random.Generato
                         beta: float = 1e-3, stratum: str = "all", n_bins: int = DEFAULT_BINS,
                         top_k: int = DEFAULT_TOPK, salt: int | None = None) -> StreamTestResult:
     """specverify's default test for one stratum: sorted-mass bins, top-K + rest, salted hash
-    buckets and PIT/Anderson-Darling, combined by Bonferroni (p = 4 min p_i).
+    buckets, and PIT/Anderson-Darling in probability order and in id order, combined by
+    Bonferroni (p = 5 min p_i).
 
-    The power statement uses the sorted-mass projection alone, at alpha / 4: every deviation whose
+    The power statement uses the sorted-mass projection alone, at alpha / 5: every deviation whose
     projection onto those bins has TV >= min_detectable_tv is detected with probability >= 1 - beta.
     """
     if salt is None:
@@ -248,6 +255,7 @@ def default_stream_test(law: StreamLaw, tokens, rows, *, rng: np.random.Generato
         binned_stream_test(law, tokens, rows, kind="rank", n_cells=top_k),
         binned_stream_test(law, tokens, rows, kind="hash", n_cells=n_bins, salt=salt),
         pit_test(law, tokens, rows, rng, method="ad"),
+        pit_test(law, tokens, rows, rng, method="ad", order="id"),
     ]
     p = min(1.0, len(comps) * min(c.pvalue for c in comps))
     n = len(tokens)
