@@ -143,9 +143,13 @@ class TopKTopPOrder(ChainSampler):
         return w / w.sum(-1, keepdims=True)
 
     def target_rows(self, pair, ridx, settings, *, bonus):
+        if settings is None or settings.is_greedy:  # no top-k / top-p in play
+            return super().target_rows(pair, ridx, settings, bonus=bonus)
         return self._other_order(pair.target_logits[ridx], settings)
 
     def draft_rows_sampled(self, pair, ridx, settings):
+        if settings is None or settings.is_greedy:
+            return super().draft_rows_sampled(pair, ridx, settings)
         return self._other_order(pair.draft_logits[ridx], settings)
 
 
