@@ -125,6 +125,7 @@ class SamplerAdapter(Adapter):
         self.name = sampler.name
         self.harness = sampler.harness
         self.exact_by_design = sampler.exact
+        self.lossy_by_design = getattr(sampler, "lossy_by_design", False)
 
     def generate(self, pair, n, gamma, rng, settings):
         return generate(self.sampler, pair, n=n, gamma=gamma, rng=rng, settings=settings)

@@ -48,6 +48,8 @@ def boundary_check(adapter, cfg):
         p_emit = np.stack([P[0, j][tokens[:, j].clip(0)] for j in range(cfg.gamma + 1)], 1)
         bad = (tokens >= 0) & (p_emit <= 0)
     elif isinstance(adapter, SamplerAdapter):
+        if adapter.harness == "sequence":
+            pair = make_markov_pair(cfg.vocab, alpha=0.3, seed=cfg.seed + 77)
         sampler = adapter.sampler
         orig = sampler.uniforms
 

@@ -231,6 +231,16 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
                                            f"(sorted-mass projection; pooled {pooled.min_detectable_tv:.4f})", float(adj[worst]), eps_here, len(gen.tokens), detail))
             if prog:
                 prog.update(task, completed=need)
+        dev = getattr(getattr(adapter, "sampler", None), "exact_deviation", None)
+        if dev is not None:
+            s0 = cfg.settings[0]
+            mean_tv, max_tv = dev(_pair(adapter, cfg, s0, 0), s0)
+            label = "lossy by design" if getattr(adapter, "lossy_by_design", False) else ("exact by construction" if mean_tv < 1e-12 else "inexact")
+            checks.append(CheckOutcome("deviation of the rule, computed exactly", PASS if mean_tv < 1e-12 else FAIL, "exact",
+                                       f"{label}: TV between the first emitted token's law and the target's, computed by enumeration: "
+                                       f"mean {mean_tv:.4g}, max {max_tv:.4g} over contexts", lossy_by_design=getattr(adapter, "lossy_by_design", False)))
+            if mean_tv >= 1e-12:
+                evidence.append(checks[-1].summary)
         if cfg.exact_checks:
             for fn in EXACT_CHECKS:
                 try:

@@ -209,7 +209,7 @@ def generate(
     while done < n:
         b = min(chunk, n - done)
         ctx = np.full(b, pair.start_context, dtype=np.int64)
-        buf = np.full((b, length + gamma + 1), -1, dtype=np.int64)
+        buf = np.full((b, length + gamma + 17), -1, dtype=np.int64)  # room for a round's overshoot
         posb = np.full_like(buf, -1)
         fill = np.zeros(b, dtype=np.int64)
         while (fill < length).any():
@@ -218,7 +218,7 @@ def generate(
             rounds += len(active)
             accs.append(out.num_accepted)
             n_emit = (out.tokens >= 0).sum(1)
-            for k in range(gamma + 1):
+            for k in range(out.tokens.shape[1]):
                 m = k < n_emit
                 buf[active[m], fill[active[m]] + k] = out.tokens[m, k]
                 posb[active[m], fill[active[m]] + k] = k
