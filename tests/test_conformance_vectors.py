@@ -18,6 +18,16 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_committed_vectors_are_reproducible(tmp_path):
     path = write_vectors(tmp_path)
     assert path.read_text() == (ROOT / "reference" / FILE_NAME).read_text()
+    assert (tmp_path / "tree-v1.json").read_text() == (ROOT / "reference" / "tree-v1.json").read_text()
+
+
+def test_tree_vectors_state_exactness_correctly():
+    doc = json.loads((ROOT / "reference" / "tree-v1.json").read_text())
+    assert len(doc["cases"]) >= 30
+    for c in doc["cases"]:
+        assert sum(Fraction(e["prob"]) for e in c["law"]) == 1
+        if c["exact"]:
+            assert Fraction(c["first_token_tv_from_p"]) == 0, c["id"]
 
 
 def test_coverage_of_the_required_cases():

@@ -127,12 +127,52 @@ def generate_cases(seed: int = 20261129) -> list[dict]:
     return [_case(rng, i, **kw) for i, kw in enumerate(plan)]
 
 
+TREE_FILE_NAME = "tree-v1.json"
+
+
+def generate_tree_cases(seed: int = 20261129) -> list[dict]:
+    """Tree / multi-draft cases: rows depend on depth only; the law is over the emitted block."""
+    from .multi_draft import PAIRINGS, tree_round_law
+
+    rng = np.random.default_rng(seed + 1)
+    cases = []
+    shapes = [(3, [2]), (4, [2, 2]), (5, [3, 1])]
+    for pairing in PAIRINGS:
+        for v, branching in shapes:
+            depth = len(branching)
+            p_rows = [_row(_weights(rng, v, "dense" if d % 2 == 0 else "general")) for d in range(depth + 1)]
+            q_rows = [_row(_weights(rng, v, "dense")) for _ in range(depth)]
+            target = lambda ctx, P=p_rows: P[len(ctx)]
+            draft = lambda ctx, Q=q_rows: Q[len(ctx)]
+            law = tree_round_law(target, draft, (), branching, pairing.mechanism, pairing.rule)
+            exp = sum(Fraction(len(b)) * w for b, w in law.items())
+            # the target's own law of the first token, to compare against (exact pairings match it)
+            first = {}
+            for b, w in law.items():
+                first[b[0]] = first.get(b[0], Fraction(0)) + w
+            cases.append({
+                "id": f"{len(cases):03d}-{pairing.name}-V{v}-b{'x'.join(map(str, branching))}",
+                "pairing": pairing.name, "mechanism": pairing.mechanism, "rule": pairing.rule.name,
+                "rule_params": {"threshold_single": pairing.rule.threshold_single, "threshold_acc": pairing.rule.threshold_acc,
+                                "epsilon": pairing.rule.epsilon, "delta": pairing.rule.delta},
+                "exact": pairing.exact, "lossy_by_design": pairing.lossy_by_design, "vocab_size": v, "branching": branching,
+                "p_by_depth": [[str(f) for f in r] for r in p_rows], "q_by_depth": [[str(f) for f in r] for r in q_rows],
+                "law": [{"block": list(b), "prob": str(w), "prob_float": float(w)} for b, w in sorted(law.items())],
+                "first_token_law": [str(first.get(i, Fraction(0))) for i in range(v)],
+                "first_token_tv_from_p": str(sum(abs(first.get(i, Fraction(0)) - p_rows[0][i]) for i in range(v)) / 2),
+                "expected_emitted": str(exp), "expected_emitted_float": float(exp),
+            })
+    return cases
+
+
 def write_vectors(out_dir, seed: int = 20261129) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     doc = {"format_version": FORMAT_VERSION, "generator": "specverify.algorithms.conformance", "seed": seed, "cases": generate_cases(seed)}
     path = out / FILE_NAME
     path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    tdoc = {"format_version": FORMAT_VERSION, "generator": "specverify.algorithms.conformance", "seed": seed, "cases": generate_tree_cases(seed)}
+    (out / TREE_FILE_NAME).write_text(json.dumps(tdoc, indent=1, sort_keys=True) + "\n")
     return path
 
 

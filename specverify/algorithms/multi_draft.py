@@ -195,6 +195,9 @@ def node_outcome_law(p, q, cands: Sequence[int], rule: NodeRule) -> dict[tuple, 
             add(("emit", y), reach * w)
         return out
     if name == "target_only":
+        exact_numbers = isinstance(p[0], Fraction)
+        t_acc = Fraction(str(rule.threshold_acc)) if exact_numbers else rule.threshold_acc
+        t_single = Fraction(str(rule.threshold_single)) if exact_numbers else rule.threshold_single
         # One coin u ~ U[0, 1) per level. c_i is accepted for u in
         # [F_{i-1}/t_acc, F_i/t_acc) (first i with u <= F_i / t_acc), unless p(c_i) >= t_single
         # accepts it outright when it is reached.
@@ -203,11 +206,11 @@ def node_outcome_law(p, q, cands: Sequence[int], rule: NodeRule) -> dict[tuple, 
         tried = []
         for idx, x in enumerate(cands):
             tried.append(x)
-            if p[x] >= rule.threshold_single:
+            if p[x] >= t_single:
                 add(("accept", idx), 1 - lo)
                 return out
             F = F + p[x]
-            hi = min(one, F / rule.threshold_acc) if rule.threshold_acc != 1 else min(one, F)
+            hi = min(one, F / t_acc)
             if hi > lo:
                 add(("accept", idx), hi - lo)
                 lo = hi
