@@ -40,7 +40,7 @@ def _auditor(model):
 def audit_lm(generate, target_model, *, prompts: list[list[int]], settings=(SamplingSettings(),), length: int = 4,
              alpha: float = 1e-6, beta: float = 1e-3, eps: float = 0.1, budget_s: float = 120.0, seed: int = 0,
              max_sequences: int | None = None, name: str = "generator", call_timeout: float | None = 60.0,
-             greedy_check: bool = True, reference_greedy=None, tie_tol: float = 1e-4) -> Verdict:
+             greedy_check: bool = True, reference_greedy=None, tie_tol: float = 1e-4, lossy_by_design: bool = False) -> Verdict:
     t0 = time.perf_counter()
     aud = _auditor(target_model)
     n_set = len(settings)
@@ -102,7 +102,8 @@ def audit_lm(generate, target_model, *, prompts: list[list[int]], settings=(Samp
             evidence.append(c.summary)
     status = FAIL if any(c.status == FAIL for c in checks) else (INCONCLUSIVE if eps_reached > eps else PASS)
     return Verdict(status, alpha, beta, eps_reached or math.inf, eps, seed, checks, evidence,
-                   {"tokens_per_setting": need} if status == INCONCLUSIVE else None, total, time.perf_counter() - t0, name)
+                   {"tokens_per_setting": need} if status == INCONCLUSIVE else None, total, time.perf_counter() - t0, name,
+                   lossy_by_design=lossy_by_design)
 
 
 def batched_vs_incremental_logit_gap(model, prompt: list[int], continuation: list[int]) -> float:

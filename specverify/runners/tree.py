@@ -1,0 +1,331 @@
+"""Tree verification in one target pass, and the drafters that build trees.
+
+One pass: the prefix and the flattened tree go through the target together, with an additive
+float attention mask (each tree node sees the prefix, its ancestors and itself) and explicit
+position ids (prefix length + depth). ``tree_logits`` returns the row after the prefix (the root's
+law) and the row after every node; ``chain_logits_for_tree`` computes the same rows with one
+separate chain pass per node, for the check.
+
+Drafters return a tree: nodes with (token, parent, depth), and for every expanded node the draft
+row it drew its children from and the ordered candidate list (the verifier needs both):
+
+* :class:`ModelTreeDrafter`: a draft model, k candidates per node by a mechanism (iid, without
+  replacement, top-k);
+* :class:`PromptLookupDrafter`: copy the continuation of the last earlier occurrence of the
+  context's final n-gram (a chain; deterministic candidates);
+* :class:`MedusaHeads`: linear heads on the target's last hidden state, head j predicting the
+  token j + 2 steps ahead; trained in seconds on the target's own samples; top-k per head;
+* :class:`EagleHead`: one light layer predicting the target's next feature from the current
+  feature and the sampled next token, then the target's LM head (EAGLE); trained likewise.
+
+``tree_speculative_generate`` walks the tree with a node rule (:mod:`..algorithms.multi_draft`),
+and records, per round, the exact expected number of emitted tokens for the tree actually used
+(from the node laws), to compare with what was emitted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import torch
+
+from ..algorithms.multi_draft import NodeRule, candidate_law, draw_candidates, node_outcome_law, verify_node_procedural
+from ..dists import SamplingSettings
+from ..lm.transformers_lm import CausalLM
+
+__all__ = ["Tree", "tree_logits", "chain_logits_for_tree", "ModelTreeDrafter", "PromptLookupDrafter", "MedusaHeads", "EagleHead",
+           "tree_speculative_generate", "TreeRunResult", "train_medusa_heads", "train_eagle_head"]
+
+
+@dataclasses.dataclass
+class Tree:
+    tokens: list[int] = dataclasses.field(default_factory=list)
+    parents: list[int] = dataclasses.field(default_factory=list)  # -1: child of the root
+    # node index (-1 = root) -> (draft row, ordered candidate node indices)
+    children: dict = dataclasses.field(default_factory=dict)
+
+    def depth(self, i):
+        d = 0
+        while self.parents[i] >= 0:
+            i = self.parents[i]
+            d += 1
+        return d
+
+    def path(self, i):
+        out = []
+        while i >= 0:
+            out.append(self.tokens[i])
+            i = self.parents[i]
+        return out[::-1]
+
+    def add_children(self, node: int, q_row, cands: list[int]) -> list[int]:
+        idx = []
+        for c in cands:
+            self.tokens.append(int(c))
+            self.parents.append(node)
+            idx.append(len(self.tokens) - 1)
+        self.children[node] = (q_row, idx)
+        return idx
+
+
+@torch.no_grad()
+def tree_logits(model, prefix: list[int], tree: Tree) -> torch.Tensor:
+    """[1 + n_nodes, V]: row 0 after the prefix, row 1 + i after node i; one pass."""
+    dev = next(model.parameters()).device
+    P, n = len(prefix), len(tree.tokens)
+    allowed = torch.zeros(P + n, P + n, dtype=torch.bool, device=dev)
+    allowed[:P, :P] = torch.tril(torch.ones(P, P, dtype=torch.bool, device=dev))
+    allowed[P:, :P] = True
+    for i in range(n):
+        j = i
+        while j >= 0:
+            allowed[P + i, P + j] = True
+            j = tree.parents[j]
+    dtype = next(model.parameters()).dtype
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=dev).masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
+    pos = list(range(P)) + [P + tree.depth(i) for i in range(n)]
+    ids = torch.tensor([list(prefix) + tree.tokens], device=dev)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=torch.tensor([pos], device=dev), use_cache=False).logits[0]
+    return torch.cat([out[P - 1 : P], out[P:]])
+
+
+@torch.no_grad()
+def chain_logits_for_tree(model, prefix: list[int], tree: Tree) -> torch.Tensor:
+    lm = CausalLM(model)
+    rows = [lm.logits(list(prefix))[-1]]
+    for i in range(len(tree.tokens)):
+        rows.append(lm.logits(list(prefix) + tree.path(i))[-1])
+    return torch.stack(rows)
+
+
+class ModelTreeDrafter:
+    def __init__(self, draft_model, branching=(2, 2), mechanism="top_k"):
+        self.lm = CausalLM(draft_model)
+        self.branching, self.mechanism = tuple(branching), mechanism
+
+    def propose(self, prefix, settings, rng) -> Tree:
+        tree = Tree()
+        frontier = [-1]
+        for k in self.branching:
+            nxt = []
+            for node in frontier:
+                path = list(prefix) + (tree.path(node) if node >= 0 else [])
+                q = self.lm.next_probs([path], settings, n_prompt=len(prefix))[0]
+                cands = draw_candidates(q, k, self.mechanism, rng)
+                nxt += tree.add_children(node, q, cands)
+            frontier = nxt
+        return tree
+
+
+class PromptLookupDrafter:
+    """Deterministic chain from the last earlier match of the final ``ngram`` tokens."""
+
+    def __init__(self, ngram=2, num=4):
+        self.ngram, self.num = ngram, num
+
+    def propose(self, prefix, settings, rng) -> Tree:
+        tree = Tree()
+        ctx = list(prefix)
+        key = ctx[-self.ngram :]
+        cont: list[int] = []
+        for s in range(len(ctx) - self.ngram - 1, -1, -1):
+            if ctx[s : s + self.ngram] == key:
+                cont = ctx[s + self.ngram : s + self.ngram + self.num]
+                break
+        node = -1
+        for t in cont:
+            q = np.zeros(1)  # deterministic proposal: q is one-hot on t (verify with the one-hot rule)
+            node = tree.add_children(node, q, [t])[0]
+        return tree
+
+
+class MedusaHeads(torch.nn.Module):
+    """Head j maps the target's last hidden state h_t to logits for token t + 2 + j (head 0 is the
+    target's own next-token prediction, as in Medusa, so heads start one step further)."""
+
+    def __init__(self, target, n_heads=2, topk=(2, 2)):
+        super().__init__()
+        h = target.config.hidden_size
+        v = target.get_output_embeddings().weight.shape[0]
+        self.target, self.topk = target, tuple(topk)
+        self.heads = torch.nn.ModuleList([torch.nn.Sequential(torch.nn.Linear(h, h), torch.nn.SiLU(), torch.nn.Linear(h, v)) for _ in range(n_heads)])
+
+    @torch.no_grad()
+    def propose(self, prefix, settings, rng) -> Tree:
+        out = self.target(input_ids=torch.tensor([list(prefix)]), output_hidden_states=True, use_cache=False)
+        h = out.hidden_states[-1][0, -1]
+        rows = [torch.softmax(out.logits[0, -1].double(), -1).numpy()] + [torch.softmax(hd(h).double(), -1).numpy() for hd in self.heads]
+        # Medusa's tree: top-k of the next-token row, then top-k of each head, as a Cartesian tree.
+        tree = Tree()
+        frontier = [-1]
+        for d, k in enumerate(self.topk[: len(rows)]):
+            nxt = []
+            for node in frontier:
+                cands = draw_candidates(rows[d], k, "top_k", rng)
+                nxt += tree.add_children(node, rows[d], cands)
+            frontier = nxt
+        return tree
+
+
+class EagleHead(torch.nn.Module):
+    """f(h_t, emb(x_{t+1})) -> h_{t+1}; draft row = softmax(lm_head(f)). Autoregressive at the
+    feature level, expanded into a top-k tree."""
+
+    def __init__(self, target, topk=(2, 2)):
+        super().__init__()
+        h = target.config.hidden_size
+        self.target, self.topk = target, tuple(topk)
+        self.fc = torch.nn.Linear(2 * h, h)
+        self.mlp = torch.nn.Sequential(torch.nn.SiLU(), torch.nn.Linear(h, h))
+
+    def step(self, h, tok):
+        e = self.target.get_input_embeddings()(tok)
+        z = self.fc(torch.cat([h, e], -1))
+        return z + self.mlp(z)
+
+    def logits(self, h):
+        return self.target.get_output_embeddings()(self.target.base_model.norm(h) if hasattr(self.target.base_model, "norm") else h)
+
+    @torch.no_grad()
+    def propose(self, prefix, settings, rng) -> Tree:
+        out = self.target(input_ids=torch.tensor([list(prefix)]), output_hidden_states=True, use_cache=False)
+        h0 = out.hidden_states[-1][0, -1]
+        p0 = torch.softmax(out.logits[0, -1].double(), -1).numpy()
+        tree = Tree()
+        feats = {-1: h0}
+        frontier = [-1]
+        rows = {-1: p0}
+        for d, k in enumerate(self.topk):
+            nxt = []
+            for node in frontier:
+                cands = draw_candidates(rows[node], k, "top_k", rng)
+                for idx in tree.add_children(node, rows[node], cands):
+                    f = self.step(feats[node], torch.tensor(tree.tokens[idx]))
+                    feats[idx] = f
+                    rows[idx] = torch.softmax(self.logits(f).double(), -1).numpy()
+                    nxt.append(idx)
+            frontier = nxt
+        return tree
+
+
+def _target_samples(target, n_seq=64, length=32, vocab=None, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    v = vocab or target.get_output_embeddings().weight.shape[0]
+    ids = torch.randint(0, v, (n_seq, 4), generator=g)
+    with torch.no_grad():
+        for _ in range(length):
+            logits = target(input_ids=ids, use_cache=False).logits[:, -1]
+            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=g)
+            ids = torch.cat([ids, nxt], 1)
+    return ids
+
+
+def train_medusa_heads(target, *, n_heads=2, steps=150, seed=0, topk=(2, 2)) -> MedusaHeads:
+    """A few seconds of training on the target's own samples (cross-entropy on future tokens)."""
+    torch.manual_seed(seed)
+    heads = MedusaHeads(target, n_heads, topk)
+    ids = _target_samples(target, seed=seed)
+    with torch.no_grad():
+        h = target(input_ids=ids, output_hidden_states=True, use_cache=False).hidden_states[-1]
+    opt = torch.optim.AdamW(heads.heads.parameters(), lr=3e-3)
+    for _ in range(steps):
+        loss = 0
+        for j, hd in enumerate(heads.heads):
+            shift = j + 2
+            loss = loss + torch.nn.functional.cross_entropy(hd(h[:, :-shift]).reshape(-1, hd[-1].out_features), ids[:, shift:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return heads.eval()
+
+
+def train_eagle_head(target, *, steps=150, seed=0, topk=(2, 2)) -> EagleHead:
+    """Feature regression plus token cross-entropy on the target's own samples (EAGLE's losses)."""
+    torch.manual_seed(seed)
+    head = EagleHead(target, topk)
+    ids = _target_samples(target, seed=seed)
+    with torch.no_grad():
+        out = target(input_ids=ids, output_hidden_states=True, use_cache=False)
+        h = out.hidden_states[-1]
+    params = list(head.fc.parameters()) + list(head.mlp.parameters())
+    opt = torch.optim.AdamW(params, lr=3e-3)
+    for _ in range(steps):
+        pred = head.step(h[:, :-1], ids[:, 1:])
+        reg = torch.nn.functional.smooth_l1_loss(pred, h[:, 1:])
+        ce = torch.nn.functional.cross_entropy(head.logits(pred[:, :-1]).reshape(-1, out.logits.shape[-1]), ids[:, 2:].reshape(-1))
+        loss = reg + 0.1 * ce
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return head.eval()
+
+
+@dataclasses.dataclass
+class TreeRunResult:
+    tokens: list[int]
+    emitted_per_round: list[int]
+    expected_per_round: list[float]  # exact, for the tree actually drafted
+    var_per_round: list[float]
+    target_passes: int
+    seconds: float
+
+
+def _expected_len(tree: Tree, probs: np.ndarray, rule: NodeRule, node: int = -1):
+    """(E[emitted], E[emitted^2]) for the walk from ``node`` given the drafted tree (exact)."""
+    p = probs[node + 1]
+    if node not in tree.children:
+        return 1.0, 1.0  # a leaf (or the bonus): one token from p
+    q, kids = tree.children[node]
+    cands = [tree.tokens[i] for i in kids]
+    e, e2 = 0.0, 0.0
+    law = node_outcome_law(list(map(float, p)), list(map(float, q)) if len(q) == len(p) else None, cands, rule)
+    for (kind, val), w in law.items():
+        if kind == "accept":
+            a, a2 = _expected_len(tree, probs, rule, kids[val])
+            e += w * (1 + a)
+            e2 += w * (1 + 2 * a + a2)
+        else:
+            e += w
+            e2 += w
+    return e, e2
+
+
+def tree_speculative_generate(target, drafter, prompt: list[int], max_new_tokens: int, settings: SamplingSettings, rng: np.random.Generator,
+                              rule: NodeRule) -> TreeRunResult:
+    """Draft a tree, verify it in one target pass, walk it with ``rule``; repeat."""
+    lm = CausalLM(target)
+    t0 = time.perf_counter()
+    out: list[int] = []
+    emitted, expected, var = [], [], []
+    passes = 0
+    n = len(prompt)
+    while len(out) < max_new_tokens:
+        ctx = list(prompt) + out
+        tree = drafter.propose(ctx, settings, rng)
+        logits = tree_logits(target, ctx, tree)
+        passes += 1
+        probs = np.stack([lm.process(logits[0], settings, ctx, n).cpu().numpy()] +
+                         [lm.process(logits[1 + i], settings, ctx + tree.path(i), n).cpu().numpy() for i in range(len(tree.tokens))])
+        e, e2 = _expected_len(tree, probs, rule)
+        expected.append(e)
+        var.append(e2 - e * e)
+        node, block = -1, []
+        while True:
+            p = probs[node + 1]
+            if node not in tree.children:
+                block.append(int(rng.choice(len(p), p=p / p.sum())))
+                break
+            q, kids = tree.children[node]
+            cands = [tree.tokens[i] for i in kids]
+            kind, val = verify_node_procedural(p, q if len(q) == len(p) else np.zeros_like(p), cands, rule, rng)
+            if kind == "accept":
+                node = kids[val]
+                block.append(tree.tokens[node])
+            else:
+                block.append(int(val))
+                break
+        emitted.append(len(block))
+        out.extend(block)
+    return TreeRunResult(out[:max_new_tokens], emitted, expected, var, passes, time.perf_counter() - t0)

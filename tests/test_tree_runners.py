@@ -1,0 +1,74 @@
+"""Tree verification on transformers models: one pass with a tree mask equals separate chain
+passes; tree runners with every drafter are audited (exact rules PASS, Medusa's typical acceptance
+FAILs, labelled lossy by design); measured tokens per pass match the exact expectation."""
+
+import numpy as np
+import pytest
+import torch
+
+from specverify import SamplingSettings
+from specverify.algorithms.multi_draft import NODE_RULES
+from specverify.audit.lm_audit import audit_lm
+from specverify.lm.transformers_lm import build_model, early_exit_copy, layered_target
+from specverify.runners.tree import (ModelTreeDrafter, PromptLookupDrafter, chain_logits_for_tree, train_eagle_head, train_medusa_heads,
+                                     tree_logits, tree_speculative_generate)
+
+torch.set_num_threads(1)
+PROMPTS = [[1, 2, 3, 1, 2, 3, 1], [5, 6, 7], [9, 8, 9, 8, 9]]
+
+
+@pytest.fixture(scope="module")
+def target():
+    return layered_target("llama", vocab=96, hidden=48, layers=4, heads=4, seed=2, lm_head_scale=9.0, keep=1, damp=0.2)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt2"])
+def test_one_pass_tree_logits_equal_chain_passes(family):
+    m = build_model(family, vocab=64, hidden=32, layers=2, seed=1, lm_head_scale=4.0)
+    d = ModelTreeDrafter(m, (3, 2), "top_k")
+    tree = d.propose([4, 5, 6], SamplingSettings(), np.random.default_rng(0))
+    assert len(tree.tokens) == 3 + 6
+    assert float((tree_logits(m, [4, 5, 6], tree) - chain_logits_for_tree(m, [4, 5, 6], tree)).abs().max()) < 1e-4
+
+
+def _drafters(target):
+    return {
+        "draft-model top-k tree": ModelTreeDrafter(early_exit_copy(target, layers=1), (2, 2), "top_k"),
+        "draft-model iid tree (rrs)": ModelTreeDrafter(early_exit_copy(target, layers=1), (2, 1), "iid"),
+        "prompt lookup": PromptLookupDrafter(2, 3),
+        "medusa heads": train_medusa_heads(target, steps=80),
+        "eagle head": train_eagle_head(target, steps=80),
+    }
+
+
+def test_tree_runners_are_audited(target):
+    s = (SamplingSettings(temperature=0.8),)
+    for name, drafter in _drafters(target).items():
+        rule = NODE_RULES["rrs"] if "iid" in name else NODE_RULES["one_hot"]
+
+        def gen(prompt, n, seed, settings, drafter=drafter, rule=rule):
+            return tree_speculative_generate(target, drafter, prompt, n, settings, np.random.default_rng(seed), rule).tokens
+
+        v = audit_lm(gen, target, prompts=PROMPTS, settings=s, eps=0.3, length=4, name=name, greedy_check=False, max_sequences=400)
+        assert v.status in ("PASS", "INCONCLUSIVE") and not v.evidence, (name, v.headline())
+
+
+def test_medusa_typical_acceptance_is_flagged_lossy(target):
+    heads = train_medusa_heads(target, steps=80)
+
+    def gen(prompt, n, seed, settings):
+        return tree_speculative_generate(target, heads, prompt, n, settings, np.random.default_rng(seed), NODE_RULES["typical"]).tokens
+
+    v = audit_lm(gen, target, prompts=PROMPTS, settings=(SamplingSettings(temperature=0.8),), eps=0.3, length=4,
+                 name="medusa typical", greedy_check=False, lossy_by_design=True, max_sequences=400)
+    assert v.status == "FAIL" and "[lossy by design]" in v.headline()
+
+
+def test_measured_tokens_per_pass_match_the_exact_expectation(target):
+    drafter = ModelTreeDrafter(early_exit_copy(target, layers=1), (2, 2), "top_k")
+    rng = np.random.default_rng(5)
+    runs = [tree_speculative_generate(target, drafter, p, 30, SamplingSettings(temperature=0.8), rng, NODE_RULES["one_hot"]) for p in PROMPTS * 3]
+    em = sum(sum(r.emitted_per_round) for r in runs)
+    ex = sum(sum(r.expected_per_round) for r in runs)
+    sd = np.sqrt(sum(sum(r.var_per_round) for r in runs))
+    assert abs(em - ex) < 5.3 * sd, (em, ex, sd)
