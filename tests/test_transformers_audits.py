@@ -99,3 +99,45 @@ def test_bad_endpoints_become_findings(models, mode, words):
     finally:
         srv.shutdown()
     assert v.status == "FAIL" and any(words in e for e in v.evidence), v.evidence
+
+
+def test_local_path_loading(tmp_path, models):
+    from specverify.lm.transformers_lm import CausalLM, load_local
+
+    t, _ = models
+    t.save_pretrained(tmp_path / "m")
+    m = load_local(str(tmp_path / "m"))
+    assert float((CausalLM(m).logits([1, 2, 3]) - CausalLM(t).logits([1, 2, 3])).abs().max()) < 1e-6
+
+
+def test_serve_command_as_a_real_process(models):
+    """`specverify serve` in its own process on loopback, audited over HTTP (two-sample against a
+    target-only server process started the same way)."""
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    def free_port():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    ports = [free_port(), free_port()]
+    procs = [subprocess.Popen([sys.executable, "-m", "specverify.cli", "serve", "--port", str(ports[0]), "--speculative", "--vocab", "64"]),
+             subprocess.Popen([sys.executable, "-m", "specverify.cli", "serve", "--port", str(ports[1]), "--vocab", "64"])]
+    try:
+        for port in ports:
+            for _ in range(200):
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1).read()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+        spec, plain = (http_generator(f"http://127.0.0.1:{p}") for p in ports)
+        v = two_sample_endpoints(spec, plain, prompts=PROMPTS, settings=SamplingSettings(temperature=0.9), vocab_size=64, n_sequences=200, length=3)
+        assert v.status == "PASS"
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=10)

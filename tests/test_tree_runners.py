@@ -10,7 +10,7 @@ from specverify import SamplingSettings
 from specverify.algorithms.multi_draft import NODE_RULES
 from specverify.audit.lm_audit import audit_lm
 from specverify.lm.transformers_lm import build_model, early_exit_copy, layered_target
-from specverify.runners.tree import (ModelTreeDrafter, PromptLookupDrafter, chain_logits_for_tree, train_eagle_head, train_medusa_heads,
+from specverify.runners.tree import (LookaheadDrafter, ModelTreeDrafter, PromptLookupDrafter, chain_logits_for_tree, train_eagle_head, train_medusa_heads,
                                      tree_logits, tree_speculative_generate)
 
 torch.set_num_threads(1)
@@ -36,6 +36,7 @@ def _drafters(target):
         "draft-model top-k tree": ModelTreeDrafter(early_exit_copy(target, layers=1), (2, 2), "top_k"),
         "draft-model iid tree (rrs)": ModelTreeDrafter(early_exit_copy(target, layers=1), (2, 1), "iid"),
         "prompt lookup": PromptLookupDrafter(2, 3),
+        "lookahead (Jacobi + n-gram pool)": LookaheadDrafter(target, window=4, ngram=3),
         "medusa heads": train_medusa_heads(target, steps=80),
         "eagle head": train_eagle_head(target, steps=80),
     }

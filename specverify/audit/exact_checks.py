@@ -140,8 +140,34 @@ def differential_check(adapter, cfg):
             if not np.array_equal(one[0], got[i]):
                 return CheckOutcome(name, FAIL, "exact", f"batch invariance: round {int(i)} emitted {got[i].tolist()} in a batch of {b} "
                                     f"but {one[0].tolist()} alone, with the same uniforms")
-    return CheckOutcome(name, PASS, "exact", "1,536 rounds probed at u = 0, at the acceptance ratios and the residual's CDF breakpoints: "
-                        "tokens identical to the reference; batch invariant")
+    # The conformance vectors' full-rule cases (p == q, disjoint supports, zeros, one-hot rows,
+    # near-ties, drafts with p(x) = 0), probed the same way.
+    from fractions import Fraction
+
+    from ..algorithms.conformance import generate_cases
+
+    n_cases = 0
+    for case in generate_cases():
+        if case["rule"] != "full":
+            continue
+        g = case["gamma"]
+        Pc = np.array([[float(Fraction(x)) for x in r] for r in case["p"]])[None]
+        Qc = np.array([[float(Fraction(x)) for x in r] for r in case["q"]])[None]
+        b = 64
+        P, Q = np.broadcast_to(Pc, (b,) + Pc.shape[1:]), np.broadcast_to(Qc, (b,) + Qc.shape[1:])
+        X = np.tile(np.array(case["draft_tokens"]), (b, 1))
+        ua, uf = _probe_uniforms(P, Q, X, rng)
+        want = verify_chain_batch(X, Q, P, ua, uf).tokens
+        got = np.asarray(call_with_timeout(adapter.fn, X, Q, P, rng, uniforms=(ua, uf), timeout=adapter.call_timeout, what=adapter.name))
+        got, _ = _check_round_tokens(got, X, g, P.shape[-1], adapter.name)
+        bad = np.nonzero((got != want).any(1))[0]
+        if len(bad):
+            i = int(bad[0])
+            return CheckOutcome(name, FAIL, "exact", f"conformance case {case['id']}: emitted {got[i].tolist()}, reference {want[i].tolist()} "
+                                f"(u_accept {ua[i].tolist()}, u_final {uf[i]!r})")
+        n_cases += 1
+    return CheckOutcome(name, PASS, "exact", f"1,536 synthetic rounds and {n_cases} conformance cases probed at u = 0, at the acceptance "
+                        "ratios and the residual's CDF breakpoints: tokens identical to the reference; batch invariant")
 
 
 def reproducibility_check(adapter, cfg):

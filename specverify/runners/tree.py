@@ -13,6 +13,7 @@ row it drew its children from and the ordered candidate list (the verifier needs
   replacement, top-k);
 * :class:`PromptLookupDrafter`: copy the continuation of the last earlier occurrence of the
   context's final n-gram (a chain; deterministic candidates);
+* :class:`LookaheadDrafter`: Jacobi iterations of the target with an n-gram pool (lookahead);
 * :class:`MedusaHeads`: linear heads on the target's last hidden state, head j predicting the
   token j + 2 steps ahead; trained in seconds on the target's own samples; top-k per head;
 * :class:`EagleHead`: one light layer predicting the target's next feature from the current
@@ -35,7 +36,7 @@ from ..algorithms.multi_draft import NodeRule, candidate_law, draw_candidates, n
 from ..dists import SamplingSettings
 from ..lm.transformers_lm import CausalLM
 
-__all__ = ["Tree", "tree_logits", "chain_logits_for_tree", "ModelTreeDrafter", "PromptLookupDrafter", "MedusaHeads", "EagleHead",
+__all__ = ["Tree", "tree_logits", "chain_logits_for_tree", "ModelTreeDrafter", "PromptLookupDrafter", "LookaheadDrafter", "MedusaHeads", "EagleHead",
            "tree_speculative_generate", "TreeRunResult", "train_medusa_heads", "train_eagle_head"]
 
 
@@ -138,6 +139,57 @@ class PromptLookupDrafter:
         for t in cont:
             q = np.zeros(1)  # deterministic proposal: q is one-hot on t (verify with the one-hot rule)
             node = tree.add_children(node, q, [t])[0]
+        return tree
+
+
+class LookaheadDrafter:
+    """Lookahead decoding's drafter (Fu et al. 2024), unfused: a window of guesses is refined by
+    Jacobi iterations of the target (greedy, one pass per call), every n-gram the trajectory forms
+    enters a pool keyed by its first token, and the pool's n-grams that start with the context's
+    last token become the candidates (distinct branches under the root, then chains). Candidates
+    depend only on past outputs, so the one-hot rule verifies them exactly. (The original fuses the
+    Jacobi step into the verification pass; that is a speed matter, not a correctness one.)"""
+
+    def __init__(self, target, *, window: int = 4, ngram: int = 3, max_candidates: int = 2, seed: int = 0):
+        self.lm = CausalLM(target)
+        self.window, self.ngram, self.k = window, ngram, max_candidates
+        self.pool: dict[int, list[tuple]] = {}
+        self.guess: list[int] | None = None
+        self.rng = np.random.default_rng(seed)
+
+    def _jacobi(self, ctx):
+        v = self.lm.vocab_size
+        if self.guess is None or len(self.guess) != self.window:
+            self.guess = self.rng.integers(0, v, self.window).tolist()
+        lg = self.lm.logits(list(ctx) + self.guess)
+        new = torch.argmax(lg[len(ctx) - 1 : len(ctx) - 1 + self.window], -1).tolist()
+        traj = [ctx[-1]] + new
+        for s in range(len(traj) - self.ngram + 1):
+            g = tuple(traj[s : s + self.ngram])
+            lst = self.pool.setdefault(g[0], [])
+            if g not in lst:
+                lst.insert(0, g)
+                del lst[8:]
+        self.guess = new[1:] + [new[-1]]
+
+    def propose(self, prefix, settings, rng) -> Tree:
+        self._jacobi(list(prefix))
+        tree = Tree()
+        grams = [g for g in self.pool.get(prefix[-1], [])][: self.k]
+        firsts: dict[int, int] = {}
+        for g in grams:
+            cont = list(g[1:])
+            if not cont:
+                continue
+            if cont[0] not in firsts:
+                firsts[cont[0]] = -2  # placeholder, children added below in order
+        root_cands = list(firsts)
+        if root_cands:
+            idx = tree.add_children(-1, np.zeros(1), root_cands)
+            for node, tok in zip(idx, root_cands):
+                chain = next(list(g[2:]) for g in grams if len(g) > 1 and g[1] == tok)
+                for t in chain:
+                    node = tree.add_children(node, np.zeros(1), [t])[0]
         return tree
 
 
