@@ -239,3 +239,11 @@ def test_html_report_has_the_plots(tmp_path):
     write_html(v, tmp_path / "r.html")
     text = (tmp_path / "r.html").read_text()
     assert text.count("data:image/png;base64,") == 1 and "FAIL" in text and "Evidence" in text
+
+
+def test_plugin_seeds_are_stable_and_distinct_per_test():
+    from specverify.pytest_plugin import derive_seed
+
+    a = derive_seed(1, "tests/x.py::test_a")
+    assert a == derive_seed(1, "tests/x.py::test_a")  # same on every worker and every run
+    assert a != derive_seed(1, "tests/x.py::test_b") and a != derive_seed(2, "tests/x.py::test_a")
