@@ -113,3 +113,19 @@ def test_zero_drafts_is_a_plain_target_step():
     r = vec.verify_chain_batch(x, np.zeros((1, 0, 2)), p, np.zeros((1, 0)), np.array([0.5]))
     t, n = tch.verify_chain_torch(torch.from_numpy(x), torch.zeros((1, 0, 2), dtype=torch.float64), torch.from_numpy(p), torch.zeros((1, 0)), torch.tensor([0.5]))
     assert r.as_lists() == [[1]] == [t[0, : int(n[0]) + 1].tolist()]
+
+
+@given(w=st.lists(st.integers(0, 50), min_size=1, max_size=600).filter(lambda x: sum(x) > 0), us=svst.uniforms(12))
+def test_two_level_inverse_cdf_agrees_in_every_form(w, us):
+    # Vocabularies beyond BLOCK_ROWS exercise the two-level walk; small integer weights give ties
+    # and exact zeros; uniforms include 0 and the last double below 1.
+    from specverify.dists import inverse_cdf_sample, inverse_cdf_sample_many, inverse_cdf_sample_scalar
+    from specverify.dists.torch_ops import inverse_cdf_sample_torch
+
+    w = np.asarray(w, dtype=np.float64)
+    u = np.asarray(us)
+    want = [inverse_cdf_sample_scalar(w, x) for x in u]
+    assert inverse_cdf_sample(np.broadcast_to(w, (len(u), len(w))), u).tolist() == want
+    assert inverse_cdf_sample_many(w, u).tolist() == want
+    assert inverse_cdf_sample_torch(torch.tensor(np.broadcast_to(w, (len(u), len(w))).copy()), torch.tensor(u)).tolist() == want
+    assert all(w[t] > 0 for t in want)

@@ -23,7 +23,7 @@ import dataclasses
 
 import numpy as np
 
-from ..dists import inverse_cdf_sample
+from ..dists import inverse_cdf_sample, inverse_cdf_sample_many
 from ..errors import InvalidDraftError, ShapeError
 
 __all__ = [
@@ -105,8 +105,9 @@ def _emit(x, n_acc, final):
 def _final_draw(p, q, n_acc, u_final, *, one_hot_x=None):
     """Residual (or bonus) draw at each row's stopping position, chunked over rows.
 
-    Work buffers are allocated once and reused with ``out=``: fresh multi-MiB temporaries would
-    cost a page fault per 4 KiB on every chunk, more than the arithmetic itself.
+    Work buffers are allocated once and written with ``out=`` (fresh multi-MiB temporaries would
+    cost a page fault per 4 KiB on every chunk), and float32 rows are upcast by a copy into the
+    float64 buffer before any arithmetic (mixed-dtype ufuncs are several times slower).
     """
     b = n_acc.shape[0]
     v = p.shape[2]
@@ -114,40 +115,31 @@ def _final_draw(p, q, n_acc, u_final, *, one_hot_x=None):
     out = np.empty(b, dtype=np.int64)
     chunk = max(1, min(b, _CHUNK_BYTES // (8 * v)))
     w = np.empty((chunk, v))
-    cum = np.empty((chunk, v))
-    le = np.empty((chunk, v), dtype=bool)
+    tmp = np.empty(v)
+    stopped: list[int] = []
     p_lead = p.shape[0] != 1
     q_lead = q is not None and q.shape[0] != 1
     for s in range(0, b, chunk):
         e = min(b, s + chunk)
-        c = e - s
-        k = n_acc[s:e]
-        rows = np.arange(s, e) if p_lead else np.zeros(c, dtype=np.int64)
-        wc = w[:c]
-        wc[...] = p[rows, k]  # the row where each round stopped, upcast to float64
-        stop = k < g  # rejected rounds: residual; the others: bonus from p_{gamma+1}
-        if stop.any():
-            idx = np.nonzero(stop)[0]
+        for i in range(s, e):
+            k = n_acc[i]
+            row = w[i - s]
+            row[...] = p[i if p_lead else 0, k]  # the row where the round stopped, as float64
+            if k == g:  # all accepted: the bonus draw from p_{gamma+1}
+                continue
             if one_hot_x is not None:
-                wc[idx, one_hot_x[s:e][stop]] = 0.0
-            else:
-                qrows = (np.arange(s, e) if q_lead else np.zeros(c, dtype=np.int64))[stop]
-                for j, (qr, kk) in enumerate(zip(qrows, k[stop])):
-                    row = wc[idx[j]]
-                    np.subtract(row, q[qr, kk], out=cum[0])
-                    np.maximum(cum[0], 0.0, out=cum[0])
-                    if cum[0].any():  # else rounding only: fall back to p, as the reference does
-                        row[...] = cum[0]
-        cc = cum[:c]
-        np.cumsum(wc, axis=-1, out=cc)
-        threshold = u_final[s:e] * cc[:, -1]
-        np.less_equal(cc, threshold[:, None], out=le[:c])
-        idx = np.count_nonzero(le[:c], axis=-1)
-        over = idx >= v
-        if over.any():  # u * total rounded up to total: last positive-weight token
-            last = v - 1 - np.argmax(wc[over][:, ::-1] > 0, axis=-1)
-            idx[over] = last
-        out[s:e] = idx
+                row[one_hot_x[i]] = 0.0
+                continue
+            tmp[...] = q[i if q_lead else 0, k]
+            np.subtract(row, tmp, out=row)
+            np.maximum(row, 0.0, out=row)
+            stopped.append(i - s)
+        if stopped:
+            empty = [j for j in stopped if not w[j].any()]
+            for j in empty:  # rounding only: the residual vanished; fall back to p, as the reference does
+                w[j] = p[s + j if p_lead else 0, n_acc[s + j]]
+            stopped.clear()
+        out[s:e] = inverse_cdf_sample(w[: e - s], u_final[s:e])
     return out
 
 
@@ -157,10 +149,9 @@ def _shared_rows(a) -> bool:
 
 
 def _final_draw_shared(p, q, n_acc, u_final):
-    """Final draw when all rounds share their rows: one cumulative sum per position, then a
-    binary search per round. The prefix sums are the same sequential cumsum of the same row, and
-    searchsorted(..., side='right') counts the prefix sums <= the threshold exactly as the general
-    path does, so the tokens are identical."""
+    """Final draw when all rounds share their rows: the residual of each stopping position is
+    formed once and sampled for all the rounds that stopped there (the same rows and uniforms
+    give the same tokens as the general path)."""
     g = p.shape[1] - 1
     out = np.empty(len(n_acc), dtype=np.int64)
     for k in np.unique(n_acc):
@@ -170,12 +161,7 @@ def _final_draw_shared(p, q, n_acc, u_final):
             r = np.maximum(w - q[0, k].astype(np.float64), 0.0)
             if r.any():  # else rounding only: fall back to p, as the reference does
                 w = r
-        cum = np.cumsum(w)
-        idx = np.searchsorted(cum, u_final[sel] * cum[-1], side="right")
-        over = idx >= len(w)
-        if over.any():
-            idx[over] = len(w) - 1 - np.argmax(w[::-1] > 0)
-        out[sel] = idx
+        out[sel] = inverse_cdf_sample_many(w, u_final[sel])
     return out
 
 

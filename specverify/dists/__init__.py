@@ -9,6 +9,7 @@ from ._sampling import (
     exponential_race_sample,
     gumbel_max_sample,
     inverse_cdf_sample,
+    inverse_cdf_sample_many,
     inverse_cdf_sample_scalar,
     sample_tokens,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "exponential_race_sample",
     "gumbel_max_sample",
     "inverse_cdf_sample",
+    "inverse_cdf_sample_many",
     "inverse_cdf_sample_scalar",
     "probs_from_logits",
     "process_logits",

@@ -97,16 +97,37 @@ def probs_from_logits_torch(logits: torch.Tensor, settings: SamplingSettings | N
 
 
 def inverse_cdf_sample_torch(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """First i with cumsum(w)[i] > u * sum(w); weights [..., V] >= 0, u [...] in [0, 1). int64 [...]."""
-    cum = torch.cumsum(weights, dim=-1)
-    threshold = u.to(cum.dtype) * cum[..., -1]
-    idx = torch.count_nonzero(cum <= threshold.unsqueeze(-1), dim=-1)
+    """The two-level inverse CDF of :mod:`specverify.dists._sampling`; weights [..., V] >= 0,
+    u [...] in [0, 1). int64 [...]. Sums are taken with ``cumsum`` (sequential on CPU), so the
+    tokens equal the numpy and scalar forms on CPU."""
+    from ._sampling import _layout
+
+    lead = weights.shape[:-1]
     v = weights.shape[-1]
-    overflow = idx >= v
-    if bool(overflow.any()):
-        last_pos = v - 1 - torch.argmax((weights.flip(-1) > 0).to(torch.int8), dim=-1)
-        idx = torch.where(overflow, last_pos, idx)
-    return idx.long()
+    k, nb = _layout(v)
+    w2 = weights.reshape(-1, v)
+    if k * nb != v:
+        w2 = torch.cat([w2, w2.new_zeros((w2.shape[0], k * nb - v))], dim=1)
+    table = w2.reshape(-1, k, nb)
+    totals = torch.cumsum(table, dim=1)[:, -1]  # [R, nb], sequential over j
+    cum = torch.cumsum(totals, dim=1)
+    thr = u.reshape(-1).to(cum.dtype) * cum[:, -1]
+    blk = torch.count_nonzero(cum <= thr[:, None], dim=1)
+    over = blk >= nb
+    blk_c = torch.clamp(blk, max=nb - 1)
+    r = torch.arange(table.shape[0], device=weights.device)
+    col = table[r, :, blk_c]
+    before = torch.where(blk_c > 0, cum[r, torch.clamp(blk_c - 1, min=0)], torch.zeros_like(thr))
+    prefix = before[:, None] + torch.cumsum(col, dim=1)
+    j = torch.count_nonzero(prefix <= thr[:, None], dim=1)
+    tok = blk_c + nb * torch.clamp(j, max=k - 1)
+    bad = over | (j >= k)
+    if bool(bad.any()):
+        from ._sampling import _last_positive
+
+        for i in torch.nonzero(bad).flatten().tolist():
+            tok[i] = _last_positive(table[i].detach().cpu().numpy(), nb, k)
+    return tok.reshape(lead).long()
 
 
 def exponential_race_sample_torch(weights: torch.Tensor, exponentials: torch.Tensor) -> torch.Tensor:
