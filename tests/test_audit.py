@@ -247,3 +247,10 @@ def test_plugin_seeds_are_stable_and_distinct_per_test():
     a = derive_seed(1, "tests/x.py::test_a")
     assert a == derive_seed(1, "tests/x.py::test_a")  # same on every worker and every run
     assert a != derive_seed(1, "tests/x.py::test_b") and a != derive_seed(2, "tests/x.py::test_a")
+
+
+def test_sequential_test_stops_early_on_a_gross_bug():
+    ref = audit(SamplerAdapter(ChainSampler()), **FAST, exact_checks=False)
+    bad = audit(SamplerAdapter(bugs.ResidualSoftmax()), **FAST, exact_checks=False)
+    assert bad.status == "FAIL" and bad.checks[0].details["stopped_early"]
+    assert bad.samples < ref.samples / 3

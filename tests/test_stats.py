@@ -146,3 +146,15 @@ def test_stratified_white_box_localises_the_bug():
     out = {s.stratum: s.adjusted_pvalue for s in S.stratified_position_tests(p, q, len(x), acc, bad)}
     assert out["replacements ~ (p - q)+ / (1 - beta)"] < 1e-6
     assert out["accepted tokens ~ min(p, q) / beta"] > 1e-6
+
+
+def test_grouped_eprocess_is_valid_under_mixed_laws():
+    # Tokens from two different known laws, counts kept per law: still a test martingale.
+    rng = np.random.default_rng(12)
+    laws = np.array([[0.7, 0.2, 0.1, 0.0], [0.1, 0.1, 0.3, 0.5]])
+    crossings = 0
+    for _ in range(200):
+        g = rng.integers(0, 2, 2000)
+        cells = np.array([rng.choice(4, p=laws[i]) for i in g])
+        crossings += S.MultinomialEProcess(4).update(cells, laws[g], groups=g).rejects(0.05)
+    assert crossings <= 200 * 0.05 + 4 * math.sqrt(200 * 0.05)

@@ -178,7 +178,7 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
                     pos_counts = np.pad(pos_counts, (0, len(pc) - len(pos_counts)))
                 pos_counts = pos_counts + pc[: len(pos_counts)]
                 cell_of, mass, _ = law.cells("sorted_mass", DEFAULT_BINS)
-                ep.update(cell_of[g.row, g.tokens], mass[g.row])
+                ep.update(cell_of[g.row, g.tokens], mass[g.row], groups=g.row)
                 if prog:
                     prog.update(task, completed=int(min(_strata_min(pos_counts), need)))
                 if cfg.checkpoint:

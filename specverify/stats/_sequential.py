@@ -30,13 +30,13 @@ class MultinomialEProcess:
 
     n_cells: int
     grid: tuple = DEFAULT_GRID
-    counts: np.ndarray = None
+    counts: np.ndarray = None  # [G, C] per group
     t: int = 0
     log_m: np.ndarray = None  # per grid point
     max_log_e: float = 0.0
 
     def __post_init__(self):
-        self.counts = np.zeros(self.n_cells) if self.counts is None else np.asarray(self.counts, dtype=float)
+        self.counts = np.zeros((1, self.n_cells)) if self.counts is None else np.asarray(self.counts, dtype=float).reshape(-1, self.n_cells)
         self.log_m = np.zeros(len(self.grid)) if self.log_m is None else np.asarray(self.log_m, dtype=float)
 
     @property
@@ -54,32 +54,40 @@ class MultinomialEProcess:
     def rejects(self, alpha: float) -> bool:
         return self.max_log_e >= math.log(1 / alpha)
 
-    def update(self, cells, null_mass) -> "MultinomialEProcess":
-        """cells [n] observed cell ids; null_mass [n, C] (or [C]) their null laws, in stream order."""
+    def update(self, cells, null_mass, groups=None) -> "MultinomialEProcess":
+        """cells [n] observed cell ids; null_mass [n, C] (or [C]) their null laws; groups [n]
+        (optional) which law each token follows; all in stream order."""
         cells = np.asarray(cells, dtype=np.int64)
         n = len(cells)
         if n == 0:
             return self
         m = np.broadcast_to(np.asarray(null_mass, dtype=float), (n, self.n_cells))
-        onehot = np.zeros((n, self.n_cells))
-        onehot[np.arange(n), cells] = 1.0
-        before = self.counts[None, :] + np.cumsum(onehot, axis=0) - onehot  # N_{s-1}
-        n_before = before[np.arange(n), cells]
+        grp = np.zeros(n, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
+        if grp.max() >= self.counts.shape[0]:
+            self.counts = np.vstack([self.counts, np.zeros((grp.max() + 1 - self.counts.shape[0], self.n_cells))])
         m_obs = m[np.arange(n), cells]
         if (m_obs <= 0).any():
             self.max_log_e = math.inf
             self.log_m[:] = math.inf
-        else:
-            s_before = self.t + np.arange(n)
-            traj = []
-            for i, k in enumerate(self.grid):
-                step = np.log((n_before + k * m_obs) / (s_before + k)) - np.log(m_obs)
-                path = self.log_m[i] + np.cumsum(step)
-                traj.append(path)
-                self.log_m[i] = path[-1]
-            mix = logsumexp(np.stack(traj), axis=0) - math.log(len(self.grid))
-            self.max_log_e = max(self.max_log_e, float(mix.max()))
-        self.counts += onehot.sum(0)
+            return self
+        n_before = np.empty(n)
+        s_before = np.empty(n)
+        for g in np.unique(grp):
+            idx = np.nonzero(grp == g)[0]
+            onehot = np.zeros((len(idx), self.n_cells))
+            onehot[np.arange(len(idx)), cells[idx]] = 1.0
+            before = self.counts[g][None, :] + np.cumsum(onehot, axis=0) - onehot
+            n_before[idx] = before[np.arange(len(idx)), cells[idx]]
+            s_before[idx] = self.counts[g].sum() + np.arange(len(idx))
+            self.counts[g] += onehot.sum(0)
+        traj = []
+        for i, k in enumerate(self.grid):
+            step = np.log((n_before + k * m_obs) / (s_before + k)) - np.log(m_obs)
+            path = self.log_m[i] + np.cumsum(step)
+            traj.append(path)
+            self.log_m[i] = path[-1]
+        mix = logsumexp(np.stack(traj), axis=0) - math.log(len(self.grid))
+        self.max_log_e = max(self.max_log_e, float(mix.max()))
         self.t += n
         return self
 
