@@ -112,6 +112,7 @@ class Adapter:
     name = "adapter"
     harness = "kernel"  # which table pair the audit builds: 'kernel' (positional) or 'sequence' (Markov)
     exact_by_design = True
+    rule: str | None = None  # 'full' enables the white-box strata
     call_timeout: float | None = 30.0
     accepts_uniforms = False
 
@@ -122,6 +123,7 @@ class Adapter:
 class SamplerAdapter(Adapter):
     def __init__(self, sampler: ChainSampler):
         self.sampler = sampler
+        self.rule = getattr(sampler, "rule", None)
         self.name = sampler.name
         self.harness = sampler.harness
         self.exact_by_design = sampler.exact
@@ -203,8 +205,12 @@ class KernelAdapter(Adapter):
     harness = "kernel"
 
     def __init__(self, fn, *, name: str | None = None, one_hot: bool = False, logits: bool = False,
-                 accepts_uniforms: bool = False, call_timeout: float | None = 30.0):
+                 accepts_uniforms: bool = False, call_timeout: float | None = 30.0, rule: str | None = None):
+        """``rule='full'`` declares the min(1, p/q) rule with the (p - q)+ residual: the audit then
+        adds white-box strata (acceptance rate, accepted tokens, replacements, bonus tokens), which
+        localise a bug and detect it with fewer samples. Leave it None for any other exact rule."""
         self.fn, self.one_hot, self.logits, self.accepts_uniforms = fn, one_hot, logits, accepts_uniforms
+        self.rule = rule
         self.name = name or getattr(fn, "__name__", "kernel")
         self.call_timeout = call_timeout
 

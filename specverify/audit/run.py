@@ -198,6 +198,20 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
             total_tokens += len(gen.tokens)
             results, adj = stratified_stream_test(law, gen.tokens, gen.row, _strata(gen.position, pos_counts), rng=np.random.default_rng([cfg.seed, idx, 1]),
                                                   alpha=alpha_s, beta=cfg.beta)
+            # White-box strata (issue: stratified tests) for declared full-rule kernels: the
+            # acceptance indicator, accepted tokens, replacements and bonus tokens, each against
+            # its own exact law, in the same Holm family as the stream strata.
+            wb = []
+            if getattr(adapter, "rule", None) == "full" and adapter.harness == "kernel":
+                from ..stats import holm, whitebox_round_tests
+
+                wb = whitebox_round_tests(gen.tokens, gen.position, gen.sequence, gen.num_accepted,
+                                          pair.target_table(s)[: cfg.gamma + 1], pair.draft_table(s)[: cfg.gamma])
+                allp = [r.pvalue for r in results] + [w.result.pvalue for w in wb]
+                adj_all = holm(allp)
+                adj = adj_all[: len(results)]
+                for w, a in zip(wb, adj_all[len(results):]):
+                    w.adjusted_pvalue = float(a)
             worst = int(np.argmin(adj))
             pooled = results[0]
             eps_here = max(r.min_detectable_tv for r in results)
@@ -215,8 +229,15 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
                 "eprocess_max_log_e": ep.max_log_e, "stopped_early": stopped_early,
                 "acceptance": _acceptance(pair, s, gen, cfg.gamma, adapter),
             }
-            failed = adj[worst] <= alpha_s or ep.rejects(alpha_s)
-            if failed:
+            wb_fail = [w for w in wb if w.adjusted_pvalue <= alpha_s]
+            detail["whitebox"] = [{"stratum": w.stratum, "pvalue_holm": w.adjusted_pvalue, "result": str(w.result)} for w in wb]
+            failed = adj[worst] <= alpha_s or ep.rejects(alpha_s) or bool(wb_fail)
+            if failed and wb_fail and adj[worst] > alpha_s and not ep.rejects(alpha_s):
+                w = min(wb_fail, key=lambda x: x.adjusted_pvalue)
+                msg = f"{label}, white-box {w.stratum}: {w.result} (Holm-adjusted {w.adjusted_pvalue:.3g})"
+                evidence.append(msg)
+                checks.append(CheckOutcome(label, FAIL, "statistical", msg, w.adjusted_pvalue, max(r.min_detectable_tv for r in results), len(gen.tokens), detail))
+            elif failed:
                 w = results[worst].worst
                 cells = "; ".join(f"{c.label}: observed {c.observed:.0f}, expected {c.expected:.1f}" for c in w.worst_cells[:3])
                 msg = (f"{label}, {results[worst].stratum}: {w.test} p={w.pvalue:.3g} (Holm-adjusted {adj[worst]:.3g}); "

@@ -5,8 +5,11 @@
     a bug counts as detected when any position rejects. At small df that threshold is looser than
     1e-6 (df = 1: 15.1, a false-fail rate of 1e-4), so for a comparison at equal false-fail the
     threshold used is max(df + 10 sqrt(2 df), chi2.isf(1e-6 / (gamma + 1), df)).
-(b) specverify's default: the stratified stream test (sorted-mass bins, top-K + rest, hash
-    buckets, PIT / Anderson-Darling; Holm over positions) at family-wise false-fail 1e-6.
+(b) specverify's default, as an audit runs it: the stratified stream test (sorted-mass bins,
+    top-K + rest, hash buckets, PIT / Anderson-Darling in probability and id order; Holm over
+    positions) and, for samplers declaring the full rule, the white-box strata of each position
+    (acceptance indicator, accepted tokens, replacements, bonus tokens), all in one Holm family at
+    family-wise false-fail 1e-6.
 
 Both read the same stream of rounds from the bug at vocabulary V (default 4096). The number of
 rounds grows by a factor 1.25 from 8 until detection (up to a cap); the figure is the first size on
@@ -39,9 +42,18 @@ def _detect_vllm(law, g, gamma):
     return False
 
 
-def _detect_default(law, g, seed):
+def _detect_default(law, g, seed, pair=None, settings=None, cls=None, gamma=4):
     res, adj = stratified_stream_test(law, g.tokens, g.row, g.position, rng=np.random.default_rng(seed), alpha=1e-6)
-    return bool(adj.min() <= 1e-6)
+    pvals = [r.pvalue for r in res]
+    if cls is not None and getattr(cls, "rule", None) == "full" and cls.harness == "kernel":
+        from ..stats import holm, whitebox_round_tests
+
+        wb = whitebox_round_tests(g.tokens, g.position, g.sequence, g.num_accepted, pair.target_table(settings)[: gamma + 1],
+                                  pair.draft_table(settings)[:gamma])
+        pvals += [w.result.pvalue for w in wb]
+    from ..stats import holm
+
+    return bool(holm(pvals).min() <= 1e-6)
 
 
 def samples_to_detect(cls, *, vocab=4096, gamma=4, cap=256_000, seed=0):
@@ -62,7 +74,7 @@ def samples_to_detect(cls, *, vocab=4096, gamma=4, cap=256_000, seed=0):
         from ..audit.run import _concat
 
         g = _concat(parts)
-        if found["default"] is None and _detect_default(law, g, seed):
+        if found["default"] is None and _detect_default(law, g, seed, pair, settings, cls, gamma):
             found["default"] = (n, len(g.tokens))
         if found["vllm"] is None and _detect_vllm(law, g, gamma):
             found["vllm"] = (n, len(g.tokens))

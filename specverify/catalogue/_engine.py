@@ -58,6 +58,9 @@ class ChainSampler:
     #: 'kernel' (position rows) or 'sequence' (Markov; state bugs only show there)
     harness = "kernel"
     reference = ""
+    #: the rule the sampler claims to implement, with drafts drawn from the pair's draft table;
+    #: 'full' lets the audit test each stratum of a round against its exact law
+    rule = "full"
 
     # -- hooks -----------------------------------------------------------------------------
     def uniforms(self, rng: np.random.Generator, b: int, g: int) -> Uniforms:

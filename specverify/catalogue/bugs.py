@@ -404,6 +404,7 @@ class OneHotRule(ChainSampler):
     """Decoy: the one-hot rule (accept x with probability p(x), else sample p without x). Exact for
     any proposal; lower acceptance."""
 
+    rule = 'one_hot'  # white-box strata assume the full rule with the pair's draft rows
     name, exact = "decoy_one_hot", True
 
     def accept(self, px, qx, U, ctx):
@@ -418,6 +419,7 @@ class OneHotRule(ChainSampler):
 class SampleAndMatch(ChainSampler):
     """Decoy: the target samples every position; drafts are kept while equal (llama.cpp, MLX)."""
 
+    rule = 'sample_and_match'  # white-box strata assume the full rule with the pair's draft rows
     name, exact = "decoy_sample_and_match", True
 
     def accept(self, px, qx, U, ctx):
@@ -436,6 +438,7 @@ class ArgmaxDraftOneHot(ChainSampler):
     """Decoy: argmax drafting verified with the one-hot rule, vLLM's draft_probs=None path
     (vllm-project/vllm#16899). Exact."""
 
+    rule = 'one_hot'  # white-box strata assume the full rule with the pair's draft rows
     name, exact = "decoy_argmax_draft_one_hot", True
 
     def draft_token(self, q_sampled, u, j, U):
@@ -454,6 +457,7 @@ class DraftOtherTemperatureHonest(ChainSampler):
     """Decoy: the draft samples at another temperature but reports that q honestly. Exact; only the
     acceptance rate changes."""
 
+    rule = None  # white-box strata assume the full rule with the pair's draft rows
     name, exact, needs = "decoy_draft_other_temperature", True, TEMP
 
     def draft_rows_sampled(self, pair, ridx, settings):

@@ -76,3 +76,30 @@ def stratified_position_tests(p, q, reached, accepted, emitted, *, is_bonus: boo
     for s, a in zip(out, adj):
         s.adjusted_pvalue = float(a)
     return out
+
+
+def whitebox_round_tests(tokens, position, round_ids, num_accepted, P, Q) -> list[StratumResult]:
+    """All positions of kernel-level rounds (rows depend on the position only): per position j,
+    the acceptance indicator, accepted tokens and replacements (``stratified_position_tests``),
+    and the bonus tokens at position gamma. Valid for implementations of the full rule whose
+    draft tokens were drawn from Q (the auditor's own drafts, or a sampler's declared ones).
+
+    tokens, position, round_ids: [N] per emitted token; num_accepted: [R] per round;
+    P: [gamma + 1, V] target rows; Q: [gamma, V] draft rows.
+    """
+    tokens, position, round_ids = (np.asarray(a, dtype=np.int64) for a in (tokens, position, round_ids))
+    n_acc = np.asarray(num_accepted, dtype=np.int64)[round_ids]
+    g = Q.shape[0]
+    out: list[StratumResult] = []
+    for j in range(g + 1):
+        m = position == j
+        if not m.any():
+            continue
+        if j == g:
+            res = stratified_position_tests(P[g], None, int(m.sum()), None, tokens[m], is_bonus=True)
+        else:
+            res = stratified_position_tests(P[j], Q[j], int(m.sum()), n_acc[m] > j, tokens[m])
+        for r in res:
+            r.stratum = f"position {j}: {r.stratum}"
+            out.append(r)
+    return out
