@@ -7,7 +7,8 @@ needed follow from :func:`specverify.stats.min_samples_for_tv`.
 
 Run. Batches of rounds (or sequences) are drawn until the plan is met or the time budget is spent.
 After every batch an e-process on the pooled sorted-mass cells is updated (anytime-valid: the
-audit may stop with FAIL as soon as it crosses 1/alpha_s) and a checkpoint is written, so
+audit may stop with FAIL as soon as it crosses 1/alpha_seq, half of the setting's rate being
+reserved for it) and a checkpoint is written, so
 ``resume=True`` continues an interrupted audit without losing a sample.
 
 Conclude. The stratified default test runs on everything collected; exact checks (a uniform of 0
@@ -122,7 +123,12 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
     cfg = dataclasses.replace(config or AuditConfig(), **overrides)
     t0 = time.perf_counter()
     n_set = len(cfg.settings)
-    alpha_s = cfg.alpha / n_set  # Bonferroni across settings; Holm inside each
+    # Bonferroni across settings; inside a setting, half of the rate goes to the sequential
+    # e-process (which may stop the run early) and half to the fixed-n family (stream strata and
+    # white-box strata under Holm), so that either way of failing keeps the family-wise rate.
+    alpha_setting = cfg.alpha / n_set
+    alpha_s = alpha_setting / 2
+    alpha_seq = alpha_setting / 2
     strata = cfg.gamma + 2  # positions 0..gamma plus the pooled stratum
     per_test_alpha = alpha_s / strata
     need = min_samples_for_tv(cfg.eps, df=DEFAULT_BINS - 1, alpha=per_test_alpha / 5, beta=cfg.beta)
@@ -187,7 +193,7 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
                         "fingerprint": _fingerprint(adapter, cfg), "done": [dataclasses.asdict(c) for c in checks if c.name.startswith("settings[")],
                         "current": idx, "tokens": allg.tokens, "row": allg.row, "position": allg.position, "sequence": allg.sequence,
                         "num_accepted": allg.num_accepted, "rounds": allg.rounds, "rng_state": rng.bit_generator.state, "eprocess": ep.state()})
-                if ep.rejects(alpha_s):
+                if ep.rejects(alpha_seq):
                     stopped_early = True
                     break
             if error is not None:
@@ -231,8 +237,8 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
             }
             wb_fail = [w for w in wb if w.adjusted_pvalue <= alpha_s]
             detail["whitebox"] = [{"stratum": w.stratum, "pvalue_holm": w.adjusted_pvalue, "result": str(w.result)} for w in wb]
-            failed = adj[worst] <= alpha_s or ep.rejects(alpha_s) or bool(wb_fail)
-            if failed and wb_fail and adj[worst] > alpha_s and not ep.rejects(alpha_s):
+            failed = adj[worst] <= alpha_s or ep.rejects(alpha_seq) or bool(wb_fail)
+            if failed and wb_fail and adj[worst] > alpha_s and not ep.rejects(alpha_seq):
                 w = min(wb_fail, key=lambda x: x.adjusted_pvalue)
                 msg = f"{label}, white-box {w.stratum}: {w.result} (Holm-adjusted {w.adjusted_pvalue:.3g})"
                 evidence.append(msg)
@@ -242,7 +248,7 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
                 cells = "; ".join(f"{c.label}: observed {c.observed:.0f}, expected {c.expected:.1f}" for c in w.worst_cells[:3])
                 msg = (f"{label}, {results[worst].stratum}: {w.test} p={w.pvalue:.3g} (Holm-adjusted {adj[worst]:.3g}); "
                        f"TV on its cells {w.tv_estimate:.4f} [{w.tv_interval[0]:.4f}, {w.tv_interval[1]:.4f}]; {cells}")
-                if ep.rejects(alpha_s) and adj[worst] > alpha_s:
+                if ep.rejects(alpha_seq) and adj[worst] > alpha_s:
                     msg = f"{label}: sequential e-process crossed 1/alpha (max e = {math.exp(min(ep.max_log_e, 700)):.3g}) after {ep.t:,} tokens"
                 evidence.append(msg)
                 checks.append(CheckOutcome(label, FAIL, "statistical", msg, float(adj[worst]), eps_here, len(gen.tokens), detail))
