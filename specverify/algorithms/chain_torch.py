@@ -42,6 +42,16 @@ def _expand(t: torch.Tensor, b: int) -> torch.Tensor:
     return t.expand(b, *t.shape[1:]) if t.shape[0] == 1 else t
 
 
+def _rows(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """t[b, idx[b]] for every b, without copying t: rows shared by all rounds (a broadcast view)
+    are selected from the single copy."""
+    if t.shape[0] == 1 or t.stride(0) == 0:
+        return t[0].index_select(0, idx)
+    b, n, v = t.shape
+    ar = torch.arange(b, device=t.device)
+    return t.reshape(b * n, v).index_select(0, ar * n + idx)
+
+
 def verify_chain_torch(draft_tokens, q, p, u_accept, u_final):
     """Full rule. draft_tokens [B, g] long; q [B, g, V]; p [B, g + 1, V]; u_accept [B, g]; u_final [B].
 
@@ -58,11 +68,17 @@ def verify_chain_torch(draft_tokens, q, p, u_accept, u_final):
         raise InvalidDraftError("a draft token has q = 0; pass the distribution it was sampled from")
     n_acc = _first_false(u_accept.to(p.dtype) < px / qx)
     ar = torch.arange(b, device=p.device)
-    p_k = p[ar, n_acc]  # [B, V]
-    q_pad = torch.cat([q, q.new_zeros((b, 1, p.shape[-1]))], dim=1)  # bonus row: q = 0, residual = p
-    w = torch.clamp(p_k - q_pad[ar, n_acc], min=0.0)
-    empty = ~(w > 0).any(dim=1, keepdim=True)
-    w = torch.where(empty, p_k, w)
+    v = p.shape[-1]
+    # The row where each round stopped (only these rows are read); index_select on the flattened
+    # rows is much faster than advanced indexing on CPU.
+    p_k = _rows(p, n_acc)  # [B, V]
+    if g:
+        q_k = _rows(q, torch.clamp(n_acc, max=g - 1))  # [B, V]; unused for bonus rows
+        w = (p_k - q_k).clamp_(min=0.0)
+        keep_p = (n_acc == g)[:, None] | (w.amax(dim=1, keepdim=True) <= 0)  # bonus, or a vanished residual
+        w = torch.where(keep_p, p_k, w)
+    else:
+        w = p_k
     final = inverse_cdf_sample_torch(w, u_final)
     return _emit(x, n_acc, final), n_acc
 

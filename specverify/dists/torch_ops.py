@@ -109,7 +109,11 @@ def inverse_cdf_sample_torch(weights: torch.Tensor, u: torch.Tensor) -> torch.Te
     if k * nb != v:
         w2 = torch.cat([w2, w2.new_zeros((w2.shape[0], k * nb - v))], dim=1)
     table = w2.reshape(-1, k, nb)
-    totals = torch.cumsum(table, dim=1)[:, -1]  # [R, nb], sequential over j
+    # Block totals, summed over j in order (row by row: the same order as numpy's reduction and
+    # the scalar loop; torch.sum over this dim may reorder, and cumsum over it is slow on CPU).
+    totals = table[:, 0].clone()
+    for jj in range(1, k):
+        totals += table[:, jj]
     cum = torch.cumsum(totals, dim=1)
     thr = u.reshape(-1).to(cum.dtype) * cum[:, -1]
     blk = torch.count_nonzero(cum <= thr[:, None], dim=1)
