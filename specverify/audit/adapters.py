@@ -161,11 +161,16 @@ def _check_round_tokens(tokens, drafts, gamma, v, what):
     return t.astype(np.int64), n_acc
 
 
-class _KernelSampler(ChainSampler):
+class _AdapterSampler(ChainSampler):
+    """Drives an adapter's callable through the catalogue engine's ``generate``."""
+
     def __init__(self, adapter):
         self.a = adapter
         self.name = adapter.name
+        self.rule = getattr(adapter, "rule", None)
 
+
+class _KernelSampler(_AdapterSampler):
     def round(self, pair, ctx, gamma, rng, settings=None):
         a = self.a
         b = len(ctx)
@@ -218,12 +223,8 @@ class KernelAdapter(Adapter):
         return generate(_KernelSampler(self), pair, n=n, gamma=gamma, rng=rng, settings=settings)
 
 
-class _RoundSampler(ChainSampler):
+class _RoundSampler(_AdapterSampler):
     harness = "sequence"
-
-    def __init__(self, adapter):
-        self.a = adapter
-        self.name = adapter.name
 
     def round(self, pair, ctx, gamma, rng, settings=None):
         a = self.a

@@ -434,23 +434,14 @@ class SampleAndMatch(ChainSampler):
         return w
 
 
-class ArgmaxDraftOneHot(ChainSampler):
+class ArgmaxDraftOneHot(OneHotRule):
     """Decoy: argmax drafting verified with the one-hot rule, vLLM's draft_probs=None path
     (vllm-project/vllm#16899). Exact."""
 
-    rule = 'one_hot'  # white-box strata assume the full rule with the pair's draft rows
     name, exact = "decoy_argmax_draft_one_hot", True
 
     def draft_token(self, q_sampled, u, j, U):
         return np.argmax(q_sampled, axis=-1)
-
-    def accept(self, px, qx, U, ctx):
-        return U.accept < px
-
-    def residual_weights(self, p_row, q_row, x):
-        w = p_row.copy()
-        w[np.arange(len(x)), x] = 0.0
-        return w
 
 
 class DraftOtherTemperatureHonest(ChainSampler):
