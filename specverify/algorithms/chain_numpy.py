@@ -55,7 +55,7 @@ class ChainResult:
         return [row[: n + 1].tolist() for row, n in zip(self.tokens, self.num_accepted)]
 
 
-def _floats(a, name):
+def _floats(a):
     """Keep float32/float64 input as is (rows are upcast only where read); convert anything else."""
     a = np.asarray(a)
     if a.dtype not in (np.float32, np.float64):
@@ -116,11 +116,11 @@ def _final_draw(p, q, n_acc, u_final, *, one_hot_x=None):
     chunk = max(1, min(b, _CHUNK_BYTES // (8 * v)))
     w = np.empty((chunk, v))
     tmp = np.empty(v)
-    stopped: list[int] = []
     p_lead = p.shape[0] != 1
     q_lead = q is not None and q.shape[0] != 1
     for s in range(0, b, chunk):
         e = min(b, s + chunk)
+        stopped = []
         for i in range(s, e):
             k = n_acc[i]
             row = w[i - s]
@@ -134,11 +134,9 @@ def _final_draw(p, q, n_acc, u_final, *, one_hot_x=None):
             np.subtract(row, tmp, out=row)
             np.maximum(row, 0.0, out=row)
             stopped.append(i - s)
-        if stopped:
-            empty = [j for j in stopped if not w[j].any()]
-            for j in empty:  # rounding only: the residual vanished; fall back to p, as the reference does
+        for j in stopped:
+            if not w[j].any():  # rounding only: the residual vanished; fall back to p, as the reference does
                 w[j] = p[s + j if p_lead else 0, n_acc[s + j]]
-            stopped.clear()
         out[s:e] = inverse_cdf_sample(w[: e - s], u_final[s:e])
     return out
 
@@ -167,7 +165,7 @@ def _final_draw_shared(p, q, n_acc, u_final):
 
 def verify_chain_batch(draft_tokens, q, p, u_accept, u_final) -> ChainResult:
     """B rounds of the full rule (accept iff u < p(x)/q(x); residual (p - q)+; bonus from p)."""
-    p, q = _floats(p, "p"), _floats(q, "q")
+    p, q = _floats(p), _floats(q)
     x, b, g, v = _shapes(draft_tokens, p, q)
     px = _gather(p[:, :g], x, b)  # [B, g]
     qx = _gather(q, x, b)  # [B, g]
@@ -190,7 +188,7 @@ def verify_chain_batch(draft_tokens, q, p, u_accept, u_final) -> ChainResult:
 
 def verify_one_hot_batch(draft_tokens, p, u_accept, u_final) -> ChainResult:
     """B rounds of the one-hot rule (accept iff u < p(x); else p without x)."""
-    p = _floats(p, "p")
+    p = _floats(p)
     x, b, g, v = _shapes(draft_tokens, p)
     px = _gather(p[:, :g], x, b)
     n_acc = _first_false(np.asarray(u_accept) < px)

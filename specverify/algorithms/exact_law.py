@@ -48,7 +48,6 @@ __all__ = [
     "to_fractions",
 ]
 
-Number = "Fraction | float"
 Row = Sequence
 Model = Callable[[tuple], Row]
 
@@ -255,7 +254,7 @@ def total_variation(a: Mapping, b: Mapping):
 
 def to_fractions(row: Sequence, *, limit: int | None = None) -> list[Fraction]:
     """Exact Fractions of a row of floats (or ints/strings), normalised to sum exactly to one."""
-    fr = [Fraction(v) if not isinstance(v, float) else Fraction(v) for v in row]
+    fr = [Fraction(v) for v in row]  # exact for floats, ints and strings like "3/7"
     if limit is not None:
         fr = [f.limit_denominator(limit) for f in fr]
     total = sum(fr)

@@ -59,7 +59,6 @@ __all__ = [
     "node_outcome_law",
     "tree_round_law",
     "tree_first_tokens_law",
-    "verify_node",
     "draw_candidates",
     "typical_threshold",
 ]
@@ -321,14 +320,6 @@ def tree_first_tokens_law(target, draft, prefix, branching, mechanism, rule, len
         return out
 
     return law_from(tuple(prefix), length)
-
-
-def verify_node(p: np.ndarray, q: np.ndarray, cands: Sequence[int], rule: NodeRule, rng: np.random.Generator) -> tuple[str, int]:
-    """Sample one node outcome: ('accept', i) or ('emit', y); the scalar form of node_outcome_law."""
-    law = node_outcome_law(list(map(float, p)), list(map(float, q)) if q is not None else None, list(cands), rule)
-    keys = list(law)
-    w = np.array([law[k] for k in keys], dtype=np.float64)
-    return keys[int(rng.choice(len(keys), p=w / w.sum()))]
 
 
 def _inv(w: np.ndarray, u: float) -> int:

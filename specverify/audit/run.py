@@ -83,7 +83,7 @@ def _pair(adapter: Adapter, cfg: AuditConfig, settings, idx):
     return make_positional_pair(cfg.vocab, cfg.gamma, alpha=cfg.target_alpha, seed=seed, settings=settings)
 
 
-def _concat(parts: list[Generation], offset_rounds=True) -> Generation:
+def _concat(parts: list[Generation]) -> Generation:
     if not parts:
         z = np.zeros(0, dtype=np.int64)
         return Generation(z, z, z, z, z, 0)
@@ -98,9 +98,10 @@ def _concat(parts: list[Generation], offset_rounds=True) -> Generation:
 
 def _save_checkpoint(path, state):
     tmp = f"{path}.tmp"
-    np.savez_compressed(tmp, **{k: v for k, v in state.items() if isinstance(v, np.ndarray)},
-                        meta=json.dumps({k: v for k, v in state.items() if not isinstance(v, np.ndarray)}))
-    os.replace(tmp + ".npz" if not tmp.endswith(".npz") else tmp, path)
+    with open(tmp, "wb") as f:  # a file object: numpy adds no suffix; os.replace makes it atomic
+        np.savez_compressed(f, **{k: v for k, v in state.items() if isinstance(v, np.ndarray)},
+                            meta=json.dumps({k: v for k, v in state.items() if not isinstance(v, np.ndarray)}))
+    os.replace(tmp, path)
 
 
 def _load_checkpoint(path):

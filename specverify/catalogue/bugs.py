@@ -359,14 +359,9 @@ class BonusFromPreviousRow(ChainSampler):
 
     name, exact, reference = "bonus_from_previous_row", False, "structural mutant (statistics.md 7g)"
 
-    def round(self, pair, ctx, gamma, rng, settings=None):
-        self._shift = True
-        return super().round(pair, ctx, gamma, rng, settings)
-
     def target_rows(self, pair, ridx, settings, *, bonus):
-        if bonus:
-            self._bonus_row = pair.target_table(settings)[self._last_ridx]
-            return self._bonus_row
+        if bonus:  # the engine asks for rows in order 0..gamma, so _last_ridx is row gamma - 1
+            return pair.target_table(settings)[self._last_ridx]
         self._last_ridx = ridx
         return pair.target_table(settings)[ridx]
 

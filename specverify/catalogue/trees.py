@@ -52,6 +52,12 @@ class TreeSampler(ChainSampler):
         ar = np.arange(b)
         return RoundOutput(tokens, n_acc, np.zeros((b, max(1, depth)), dtype=np.int64), tokens[ar, n_acc])
 
+    def exact_deviation(self, pair, settings):
+        """(mean, max) over contexts of the exact TV between the first emitted token's law and p."""
+        P, Q = pair.target_table(settings), pair.draft_table(settings)
+        tvs = [first_token_deviation(self.pairing, P[c], Q[c], self.branching[0]) for c in range(P.shape[0])]
+        return float(np.mean(tvs)), float(np.max(tvs))
+
 
 def first_token_deviation(pairing: Pairing, p, q, k: int) -> float:
     """Exact TV between the law of the first emitted token and p, at one node (float64)."""
@@ -65,13 +71,3 @@ def first_token_deviation(pairing: Pairing, p, q, k: int) -> float:
             law[cands[val] if kind == "accept" else val] += cw * w
     return float(0.5 * np.abs(law - np.asarray(p)).sum())
 
-
-def _deviation_check(self, pair, settings):
-    """Exact deviation of the first emitted token's law from the target's, averaged over contexts."""
-    P, Q = pair.target_table(settings), pair.draft_table(settings)
-    k = self.branching[0]
-    tvs = [first_token_deviation(self.pairing, P[c], Q[c], k) for c in range(P.shape[0])]
-    return float(np.mean(tvs)), float(np.max(tvs))
-
-
-TreeSampler.exact_deviation = _deviation_check

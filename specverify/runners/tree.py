@@ -175,19 +175,12 @@ class LookaheadDrafter:
     def propose(self, prefix, settings, rng) -> Tree:
         self._jacobi(list(prefix))
         tree = Tree()
-        grams = [g for g in self.pool.get(prefix[-1], [])][: self.k]
-        firsts: dict[int, int] = {}
-        for g in grams:
-            cont = list(g[1:])
-            if not cont:
-                continue
-            if cont[0] not in firsts:
-                firsts[cont[0]] = -2  # placeholder, children added below in order
-        root_cands = list(firsts)
+        grams = [g for g in self.pool.get(prefix[-1], []) if len(g) > 1][: self.k]
+        root_cands = list(dict.fromkeys(g[1] for g in grams))  # distinct first tokens, pool order
         if root_cands:
             idx = tree.add_children(-1, np.zeros(1), root_cands)
             for node, tok in zip(idx, root_cands):
-                chain = next(list(g[2:]) for g in grams if len(g) > 1 and g[1] == tok)
+                chain = next(list(g[2:]) for g in grams if g[1] == tok)
                 for t in chain:
                     node = tree.add_children(node, np.zeros(1), [t])[0]
         return tree
