@@ -33,7 +33,7 @@ def _bench(args) -> int:
     if args.what == "stats":
         from .bench import stats as bstats
 
-        bstats.main(vocab=args.vocab[0] if args.vocab else 4096, quick=args.quick)
+        bstats.main(vocab=args.vocab[0] if args.vocab else 4096, quick=args.quick, seeds=args.seeds)
         return 0
     raise SystemExit(f"unknown benchmark {args.what!r}")
 
@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--batch", type=int, default=1024)
     b.add_argument("--no-torch", action="store_true")
     b.add_argument("--quick", action="store_true", help="fewer simulations (stats)")
+    b.add_argument("--seeds", type=int, help="stats: seeds per bug (default 5, --quick 1); the table shows medians")
     b.set_defaults(func=_bench)
 
     r = sub.add_parser("reference", help="regenerate the conformance vectors")

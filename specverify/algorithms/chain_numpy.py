@@ -25,6 +25,7 @@ import numpy as np
 
 from ..dists import inverse_cdf_sample, inverse_cdf_sample_many
 from ..errors import InvalidDraftError, ShapeError
+from . import _fused
 
 __all__ = [
     "ChainResult",
@@ -108,7 +109,11 @@ def _final_draw(p, q, n_acc, u_final, *, one_hot_x=None):
     Work buffers are allocated once and written with ``out=`` (fresh multi-MiB temporaries would
     cost a page fault per 4 KiB on every chunk), and float32 rows are upcast by a copy into the
     float64 buffer before any arithmetic (mixed-dtype ufuncs are several times slower).
+    With numba installed (a dependency) the compiled single pass of :mod:`._fused` does the same
+    draw reading each stopping row once; this numpy path is the fallback and the cross-check.
     """
+    if _fused.AVAILABLE:
+        return _fused.final_draw_fused(p, q, n_acc, u_final, zero_tok=one_hot_x)
     b = n_acc.shape[0]
     v = p.shape[2]
     g = p.shape[1] - 1

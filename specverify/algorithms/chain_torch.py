@@ -5,6 +5,10 @@ the math). Tensors stay on their device; uniforms are passed in (draw them with 
 ``torch.Generator`` on the same device). On CPU the tokens equal the numpy and scalar forms
 bit for bit; on GPU ``cumsum`` is a parallel scan, so a uniform within an ulp of a CDF breakpoint
 may land on the neighbouring token.
+
+On CPU, with numba present, the final draw goes to the compiled single pass of :mod:`._fused`
+(zero-copy views of the tensors; float64 sums as in the numpy form): torch's per-op overhead and
+temporaries cost several times more there, and the tokens are the same.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from ..dists.torch_ops import inverse_cdf_sample_torch
+from . import _fused
 
 __all__ = [
     "verify_chain_torch",
@@ -52,6 +57,16 @@ def _rows(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return t.reshape(b * n, v).index_select(0, ar * n + idx)
 
 
+def _fused_ok(*ts) -> bool:
+    return _fused.AVAILABLE and all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) for t in ts)
+
+
+def _fused_final(p, q, n_acc, u_final, zero_tok=None) -> torch.Tensor:
+    d = lambda t: None if t is None else t.detach().numpy()  # noqa: E731
+    out = _fused.final_draw_fused(d(p), d(q), d(n_acc), u_final.detach().double().numpy(), zero_tok=d(zero_tok))
+    return torch.from_numpy(out)
+
+
 def verify_chain_torch(draft_tokens, q, p, u_accept, u_final):
     """Full rule. draft_tokens [B, g] long; q [B, g, V]; p [B, g + 1, V]; u_accept [B, g]; u_final [B].
 
@@ -67,8 +82,8 @@ def verify_chain_torch(draft_tokens, q, p, u_accept, u_final):
 
         raise InvalidDraftError("a draft token has q = 0; pass the distribution it was sampled from")
     n_acc = _first_false(u_accept.to(p.dtype) < px / qx)
-    ar = torch.arange(b, device=p.device)
-    v = p.shape[-1]
+    if g and _fused_ok(p, q) and q.dtype == p.dtype:
+        return _emit(x, n_acc, _fused_final(p, q, n_acc, u_final)), n_acc
     # The row where each round stopped (only these rows are read); index_select on the flattened
     # rows is much faster than advanced indexing on CPU.
     p_k = _rows(p, n_acc)  # [B, V]
@@ -91,8 +106,10 @@ def verify_one_hot_torch(draft_tokens, p, u_accept, u_final):
     px = torch.gather(p[:, :g], 2, x[..., None]).squeeze(-1)
     n_acc = _first_false(u_accept.to(p.dtype) < px)
     ar = torch.arange(b, device=p.device)
-    w = p[ar, n_acc].clone()
     x_pad = torch.cat([x, x.new_zeros((b, 1))], dim=1)[ar, n_acc]
+    if g and _fused_ok(p):
+        return _emit(x, n_acc, _fused_final(p, None, n_acc, u_final, x_pad)), n_acc
+    w = p[ar, n_acc].clone()
     stop = n_acc < g
     w[ar[stop], x_pad[stop]] = 0.0
     final = inverse_cdf_sample_torch(w, u_final)

@@ -171,6 +171,8 @@ class _AdapterSampler(ChainSampler):
 
 
 class _KernelSampler(_AdapterSampler):
+    draws_drafts = False  # the auditor draws the drafts and hands them over
+
     def round(self, pair, ctx, gamma, rng, settings=None):
         a = self.a
         b = len(ctx)

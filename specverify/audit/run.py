@@ -93,7 +93,8 @@ def _concat(parts: list[Generation]) -> Generation:
         accs.append(g.num_accepted)
         seq_off += (g.sequence.max() + 1) if len(g.sequence) else 0
         rounds += g.rounds
-    return Generation(*(np.concatenate(x) for x in (toks, rows, pos, seqs, accs)), rounds)
+    drafts = np.concatenate([g.drafts for g in parts]) if all(g.drafts is not None for g in parts) else None
+    return Generation(*(np.concatenate(x) for x in (toks, rows, pos, seqs, accs)), rounds, drafts, parts[0].drafts_from_implementation)
 
 
 def _save_checkpoint(path, state):
@@ -158,7 +159,8 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
             parts: list[Generation] = []
             ep = MultinomialEProcess(DEFAULT_BINS)
             if state and state.get("current") == idx:
-                parts = [Generation(state["tokens"], state["row"], state["position"], state["sequence"], state["num_accepted"], int(state["rounds"]))]
+                parts = [Generation(state["tokens"], state["row"], state["position"], state["sequence"], state["num_accepted"], int(state["rounds"]),
+                                    state.get("drafts"), bool(state.get("drafts_from_implementation", False)))]
                 rng.bit_generator.state = state["rng_state"]
                 ep = MultinomialEProcess.from_state(state["eprocess"])
             n_tok = sum(len(g.tokens) for g in parts)
@@ -193,7 +195,8 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
                     _save_checkpoint(cfg.checkpoint, {
                         "fingerprint": _fingerprint(adapter, cfg), "done": [dataclasses.asdict(c) for c in checks if c.name.startswith("settings[")],
                         "current": idx, "tokens": allg.tokens, "row": allg.row, "position": allg.position, "sequence": allg.sequence,
-                        "num_accepted": allg.num_accepted, "rounds": allg.rounds, "rng_state": rng.bit_generator.state, "eprocess": ep.state()})
+                        "num_accepted": allg.num_accepted, "rounds": allg.rounds,
+                        "drafts": allg.drafts, "drafts_from_implementation": allg.drafts_from_implementation, "rng_state": rng.bit_generator.state, "eprocess": ep.state()})
                 if ep.rejects(alpha_seq):
                     stopped_early = True
                     break
@@ -213,7 +216,9 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
                 from ..stats import holm, whitebox_round_tests
 
                 wb = whitebox_round_tests(gen.tokens, gen.position, gen.sequence, gen.num_accepted,
-                                          pair.target_table(s)[: cfg.gamma + 1], pair.draft_table(s)[: cfg.gamma])
+                                          pair.target_table(s)[: cfg.gamma + 1], pair.draft_table(s)[: cfg.gamma],
+                                          drafts=gen.drafts, drafts_from_implementation=gen.drafts_from_implementation,
+                                          rng=np.random.default_rng([cfg.seed, idx, 3]))
                 allp = [r.pvalue for r in results] + [w.result.pvalue for w in wb]
                 adj_all = holm(allp)
                 adj = adj_all[: len(results)]

@@ -6,7 +6,9 @@ would hand them over):
 * ``literal loop``: the seed article's ``speculativeStep`` verification transcribed literally to
   Python, one round at a time, over Python lists (the baseline);
 * ``scalar reference``: :func:`specverify.algorithms.verify_chain`, one round at a time;
-* ``numpy batch`` and ``torch batch``: all B rounds in one call.
+* ``numpy batch`` and ``torch batch``: all B rounds in one call. The numpy form's final draw runs
+  as one compiled pass per round (numba, :mod:`specverify.algorithms._fused`); ``numpy batch, no
+  numba`` is the same call on the pure-numpy fallback.
 
 Next to them, the memory-bandwidth bound: a round must read at least the target row and the draft
 row at its stopping position (2 V itemsize bytes; the gamma accept tests read scalars), so no
@@ -20,6 +22,7 @@ import time
 
 import numpy as np
 
+from ..algorithms import _fused
 from ..algorithms.chain_numpy import verify_chain_batch
 from ..algorithms.chain_reference import verify_chain
 
@@ -99,7 +102,7 @@ def _time(fn, min_time=0.5):
             return el / n
 
 
-def run(vocabs=(32_768, 131_072), gammas=(4, 8), batch=1024, *, slow_rounds=3, seed=0, torch_too=True, printer=print):
+def run(vocabs=(32_768, 131_072), gammas=(4, 8), batch=1024, *, slow_rounds=16, seed=0, torch_too=True, printer=print):
     rng = np.random.default_rng(seed)
     bw = copy_bandwidth()
     printer(f"copy bandwidth: {bw / 1e9:.1f} GB/s (read + write)")
@@ -127,6 +130,12 @@ def run(vocabs=(32_768, 131_072), gammas=(4, 8), batch=1024, *, slow_rounds=3, s
             t_sca = _time(scalar, 0.3) / slow_rounds
             t_np = _time(lambda: verify_chain_batch(x, q, p, ua, uf), 1.0) / batch
             times = {"literal loop": t_lit, "scalar reference": t_sca, "numpy batch": t_np}
+            if _fused.AVAILABLE:  # the same call on the pure-numpy fallback, for comparison
+                _fused.AVAILABLE = False
+                try:
+                    times["numpy batch, no numba"] = _time(lambda: verify_chain_batch(x, q, p, ua, uf), 1.0) / batch
+                finally:
+                    _fused.AVAILABLE = True
             if torch_too:
                 import torch
 

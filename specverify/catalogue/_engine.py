@@ -17,10 +17,27 @@ import dataclasses
 
 import numpy as np
 
-from ..dists import SamplingSettings, inverse_cdf_sample
+from ..dists import SamplingSettings
 from ..lm.synthetic import TablePair
 
-__all__ = ["ChainSampler", "Uniforms", "Generation", "generate"]
+__all__ = ["ChainSampler", "Uniforms", "Generation", "generate", "textbook_inverse_cdf"]
+
+
+def textbook_inverse_cdf(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """First token id i with cumsum(w)[i] > u * sum(w), rows [..., V] and uniforms [...].
+
+    The catalogue models other engines, whose inverse-CDF draws walk the vocabulary in id order;
+    specverify's own kernels use the two-level order of :mod:`specverify.dists` instead (so that
+    its scalar, numpy and torch forms agree token for token). The order matters to the bugs
+    that reuse a uniform: they move mass along the sampler's own order. Zero-weight tokens are
+    never returned."""
+    w = np.asarray(weights, dtype=np.float64)
+    c = np.cumsum(w, axis=-1)
+    thr = np.asarray(u, dtype=np.float64) * c[..., -1]
+    idx = (c <= thr[..., None]).sum(-1)
+    # u * total can round to total: fall back to the last token of positive weight.
+    last = w.shape[-1] - 1 - np.argmax((w > 0)[..., ::-1], axis=-1)
+    return np.minimum(idx, last).astype(np.int64)
 
 
 @dataclasses.dataclass
@@ -61,6 +78,8 @@ class ChainSampler:
     #: the rule the sampler claims to implement, with drafts drawn from the pair's draft table;
     #: 'full' lets the audit test each stratum of a round against its exact law
     rule = "full"
+    #: whether the sampler draws its own drafts (a kernel under audit is handed the auditor's)
+    draws_drafts = True
 
     # -- hooks -----------------------------------------------------------------------------
     def uniforms(self, rng: np.random.Generator, b: int, g: int) -> Uniforms:
@@ -73,7 +92,7 @@ class ChainSampler:
         return sampled
 
     def draft_token(self, q_sampled, u, j, U) -> np.ndarray:
-        return inverse_cdf_sample(q_sampled, u)
+        return textbook_inverse_cdf(q_sampled, u)
 
     def target_rows(self, pair: TablePair, ridx, settings, *, bonus: bool) -> np.ndarray:
         return pair.target_table(settings)[ridx]
@@ -91,7 +110,7 @@ class ChainSampler:
 
     def draw(self, weights, u) -> np.ndarray:
         """The bonus draw (and, unless draw_residual is overridden, the replacement draw)."""
-        return inverse_cdf_sample(weights, u)
+        return textbook_inverse_cdf(weights, u)
 
     def draw_residual(self, weights, u) -> np.ndarray:
         return self.draw(weights, u)
@@ -167,6 +186,8 @@ class Generation:
     sequence: np.ndarray  # [N] which sequence / round it belongs to
     num_accepted: np.ndarray  # [R] accepted drafts per round
     rounds: int
+    drafts: np.ndarray | None = None  # [R, g] drafted tokens per round (kernel harness)
+    drafts_from_implementation: bool = False  # drawn by the implementation, not by the auditor
 
 
 def generate(
@@ -191,7 +212,7 @@ def generate(
 
     v = pair.vocab_size
     chunk = max(1, chunk_bytes // (8 * v * (2 * gamma + 2)))
-    toks, rows, poss, seqs, accs = [], [], [], [], []
+    toks, rows, poss, seqs, accs, drafts = [], [], [], [], [], []
     if not isinstance(pair, MarkovPair):
         done = 0
         while done < n:
@@ -204,8 +225,10 @@ def generate(
             poss.append(pos)
             seqs.append(r + done)
             accs.append(out.num_accepted)
+            drafts.append(out.drafts)
             done += b
-        return Generation(np.concatenate(toks), np.concatenate(rows), np.concatenate(poss), np.concatenate(seqs), np.concatenate(accs), n)
+        return Generation(np.concatenate(toks), np.concatenate(rows), np.concatenate(poss), np.concatenate(seqs), np.concatenate(accs), n,
+                          np.concatenate(drafts), bool(getattr(sampler, "draws_drafts", True)))
     length = length or 2 * gamma + 2
     done = 0
     rounds = 0

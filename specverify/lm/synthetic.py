@@ -86,16 +86,16 @@ class PositionalPair(TablePair):
 
 def _tune_noise(rng, target, alpha, settings):
     noise = rng.normal(0, 1, target.shape)
+    p = probs_from_logits(target, settings)
 
     def acc(scale):
         q = probs_from_logits(target + scale * noise, settings)
-        p = probs_from_logits(target, settings)
         return float(np.minimum(p, q).sum(-1).mean())
 
     lo, hi = 0.0, 20.0
     if acc(hi) > alpha:
         return target + hi * noise
-    for _ in range(40):
+    while hi - lo > 1e-6:  # alpha is a target, not a contract: 1e-6 in the scale is plenty
         mid = (lo + hi) / 2
         if acc(mid) > alpha:
             lo = mid

@@ -3,6 +3,9 @@
 With draft token x ~ q and target row p at a position, an exact full-rule sampler satisfies:
 
 * the acceptance indicator is Bernoulli(beta), beta = sum_x min(p, q)         (exact binomial test)
+  and, when the auditor knows the draft token x, Bernoulli(min(1, p(x) / q(x))) given x
+* draft tokens drawn by the implementation itself follow q
+* given a rejection, the rejected draft and its replacement are independent
 * an accepted token has law min(p, q) / beta
 * a replacement after a rejection has law (p - q)+ / (1 - beta)
 * a bonus token has law p
@@ -14,15 +17,18 @@ acceptance test, the residual, or the bonus), not only that the output is wrong.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 from scipy import stats
 
 from ._multiple import holm
-from ._results import GofResult
-from ._stream import StreamLaw, binned_stream_test
+from ._results import Cell, GofResult
+from ._gof import pool_cells, tv_interval
+from ._stream import StreamLaw, binned_stream_test, default_stream_test
 
-__all__ = ["StratumResult", "stratified_position_tests"]
+__all__ = ["StratumResult", "stratified_position_tests", "whitebox_round_tests", "acceptance_given_draft_test",
+           "replacement_independence_test", "draft_repeat_eprocess"]
 
 
 @dataclasses.dataclass
@@ -43,11 +49,14 @@ def _law_test(name, law_row, tokens, n_cells=16):
     return StratumResult(name, res)
 
 
-def stratified_position_tests(p, q, reached, accepted, emitted, *, is_bonus: bool = False) -> list[StratumResult]:
+def stratified_position_tests(p, q, reached, accepted, emitted, *, is_bonus: bool = False,
+                              marginal_acceptance: bool = True) -> list[StratumResult]:
     """Tests for one position over the rounds that reached it.
 
     p, q: the position's target and draft rows [V] (q unused for the bonus position);
-    reached: how many rounds reached the position; accepted [n] bool; emitted [n] token ids.
+    reached: how many rounds reached the position; accepted [n] bool; emitted [n] token ids;
+    ``marginal_acceptance=False`` leaves out the Bernoulli(beta) test (when the caller runs the
+    sharper test given the drafts, :func:`acceptance_given_draft_test`).
     """
     p = np.asarray(p, dtype=float)
     emitted = np.asarray(emitted, dtype=np.int64)
@@ -59,7 +68,7 @@ def stratified_position_tests(p, q, reached, accepted, emitted, *, is_bonus: boo
     accepted = np.asarray(accepted, dtype=bool)
     beta = float(np.minimum(p, q).sum())
     k = int(accepted.sum())
-    bt = stats.binomtest(k, int(reached), beta) if reached else None
+    bt = stats.binomtest(k, int(reached), beta) if (reached and marginal_acceptance) else None
     if bt is not None:
         rate = k / reached
         ci = bt.proportion_ci(confidence_level=0.999)
@@ -78,28 +87,291 @@ def stratified_position_tests(p, q, reached, accepted, emitted, *, is_bonus: boo
     return out
 
 
-def whitebox_round_tests(tokens, position, round_ids, num_accepted, P, Q) -> list[StratumResult]:
-    """All positions of kernel-level rounds (rows depend on the position only): per position j,
-    the acceptance indicator, accepted tokens and replacements (``stratified_position_tests``),
-    and the bonus tokens at position gamma. Valid for implementations of the full rule whose
-    draft tokens were drawn from Q (the auditor's own drafts, or a sampler's declared ones).
+def _chernoff_tail(w, r, s) -> float:
+    """Chernoff bound on P(S >= s) for S = sum_i w_i (A_i - r_i), A_i ~ Bernoulli(r_i)
+    independent: inf over theta >= 0 of exp(K(theta) - theta s). A bound, never an
+    approximation, so the test is valid at any n (it is conservative by a factor of order
+    theta * sd(S) in the far tail)."""
+    from scipy import optimize
+
+    if s <= 0:
+        return 1.0
+    with np.errstate(divide="ignore"):
+        lr, l1r = np.log(r), np.log1p(-r)
+
+    def f(theta):
+        return float(np.sum(np.logaddexp(l1r, lr + theta * w) - theta * w * r) - theta * s)
+
+    hi = 1.0
+    while f(2 * hi) < f(hi) and hi < 1e6:
+        hi *= 2
+    res = optimize.minimize_scalar(f, bounds=(0.0, 2 * hi), method="bounded", options={"xatol": 1e-9})
+    return float(min(1.0, math.exp(min(0.0, res.fun))))
+
+
+def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted) -> GofResult:
+    """Acceptance indicators given the draft tokens against Bernoulli(min(1, p(x) / q(x))).
+
+    Under the full rule the acceptance uniform is independent of the draft, so given the drafts
+    the indicators A_i are independent Bernoulli(r_i), r_i = min(1, p_j(x_i) / q_j(x_i)). The
+    statistic S = sum (A_i - r_i) (too many or too few acceptances given what was drafted) gets a
+    two-sided Chernoff bound, valid at any n. Conditioning on the drafts removes the drafts'
+    own variance from the marginal Bernoulli(beta) test. A rejection with r = 1, or an
+    acceptance with r = 0, is impossible: an exact failure.
+
+    p_rows [g + 1, V], q_rows [g, V]: the position rows; position, drafts, accepted [N]: one entry per
+    verified draft (rounds that reached position j).
+    """
+    p_rows, q_rows = np.asarray(p_rows, dtype=float), np.asarray(q_rows, dtype=float)
+    j = np.asarray(position, dtype=np.int64)
+    x = np.asarray(drafts, dtype=np.int64)
+    a = np.asarray(accepted, dtype=bool)
+    n = len(x)
+    px, qx = p_rows[j, x], q_rows[j, x]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(qx > 0, np.minimum(1.0, px / np.where(qx > 0, qx, 1.0)), np.where(px > 0, 1.0, 0.0))
+    name = "acceptance given draft ~ Bernoulli(min(1, p/q))"
+    impossible = (a & (r <= 0)) | (~a & (r >= 1))
+    if impossible.any():
+        i = int(np.nonzero(impossible)[0][0])
+        what = "accepted with p(x) = 0" if a[i] else "rejected with p(x) >= q(x)"
+        cells = [Cell(f"position {int(j[i])}, draft {int(x[i])}: {what}", 1.0, 0.0)]
+        return GofResult(name, math.inf, 0.0, 0, n, 0, float(impossible.mean()), (float(impossible.mean()), 1.0), cells, 0,
+                         f"exact failure: {int(impossible.sum())} acceptance decision(s) impossible under the full rule")
+    live = (r > 0) & (r < 1)  # the rest are certain and were checked above
+    rl, al = r[live], a[live].astype(float)
+    s = float(np.sum(al - rl))
+    ones = np.ones(len(rl))
+    p = min(1.0, 2 * (_chernoff_tail(ones, rl, s) if s > 0 else _chernoff_tail(ones, 1.0 - rl, -s)))
+    exp_acc, obs_acc = float(r.sum()), float(a.sum())
+    cells = [Cell(f"position {int(pos)} acceptances", float(a[j == pos].sum()), float(r[j == pos].sum())) for pos in np.unique(j)]
+    cells.sort(key=lambda c: -abs(c.observed - c.expected))
+    gap = abs(obs_acc - exp_acc) / max(n, 1)
+    sd = math.sqrt(float(np.sum(rl * (1 - rl)))) or 1.0
+    return GofResult(name, s / sd, p, 1, n, 2, gap, (0.0, 1.0), cells, 0,
+                     f"accepted {obs_acc:.0f} vs {exp_acc:.1f} expected given the drafts (z = {s / sd:.2f}, Chernoff bound)")
+
+
+def _cumcount(keys: np.ndarray) -> np.ndarray:
+    """For each entry, how many earlier entries (in the given order) share its key."""
+    if len(keys) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    start = np.r_[0, np.nonzero(k[1:] != k[:-1])[0] + 1]
+    run = np.zeros(len(k), dtype=np.int64)
+    run[start] = start
+    out = np.empty(len(k), dtype=np.int64)
+    out[order] = np.arange(len(k)) - np.maximum.accumulate(run)
+    return out
+
+
+def draft_repeat_eprocess(p_rows, q_rows, drafts, num_accepted, replacements, *, kappa: float = 3.0) -> GofResult:
+    """Anytime-valid test that what follows a draft (its acceptance, and after a rejection the
+    replacement) depends on nothing but the draft's laws: p-value 1 / max_t E_t (Ville).
+
+    Verified drafts are taken in round and position order. Each outcome is predicted from the
+    earlier outcomes that followed the same (position, draft token) by a Dirichlet(kappa * law)
+    posterior mean, P(o) = (c(o) + kappa law(o)) / (m + kappa), where law is Bernoulli(r), r =
+    min(1, p(x) / q(x)), for the acceptance and the residual rho for the replacement (c: earlier
+    count of outcome o in the group, m: the group's size so far). Under the full rule the
+    outcome is independent of the past given x, so the running product of P(o) / law(o) is a test
+    martingale. When the draft's noise is reused for the acceptance or the residual draw
+    (vllm#47386), outcomes become nearly functions of x and repeat within a group: the product
+    grows geometrically. The first outcome of a group costs nothing (its factor is 1).
+
+    p_rows [g + 1, V], q_rows [g, V]; drafts [R, g]; num_accepted [R]; replacements [R] (the token
+    emitted at the rejection position; ignored for rounds without a rejection).
+    """
+    p_rows, q_rows = np.asarray(p_rows, dtype=float), np.asarray(q_rows, dtype=float)
+    drafts = np.asarray(drafts, dtype=np.int64)
+    n_acc = np.asarray(num_accepted, dtype=np.int64)
+    replacements = np.asarray(replacements, dtype=np.int64)
+    name = "outcomes given the draft repeat no more than chance (e-process)"
+    g, v = q_rows.shape
+    reached = np.arange(g)[None, :] <= np.minimum(n_acc, g - 1)[:, None]
+    ri, pj = np.nonzero(reached)  # round-major, then position: the order of events
+    x = drafts[ri, pj]
+    a = pj < n_acc[ri]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(q_rows[pj, x] > 0, np.minimum(1.0, p_rows[pj, x] / q_rows[pj, x]), 1.0)
+    log_e = np.zeros(len(x))
+    group = pj * v + x
+    live = np.nonzero((r > 0) & (r < 1))[0]  # certain outcomes carry no evidence here
+    law_a = np.where(a[live], r[live], 1.0 - r[live])
+    m = _cumcount(group[live])
+    c = _cumcount(group[live] * 2 + a[live])
+    log_e[live] += np.log((c + kappa * law_a) / (m + kappa)) - np.log(law_a)
+    rej = np.nonzero(~a)[0]
+    rho = np.maximum(p_rows[:g] - q_rows, 0.0)
+    tot = rho.sum(1)
+    y = replacements[ri[rej]]
+    ry = rho[pj[rej], y] / np.where(tot[pj[rej]] > 0, tot[pj[rej]], 1.0)
+    n = len(x)
+    if (ry <= 0).any():
+        return GofResult(name, math.inf, 0.0, 0, n, 0, 1.0, (0.0, 1.0), [], 0,
+                         "exact failure: a replacement outside the residual's support")
+    m = _cumcount(group[rej])
+    c = _cumcount(group[rej] * v + y)
+    log_e[rej] += np.log((c + kappa * ry) / (m + kappa)) - np.log(ry)
+    path = np.cumsum(log_e)
+    best = float(path.max()) if n else 0.0
+    p = float(min(1.0, math.exp(-best))) if best > 0 else 1.0
+    repeats = int((m > 0).sum())
+    return GofResult(name, best, p, 0, n, 0, 0.0, (0.0, 1.0), [], 0,
+                     f"max log e = {best:.2f} over {n} verified drafts ({repeats} replacements after a repeated draft); "
+                     f"anytime-valid, kappa = {kappa:g}")
+
+
+def replacement_independence_test(p_rows, q_rows, position, drafts, replacements, *, top_k: int = 4) -> GofResult:
+    """The (rejected draft, replacement) pairs against the product of their laws.
+
+    Under the full rule, given a rejection at position j the rejected draft x has law
+    (q_j - p_j)+ / (1 - beta_j) and the replacement y has law (p_j - q_j)+ / (1 - beta_j),
+    *independently*: the residual draw uses fresh randomness. When the draft's noise (or the
+    acceptance uniform) is reused for the residual draw, y becomes nearly a function of x
+    (vllm#47386, vllm-ascend#16370) while each margin can stay close to its law. The cells are
+    (rank of x among the top_k rejected drafts, or 'other') x (rank of y among the top_k residual
+    tokens, or 'other') per position, with expected counts m_j pi_j(a) rho_j(b) for the m_j
+    rejections at j, pooled by the documented rule; Pearson's statistic is summed over positions
+    with df = sum_j (cells_j - 1).
+
+    p_rows [g + 1, V], q_rows [g, V]; position, drafts, replacements [N]: one entry per rejection.
+    """
+    p_rows, q_rows = np.asarray(p_rows, dtype=float), np.asarray(q_rows, dtype=float)
+    j_all = np.asarray(position, dtype=np.int64)
+    x_all = np.asarray(drafts, dtype=np.int64)
+    y_all = np.asarray(replacements, dtype=np.int64)
+    name = "rejected draft and replacement independent"
+    k1 = top_k + 1
+    x2, df, n = 0.0, 0, len(x_all)
+    cells: list[Cell] = []
+    obs_all, exp_all = [], []
+    for j in np.unique(j_all):
+        m = j_all == j
+        pi = np.maximum(q_rows[j] - p_rows[j], 0.0)
+        rho = np.maximum(p_rows[j] - q_rows[j], 0.0)
+        if pi.sum() <= 0 or rho.sum() <= 0:
+            continue
+        pi, rho = pi / pi.sum(), rho / rho.sum()
+        bins = []
+        for law in (pi, rho):
+            rank = np.empty(len(law), dtype=np.int64)
+            rank[np.argsort(-law, kind="stable")] = np.arange(len(law))
+            b = np.minimum(rank, top_k)
+            bins.append((b, np.bincount(b, weights=law, minlength=k1)))
+        (bx, mx), (by, my) = bins
+        obs = np.bincount(bx[x_all[m]] * k1 + by[y_all[m]], minlength=k1 * k1).astype(float)
+        exp = int(m.sum()) * np.outer(mx, my).ravel()
+        if (obs[exp <= 0] > 0).any():
+            return GofResult(name, math.inf, 0.0, 0, n, 0, 1.0, (0.0, 1.0), [], 0,
+                             f"exact failure: a rejection at position {int(j)} paired a draft and replacement of probability 0")
+        grp = pool_cells(exp)
+        kk = grp.max() + 1 if (grp >= 0).any() else 0
+        o = np.bincount(grp[grp >= 0], weights=obs[grp >= 0], minlength=kk)
+        e = np.bincount(grp[grp >= 0], weights=exp[grp >= 0], minlength=kk)
+        if kk < 2:
+            continue
+        x2 += float(((o - e) ** 2 / e).sum())
+        df += kk - 1
+        for c in range(k1 * k1):
+            if exp[c] >= 5:
+                a, b = divmod(c, k1)
+                la = f"draft rank {a + 1}" if a < top_k else "other drafts"
+                lb = f"replacement rank {b + 1}" if b < top_k else "other replacements"
+                cells.append(Cell(f"position {int(j)}: {la} x {lb}", float(obs[c]), float(exp[c])))
+        obs_all.append(obs), exp_all.append(exp)
+    if df == 0:
+        return GofResult(name, 0.0, 1.0, 0, n, 0, 0.0, (0.0, 1.0), [], 0, "too few rejections to form two cells")
+    cells.sort(key=lambda c: -abs(c.residual))
+    o, e = np.concatenate(obs_all), np.concatenate(exp_all)
+    tv, iv = tv_interval(o / o.sum(), e / e.sum(), int(o.sum()), len(o))
+    return GofResult(name, x2, float(stats.chi2.sf(x2, df)), df, n, len(o), tv, iv, cells[:5], 0)
+
+
+def _pooled_stream(name, rows, tokens, position, rng) -> StratumResult | None:
+    """Default stream test of tokens whose law at position j is rows[j] (normalised here)."""
+    rows = np.asarray(rows, dtype=float)
+    mass = rows.sum(1, keepdims=True)
+    if len(tokens) == 0:
+        return None
+    law = StreamLaw(np.where(mass > 0, rows / np.where(mass > 0, mass, 1.0), 1.0 / rows.shape[1]))
+    st = default_stream_test(law, tokens, position, rng=rng, stratum=name)
+    worst = st.worst
+    return StratumResult(name, dataclasses.replace(worst, test=f"{worst.test}, best of {len(st.components)} (Bonferroni)", pvalue=st.pvalue))
+
+
+def whitebox_round_tests(tokens, position, round_ids, num_accepted, P, Q, *, drafts=None, drafts_from_implementation: bool = False,
+                         rng: np.random.Generator | None = None) -> list[StratumResult]:
+    """The white-box strata of kernel-level rounds (rows depend on the position only), each over
+    all positions at once (a position's tokens are tested against that position's law, so
+    evidence adds up across positions while the stratum still says *what* broke):
+
+    * accepted tokens ~ min(p_j, q_j) / beta_j, replacements ~ (p_j - q_j)+ / (1 - beta_j) and bonus
+      tokens ~ p_gamma, each with the default stream test;
+    * without ``drafts``: the acceptance indicator at each position ~ Bernoulli(beta_j);
+    * with ``drafts`` [R, gamma] (each round's drafted tokens): each acceptance given its draft
+      (:func:`acceptance_given_draft_test`, sharper), the independence of a rejected draft and
+      its replacement (:func:`replacement_independence_test`), and an e-process on repeated
+      outcomes after repeated drafts (:func:`draft_repeat_eprocess`); and when the implementation drew
+      the drafts itself (``drafts_from_implementation``), the drafts ~ q (all gamma of them per
+      round are draws, accepted or not, so this stratum is large).
+
+    Valid for implementations of the full rule whose draft tokens were drawn from Q (the
+    auditor's own drafts, or a sampler's declared ones).
 
     tokens, position, round_ids: [N] per emitted token; num_accepted: [R] per round;
     P: [gamma + 1, V] target rows; Q: [gamma, V] draft rows.
     """
     tokens, position, round_ids = (np.asarray(a, dtype=np.int64) for a in (tokens, position, round_ids))
-    n_acc = np.asarray(num_accepted, dtype=np.int64)[round_ids]
+    rng = rng if rng is not None else np.random.default_rng(0)
+    P, Q = np.asarray(P, dtype=float), np.asarray(Q, dtype=float)
+    n_acc_round = np.asarray(num_accepted, dtype=np.int64)
+    n_acc = n_acc_round[round_ids]
     g = Q.shape[0]
     out: list[StratumResult] = []
-    for j in range(g + 1):
-        m = position == j
-        if not m.any():
-            continue
-        if j == g:
-            res = stratified_position_tests(P[g], None, int(m.sum()), None, tokens[m], is_bonus=True)
-        else:
-            res = stratified_position_tests(P[j], Q[j], int(m.sum()), n_acc[m] > j, tokens[m])
-        for r in res:
-            r.stratum = f"position {j}: {r.stratum}"
+    if drafts is not None:
+        drafts = np.asarray(drafts, dtype=np.int64)
+        if drafts_from_implementation:
+            pos = np.broadcast_to(np.arange(g), drafts.shape).ravel()
+            out.append(_pooled_stream("draft tokens ~ q", Q, drafts.ravel(), pos, rng))
+        # Verified drafts: positions 0 .. min(num_accepted, gamma - 1) of each round.
+        reached = np.arange(g)[None, :] <= np.minimum(n_acc_round, g - 1)[:, None]
+        ri, pj = np.nonzero(reached)
+        out.append(StratumResult("acceptance given draft ~ Bernoulli(min(1, p/q))",
+                                 acceptance_given_draft_test(P, Q, pj, drafts[ri, pj], pj < n_acc_round[ri])))
+        # Replacements: the round's token at its rejection position, with the rejected draft.
+        rej = np.nonzero(n_acc_round < g)[0]
+        first = np.zeros(len(n_acc_round), dtype=np.int64)
+        at = position == n_acc_round[round_ids]
+        first[round_ids[at]] = tokens[at]
+        if len(rej):
+            jr = n_acc_round[rej]
+            out.append(StratumResult("rejected draft and replacement independent",
+                                     replacement_independence_test(P, Q, jr, drafts[rej, jr], first[rej])))
+        out.append(StratumResult("outcomes given the draft repeat no more than chance",
+                                 draft_repeat_eprocess(P, Q, drafts, n_acc_round, first)))
+    else:
+        for j in range(g):
+            m = position == j
+            k, reached = int((n_acc[m] > j).sum()), int(m.sum())
+            if not reached:
+                continue
+            beta = float(np.minimum(P[j], Q[j]).sum())
+            bt = stats.binomtest(k, reached, beta)
+            ci = bt.proportion_ci(confidence_level=0.999)
+            out.append(StratumResult(f"position {j}: acceptance ~ Bernoulli(sum min(p, q))", GofResult(
+                "exact-binomial", float(k), float(bt.pvalue), 1, reached, 2, abs(k / reached - beta), (float(ci.low), float(ci.high)), [],
+                note=f"observed rate {k / reached:.4f}, theory {beta:.4f}")))
+    inner = position < g
+    acc = inner & (n_acc > position)
+    rep = inner & (n_acc == position)
+    for name, rows, m in (("accepted tokens ~ min(p, q) / beta", np.minimum(P[:g], Q), acc),
+                          ("replacements ~ (p - q)+ / (1 - beta)", np.maximum(P[:g] - Q, 0.0), rep)):
+        r = _pooled_stream(name, rows, tokens[m], position[m], rng)
+        if r:
             out.append(r)
+    r = _pooled_stream("bonus tokens ~ p", P[g:], tokens[position == g], np.zeros(int((position == g).sum()), dtype=np.int64), rng)
+    if r:
+        out.append(r)
     return out
