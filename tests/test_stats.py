@@ -275,3 +275,27 @@ def test_vllm_position_chi2_matches_the_dense_definition():
     assert res.statistic == pytest.approx(float(((o - e) ** 2 / e).sum()), rel=1e-9)
     assert res.df == len(o) - 1
     assert rejected == (res.statistic > res.df + 10 * math.sqrt(2 * res.df))
+
+
+def test_draft_repeat_eprocess_is_valid_and_catches_shared_noise():
+    from specverify.catalogue._engine import ChainSampler
+
+    # Null: exact rounds; Ville's inequality gives P(p <= a) <= a. 200 replicates, a = 0.05,
+    # false-fail bound: binomial 1e-6 quantile.
+    small = 0
+    for seed in range(200):
+        g, P, Q = _rounds(ChainSampler, 150, seed, vocab=32)
+        r = S.draft_repeat_eprocess(P, Q, g.drafts, g.num_accepted, _first_tokens(g))
+        small += r.pvalue <= 0.05
+    assert small <= stats.binom.isf(1e-6, 200, 0.05), small
+    # Negative control: one noise source for drafting, acceptance and recovery (vllm#47386).
+    g, P, Q = _rounds(_by_name("shared_noise"), 150, 0, vocab=32)
+    assert S.draft_repeat_eprocess(P, Q, g.drafts, g.num_accepted, _first_tokens(g)).pvalue < 1e-6
+
+
+def _first_tokens(g):
+    """The token each round emitted at its stopping position."""
+    out = np.zeros(len(g.num_accepted), dtype=np.int64)
+    at = g.position == g.num_accepted[g.sequence]
+    out[g.sequence[at]] = g.tokens[at]
+    return out

@@ -15,7 +15,14 @@ from ._power import (
 )
 from ._results import Cell, GofResult
 from ._sequential import MultinomialEProcess
-from ._stratified import StratumResult, stratified_position_tests, whitebox_round_tests
+from ._stratified import (
+    StratumResult,
+    acceptance_given_draft_test,
+    draft_repeat_eprocess,
+    replacement_independence_test,
+    stratified_position_tests,
+    whitebox_round_tests,
+)
 from ._stream import (
     DEFAULT_BINS,
     StreamLaw,
