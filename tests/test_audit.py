@@ -254,3 +254,18 @@ def test_sequential_test_stops_early_on_a_gross_bug():
     bad = audit(SamplerAdapter(bugs.ResidualSoftmax()), **FAST, exact_checks=False)
     assert bad.status == "FAIL" and bad.checks[0].details["stopped_early"]
     assert bad.samples < ref.samples / 3
+
+
+def test_cli_full_rule_adds_the_white_box_strata(tmp_path):
+    f = tmp_path / "k.py"
+    f.write_text("from tests.test_audit import good_kernel as kernel, always_accept_kernel as bad\n")
+    sys.path.insert(0, str(ROOT))
+    out = tmp_path / "v.json"
+    args = ["audit", "--no-progress", "--eps", "0.08", "--temperature", "1.0", "--json", str(out)]
+    assert main(args + ["--kernel", f"{f}:kernel", "--full-rule"]) == 0
+    strata = [w["stratum"] for c in json.loads(out.read_text())["checks"] if c.get("details") for w in c["details"].get("whitebox", [])]
+    assert "acceptance given draft ~ Bernoulli(min(1, p/q))" in strata and "rejected draft and replacement independent" in strata
+    assert main(args + ["--kernel", f"{f}:kernel"]) == 0
+    assert not [w for c in json.loads(out.read_text())["checks"] if c.get("details") for w in c["details"].get("whitebox", [])]
+    assert main(args + ["--kernel", f"{f}:bad", "--full-rule"]) == 1
+    assert main(args + ["--kernel", f"{f}:kernel", "--full-rule", "--one-hot"]) == 2

@@ -14,6 +14,10 @@ CHECKS = """checks run by an audit:
   distribution   per sampling setting: the stratified default test (sorted-mass bins, top-K + rest,
                  salted hash buckets, PIT / Anderson-Darling) per position in the round and pooled,
                  Holm across strata, Bonferroni across settings; a sequential e-process may stop early
+  white-box      with --full-rule (and for catalogue samplers), per setting in the same Holm family: drafts ~ q
+                 (samplers that draw them), acceptance given the draft ~ Bernoulli(min(1, p/q)), rejected draft
+                 and replacement independent, repeat e-process, accepted ~ min(p, q)/beta, replacements ~
+                 (p - q)+/(1 - beta), bonus ~ p
   acceptance     measured accepted drafts per round against the full rule's product-form prediction (reported)
   boundary       exact: acceptance uniforms forced to 0 never accept a draft with p(x) = 0 (catalogue samplers)
   reproducible   exact: the same seed gives the same output"""
@@ -28,6 +32,9 @@ def add_commands(sub):
     g.add_argument("--generator", metavar="MOD:FN", help="generate(prompt, max_new_tokens, seed, model) -> ids")
     g.add_argument("--cmd", metavar="COMMAND", help="a process speaking the JSON-lines protocol")
     a.add_argument("--one-hot", action="store_true", help="the kernel takes no draft probabilities")
+    a.add_argument("--full-rule", action="store_true",
+                   help="the kernel implements accept iff u < p/q with the (p - q)+ residual: also test each stratum of "
+                        "a round (acceptance given the draft, replacements, draft/replacement independence, bonus)")
     a.add_argument("--alpha", type=float, default=1e-6, help="family-wise false-fail rate (default 1e-6)")
     a.add_argument("--beta", type=float, default=1e-3, help="false-pass rate at eps (default 1e-3)")
     a.add_argument("--eps", type=float, default=0.05, help="total variation to detect (default 0.05)")
@@ -63,7 +70,9 @@ def _adapter(args):
     if args.round:
         return RoundAdapter(load_callable(args.round), call_timeout=t)
     if args.kernel:
-        return KernelAdapter(load_callable(args.kernel), one_hot=args.one_hot, call_timeout=t)
+        if args.full_rule and args.one_hot:
+            raise SpecVerifyError("--full-rule and --one-hot exclude each other: the one-hot rule has no draft probabilities")
+        return KernelAdapter(load_callable(args.kernel), one_hot=args.one_hot, call_timeout=t, rule="full" if args.full_rule else None)
     if args.generator:
         return GeneratorAdapter(load_callable(args.generator), call_timeout=t)
     if args.cmd:
