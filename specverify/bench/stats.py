@@ -119,5 +119,5 @@ def main(vocab=4096, quick=False, seeds=None, printer=print):
         table.add_row(cls.name, cls.harness, show(a), show(b), "n/a" if b > cap else f"{bound}{ratio:.1f}",
                       "n/a" if b > cap else f"{per_seed:.1f}")
         printer(f"  {cls.name}: (a) {a_all} (b) {b_all}")
-    Console().print(table)
+    Console(width=max(Console().width, 130)).print(table)
     printer(f"smallest median ratio (a)/(b): {worst:.1f}  (target >= 2); {time.perf_counter() - t0:.0f} s")
