@@ -277,12 +277,18 @@ def default_stream_test(law: StreamLaw, tokens, rows, *, rng: np.random.Generato
     return StreamTestResult(stratum, n, p, comps, mde)
 
 
-def stratified_stream_test(law: StreamLaw, tokens, rows, strata, *, rng, alpha=1e-6, beta=1e-3, include_pooled=True):
+def stratified_stream_test(law: StreamLaw, tokens, rows, strata, *, rng, alpha=1e-6, beta=1e-3, include_pooled=True,
+                           extra_family: int = 0):
     """default_stream_test per stratum (and pooled), Holm-adjusted across them.
+
+    Each stratum's power statement (min_detectable_tv) is made at the first Holm step,
+    alpha / (strata + extra_family), where extra_family counts other tests the caller puts in the
+    same Holm family (the white-box strata of an audit).
 
     Returns (results, holm_adjusted_pvalues)."""
     tokens, rows, strata = (np.asarray(a) for a in (tokens, rows, strata))
     labels = sorted(set(strata.tolist()))
+    alpha = alpha / (len(labels) + (1 if include_pooled and len(labels) > 1 else 0) + extra_family)
     results = []
     if include_pooled and len(labels) > 1:
         results.append(default_stream_test(law, tokens, rows, rng=rng, alpha=alpha, beta=beta, stratum="all positions"))
