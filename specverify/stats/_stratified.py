@@ -115,8 +115,10 @@ def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted) -> G
     Under the full rule the acceptance uniform is independent of the draft, so given the drafts
     the indicators A_i are independent Bernoulli(r_i), r_i = min(1, p_j(x_i) / q_j(x_i)). The
     statistic S = sum (A_i - r_i) (too many or too few acceptances given what was drafted) gets a
-    two-sided Chernoff bound, valid at any n. Conditioning on the drafts removes the drafts'
-    own variance from the marginal Bernoulli(beta) test. A rejection with r = 1, or an
+    two-sided Chernoff bound, valid at any n, over all positions and over the positions after the
+    first (Bonferroni x2): those are reached only by accepting, so an acceptance uniform shared
+    across positions shows there as an excess of acceptances. Conditioning on the drafts removes
+    the drafts' own variance from the marginal Bernoulli(beta) test. A rejection with r = 1, or an
     acceptance with r = 0, is impossible: an exact failure.
 
     p_rows [g + 1, V], q_rows [g, V]: the position rows; position, drafts, accepted [N]: one entry per
@@ -139,17 +141,25 @@ def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted) -> G
         return GofResult(name, math.inf, 0.0, 0, n, 0, float(impossible.mean()), (float(impossible.mean()), 1.0), cells, 0,
                          f"exact failure: {int(impossible.sum())} acceptance decision(s) impossible under the full rule")
     live = (r > 0) & (r < 1)  # the rest are certain and were checked above
-    rl, al = r[live], a[live].astype(float)
-    s = float(np.sum(al - rl))
-    ones = np.ones(len(rl))
-    p = min(1.0, 2 * (_chernoff_tail(ones, rl, s) if s > 0 else _chernoff_tail(ones, 1.0 - rl, -s)))
+
+    def two_sided(m):
+        rl, al = r[m], a[m].astype(float)
+        s = float(np.sum(al - rl))
+        ones = np.ones(len(rl))
+        return s, min(1.0, 2 * (_chernoff_tail(ones, rl, s) if s > 0 else _chernoff_tail(ones, 1.0 - rl, -s)))
+
+    s, p_all = two_sided(live)
+    _, p_later = two_sided(live & (j > 0))
+    p = min(1.0, 2 * min(p_all, p_later))
+    rl = r[live]
     exp_acc, obs_acc = float(r.sum()), float(a.sum())
     cells = [Cell(f"position {int(pos)} acceptances", float(a[j == pos].sum()), float(r[j == pos].sum())) for pos in np.unique(j)]
     cells.sort(key=lambda c: -abs(c.observed - c.expected))
     gap = abs(obs_acc - exp_acc) / max(n, 1)
     sd = math.sqrt(float(np.sum(rl * (1 - rl)))) or 1.0
     return GofResult(name, s / sd, p, 1, n, 2, gap, (0.0, 1.0), cells, 0,
-                     f"accepted {obs_acc:.0f} vs {exp_acc:.1f} expected given the drafts (z = {s / sd:.2f}, Chernoff bound)")
+                     f"accepted {obs_acc:.0f} vs {exp_acc:.1f} expected given the drafts (z = {s / sd:.2f}, Chernoff bound "
+                     f"p={p_all:.3g}; positions after the first, whose drafts were reached by accepting, p={p_later:.3g}; Bonferroni x2)")
 
 
 def _cumcount(keys: np.ndarray) -> np.ndarray:
