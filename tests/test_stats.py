@@ -166,7 +166,7 @@ def test_chernoff_bound_is_a_bound_on_the_exact_tail():
     r = np.full(100, 0.3)
     for k in (35, 40, 50, 60, 70):
         exact = stats.binom.sf(k - 1, 100, 0.3)
-        bound = _chernoff_tail(np.ones(100), r, k - 30)
+        bound = _chernoff_tail(r, k - 30)
         assert exact <= bound <= max(60 * exact, 1.0 if k < 45 else 0.0), (k, exact, bound)
 
 

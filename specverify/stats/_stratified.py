@@ -1,11 +1,13 @@
-"""White-box stratified tests of one verification position, when the auditor sees the round.
+"""White-box stratified tests of a verification round, when the auditor sees the round.
 
 With draft token x ~ q and target row p at a position, an exact full-rule sampler satisfies:
 
 * the acceptance indicator is Bernoulli(beta), beta = sum_x min(p, q)         (exact binomial test)
   and, when the auditor knows the draft token x, Bernoulli(min(1, p(x) / q(x))) given x
 * draft tokens drawn by the implementation itself follow q
-* given a rejection, the rejected draft and its replacement are independent
+* given a rejection, the rejected draft and its replacement are independent, and what follows a
+  draft (acceptance, replacement) depends on the draft only through its laws, so it repeats after
+  a repeated draft no more often than chance (an e-process)
 * an accepted token has law min(p, q) / beta
 * a replacement after a rejection has law (p - q)+ / (1 - beta)
 * a bonus token has law p
@@ -87,11 +89,11 @@ def stratified_position_tests(p, q, reached, accepted, emitted, *, is_bonus: boo
     return out
 
 
-def _chernoff_tail(w, r, s) -> float:
-    """Chernoff bound on P(S >= s) for S = sum_i w_i (A_i - r_i), A_i ~ Bernoulli(r_i)
-    independent: inf over theta >= 0 of exp(K(theta) - theta s). A bound, never an
-    approximation, so the test is valid at any n (it is conservative by a factor of order
-    theta * sd(S) in the far tail)."""
+def _chernoff_tail(r, s) -> float:
+    """Chernoff bound on P(S >= s) for S = sum_i (A_i - r_i), A_i ~ Bernoulli(r_i) independent:
+    inf over theta >= 0 of exp(K(theta) - theta s), K the cumulant generating function of S. A
+    bound, never an approximation, so the test is valid at any n (it is conservative by a factor
+    of order theta * sd(S) in the far tail)."""
     from scipy import optimize
 
     if s <= 0:
@@ -100,7 +102,7 @@ def _chernoff_tail(w, r, s) -> float:
         lr, l1r = np.log(r), np.log1p(-r)
 
     def f(theta):
-        return float(np.sum(np.logaddexp(l1r, lr + theta * w) - theta * w * r) - theta * s)
+        return float(np.sum(np.logaddexp(l1r, lr + theta) - theta * r) - theta * s)
 
     hi = 1.0
     while f(2 * hi) < f(hi) and hi < 1e6:
@@ -145,8 +147,8 @@ def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted) -> G
     def two_sided(m):
         rl, al = r[m], a[m].astype(float)
         s = float(np.sum(al - rl))
-        ones = np.ones(len(rl))
-        return s, min(1.0, 2 * (_chernoff_tail(ones, rl, s) if s > 0 else _chernoff_tail(ones, 1.0 - rl, -s)))
+        # the lower tail of sum (A - r) is the upper tail of sum ((1 - A) - (1 - r))
+        return s, min(1.0, 2 * (_chernoff_tail(rl, s) if s > 0 else _chernoff_tail(1.0 - rl, -s)))
 
     s, p_all = two_sided(live)
     _, p_later = two_sided(live & (j > 0))
