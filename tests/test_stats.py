@@ -299,3 +299,28 @@ def _first_tokens(g):
     at = g.position == g.num_accepted[g.sequence]
     out[g.sequence[at]] = g.tokens[at]
     return out
+
+
+def test_loglik_score_test_is_calibrated_and_sees_temperature():
+    # Null: tokens from their own rows; rate of p < 0.01 over 300 replicates within the binomial
+    # 1e-6 bound (the Chernoff bound makes it conservative). Then a temperature of 0.9 on the
+    # emitted law, caught; and the default test carries it as its sixth component.
+    from specverify.dists import softmax
+
+    rng = np.random.default_rng(21)
+    logits = rng.normal(0, 3, (4, 500))
+    table = softmax(logits)
+    law = S.StreamLaw(table)
+    small = 0
+    for _ in range(300):
+        rows = rng.integers(0, 4, 400)
+        toks = np.array([rng.choice(500, p=table[r]) for r in rows])
+        small += S.loglik_score_test(law, toks, rows).pvalue < 0.01
+    assert small <= stats.binom.isf(1e-6, 300, 0.01), small
+    hot = softmax(logits / 0.9)
+    rows = rng.integers(0, 4, 2000)
+    toks = np.array([rng.choice(500, p=hot[r]) for r in rows])
+    res = S.loglik_score_test(law, toks, rows)
+    assert res.pvalue < 1e-6 and "sharper" in res.note
+    d = S.default_stream_test(law, toks, rows, rng=rng)
+    assert len(d.components) == S.DEFAULT_COMPONENTS and d.components[-1].test == "loglik-score"

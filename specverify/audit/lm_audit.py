@@ -26,7 +26,7 @@ from ..dists import GREEDY, SamplingSettings
 from ..errors import ImplementationError
 from ..lm.transformers_lm import CausalLM, KVSession
 from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, StreamLaw, Verdict, default_stream_test, min_samples_for_tv
-from ..stats._stream import DEFAULT_BINS
+from ..stats._stream import DEFAULT_BINS, DEFAULT_COMPONENTS
 from .adapters import call_with_timeout
 
 __all__ = ["audit_lm", "greedy_equivalence", "batched_vs_incremental_logit_gap"]
@@ -45,7 +45,7 @@ def audit_lm(generate, target_model, *, prompts: list[list[int]], settings=(Samp
     aud = _auditor(target_model)
     n_set = len(settings)
     alpha_s = alpha / n_set
-    need = min_samples_for_tv(eps, df=DEFAULT_BINS - 1, alpha=alpha_s / 5, beta=beta)
+    need = min_samples_for_tv(eps, df=DEFAULT_BINS - 1, alpha=alpha_s / DEFAULT_COMPONENTS, beta=beta)
     checks, evidence = [], []
     eps_reached, total = 0.0, 0
     rng = np.random.default_rng(seed)
@@ -85,7 +85,7 @@ def audit_lm(generate, target_model, *, prompts: list[list[int]], settings=(Samp
         if res.pvalue <= alpha_s:
             w = res.worst
             cells = "; ".join(f"{c.label}: observed {c.observed:.0f}, expected {c.expected:.1f}" for c in w.worst_cells[:3])
-            msg = f"{label}: {w.test} p={w.pvalue:.3g} (x5 Bonferroni {res.pvalue:.3g}); TV on its cells {w.tv_estimate:.4f}; {cells}"
+            msg = f"{label}: {w.test} p={w.pvalue:.3g} (x{DEFAULT_COMPONENTS} Bonferroni {res.pvalue:.3g}); TV on its cells {w.tv_estimate:.4f}; {cells}"
             checks.append(CheckOutcome(label, FAIL, "statistical", msg, res.pvalue, res.min_detectable_tv, len(toks), detail))
             evidence.append(msg)
         else:

@@ -43,7 +43,7 @@ from ..stats import (
     min_samples_for_tv,
     stratified_stream_test,
 )
-from ..stats._stream import DEFAULT_BINS
+from ..stats._stream import DEFAULT_BINS, DEFAULT_COMPONENTS
 from ..theory import expected_tokens_position_dependent
 from .adapters import Adapter
 from .exact_checks import EXACT_CHECKS
@@ -135,7 +135,7 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
     if getattr(adapter, "rule", None) == "full" and adapter.harness == "kernel":
         strata += 7  # the white-box strata join the Holm family (see whitebox_round_tests)
     per_test_alpha = alpha_s / strata
-    need = min_samples_for_tv(cfg.eps, df=DEFAULT_BINS - 1, alpha=per_test_alpha / 5, beta=cfg.beta)
+    need = min_samples_for_tv(cfg.eps, df=DEFAULT_BINS - 1, alpha=per_test_alpha / DEFAULT_COMPONENTS, beta=cfg.beta)
     checks: list[CheckOutcome] = []
     evidence: list[str] = []
     total_tokens = 0

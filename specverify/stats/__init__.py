@@ -25,10 +25,12 @@ from ._stratified import (
 )
 from ._stream import (
     DEFAULT_BINS,
+    DEFAULT_COMPONENTS,
     StreamLaw,
     StreamTestResult,
     binned_stream_test,
     default_stream_test,
+    loglik_score_test,
     pit_test,
     pit_values,
     plain_pearson_stream_test,

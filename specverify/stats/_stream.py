@@ -17,7 +17,10 @@ Projections (each maps token x under row r to a cell):
 * ``hash``: a salted random map of token ids onto B buckets, which keeps, in expectation, a share
   1 - 1/B of any deviation's squared l2 size whatever its shape;
 * ``pit``: the randomized probability integral transform in descending-probability order,
-  u = F(rank - 1) + V p(x), i.i.d. U(0, 1) under H0, tested with Anderson-Darling.
+  u = F(rank - 1) + V p(x), i.i.d. U(0, 1) under H0, tested with Anderson-Darling (and in id
+  order, the order an inverse-CDF sampler walks);
+* ``loglik-score``: sum of log p(x) against its expectation, the locally most powerful
+  statistic against a temperature change, with a Chernoff-bound p-value.
 
 Plain Pearson over all V cells is deliberately *not* the default: over a sparse vocabulary it is
 biased against deviations that move mass out of rare tokens (its mean can fall below its null mean)
@@ -42,15 +45,19 @@ __all__ = [
     "binned_stream_test",
     "pit_values",
     "pit_test",
+    "loglik_score_test",
     "plain_pearson_stream_test",
     "vllm_position_chi2",
     "default_stream_test",
     "StreamTestResult",
     "DEFAULT_BINS",
+    "DEFAULT_COMPONENTS",
     "stratified_stream_test",
 ]
 
 DEFAULT_BINS = 32
+#: components of default_stream_test, Bonferroni-combined
+DEFAULT_COMPONENTS = 6
 DEFAULT_TOPK = 16
 
 
@@ -178,6 +185,48 @@ def pit_test(law: StreamLaw, tokens, rows, rng: np.random.Generator, *, method: 
     raise ValueError(f"unknown method {method!r}; use 'ad', 'ks' or 'binned'")
 
 
+def loglik_score_test(law: StreamLaw, tokens, rows) -> GofResult:
+    """Score test in the temperature direction: S = sum_t (log p_r(x_t) - E_r[log p]).
+
+    Sharpening or flattening a law (a temperature applied twice or not at all, a top-k / top-p /
+    penalty mismatch) moves E[log p(x)] first, and S is the locally most powerful statistic against
+    p^(1/T) / Z. Its p-value is a two-sided Chernoff bound from the exact cumulant generating
+    function K(theta) = sum_t log sum_x p_r(x)^(1 + theta) - theta E_r[log p] (a bound, valid at
+    any n; conservative by a factor of order theta * sd(S) in the far tail).
+    """
+    from scipy import optimize, special
+
+    tokens = np.asarray(tokens, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    z = _zero_mass_failure("loglik-score", law, tokens, rows)
+    if z:
+        return z
+    n = len(tokens)
+    if n == 0:
+        return GofResult("loglik-score", 0.0, 1.0, 1, 0, 0, 0.0, (0.0, 1.0), [], 0, "no tokens")
+    cnt = np.bincount(rows, minlength=law.table.shape[0])
+    used = np.nonzero(cnt)[0]
+    tab, w = law.table[used], cnt[used].astype(np.float64)
+    with np.errstate(divide="ignore"):
+        logp = np.log(tab)  # -inf where p = 0: those terms vanish from every sum below
+    mu = np.sum(np.where(tab > 0, tab * np.where(tab > 0, logp, 0.0), 0.0), axis=1)
+    s = float(np.sum(np.log(law.table[rows, tokens])) - np.sum(w * mu))
+
+    def log_bound(theta):  # log of the Chernoff bound on P(sign * S >= |s|), sign = sign of s
+        th = theta if s > 0 else -theta
+        k = np.sum(w * (special.logsumexp((1.0 + th) * logp, axis=1) - th * mu))
+        return float(k - theta * abs(s))
+
+    hi = 50.0 if s > 0 else 1.0 - 1e-9  # p^(1 + theta) must keep a positive exponent
+    res = optimize.minimize_scalar(log_bound, bounds=(0.0, hi), method="bounded", options={"xatol": 1e-7})
+    p = min(1.0, 2.0 * math.exp(min(0.0, res.fun)))
+    var = np.sum(w * (np.sum(np.where(tab > 0, tab * np.where(tab > 0, logp, 0.0) ** 2, 0.0), axis=1) - mu**2))
+    zscore = s / math.sqrt(var) if var > 0 else 0.0
+    direction = "sharper than the target (more mass on likely tokens)" if s > 0 else "flatter than the target (more mass on unlikely tokens)"
+    return GofResult("loglik-score", zscore, p, 1, n, 0, 0.0, (0.0, 1.0), [], 0,
+                     f"mean log p of the emitted tokens {s / n:+.4f} nats from its expectation (z = {zscore:.2f}): {direction}; Chernoff bound")
+
+
 def plain_pearson_stream_test(law: StreamLaw, tokens, rows) -> GofResult:
     """Pearson over every (row, token) cell with positive probability, no pooling, chi-square
     p-value: the textbook test with the sparse-vocabulary blind spot. For comparison only."""
@@ -254,10 +303,10 @@ def default_stream_test(law: StreamLaw, tokens, rows, *, rng: np.random.Generato
                         beta: float = 1e-3, stratum: str = "all", n_bins: int = DEFAULT_BINS,
                         top_k: int = DEFAULT_TOPK, salt: int | None = None) -> StreamTestResult:
     """specverify's default test for one stratum: sorted-mass bins, top-K + rest, salted hash
-    buckets, and PIT/Anderson-Darling in probability order and in id order, combined by
-    Bonferroni (p = 5 min p_i).
+    buckets, PIT/Anderson-Darling in probability order and in id order, and the log-likelihood
+    score test, combined by Bonferroni (p = 6 min p_i; ``DEFAULT_COMPONENTS``).
 
-    The power statement uses the sorted-mass projection alone, at alpha / 5: every deviation whose
+    The power statement uses the sorted-mass projection alone, at alpha / 6: every deviation whose
     projection onto those bins has TV >= min_detectable_tv is detected with probability >= 1 - beta.
     """
     if salt is None:
@@ -268,6 +317,7 @@ def default_stream_test(law: StreamLaw, tokens, rows, *, rng: np.random.Generato
         binned_stream_test(law, tokens, rows, kind="hash", n_cells=n_bins, salt=salt),
         pit_test(law, tokens, rows, rng, method="ad"),
         pit_test(law, tokens, rows, rng, method="ad", order="id"),
+        loglik_score_test(law, tokens, rows),
     ]
     p = min(1.0, len(comps) * min(c.pvalue for c in comps))
     n = len(tokens)
