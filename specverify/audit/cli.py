@@ -12,7 +12,7 @@ EXIT = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3}
 
 CHECKS = """checks run by an audit:
   distribution   per sampling setting: the stratified default test (sorted-mass bins, top-K + rest,
-                 salted hash buckets, PIT / Anderson-Darling) per position in the round and pooled,
+                 salted hash buckets, PIT / Anderson-Darling, log-likelihood score) per position in the round and pooled,
                  Holm across strata, Bonferroni across settings; a sequential e-process may stop early
   white-box      with --full-rule (and for catalogue samplers), per setting in the same Holm family: drafts ~ q
                  (samplers that draw them), acceptance given the draft ~ Bernoulli(min(1, p/q)), rejected draft

@@ -6,7 +6,7 @@
     1e-6 (df = 1: 15.1, a false-fail rate of 1e-4), so for a comparison at equal false-fail the
     threshold used is max(df + 10 sqrt(2 df), chi2.isf(1e-6 / (gamma + 1), df)).
 (b) specverify's default, as an audit runs it: the stratified stream test (sorted-mass bins,
-    top-K + rest, hash buckets, PIT / Anderson-Darling in probability and id order; Holm over
+    top-K + rest, hash buckets, PIT / Anderson-Darling in probability and id order, log-likelihood score; Holm over
     positions) and, for samplers declaring the full rule, the white-box strata of each position
     (drafts ~ q when the sampler draws them, each acceptance given its draft, rejected draft and
     replacement independent, accepted tokens, replacements, bonus tokens), all in one Holm family
