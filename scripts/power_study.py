@@ -55,7 +55,8 @@ for cls in [bugs.ReplacementFromP, bugs.ResidualSoftmax, bugs.ReuseAcceptUniform
     se = np.sqrt(max(pred * (1 - pred), 1e-4) / R)
     print(f"  {cls.name:28s} n={n:6d} rounds  w^2={w2:.5f}  predicted {pred:.3f}  simulated {rate:.3f} +- {2 * se:.3f} (2 SE)")
 
-# (2) PIT uniformity tests: power against small deviations, 50 contexts, V = 1000, 5,000 tokens.
+# (2) PIT uniformity tests: power against small deviations, 50 contexts, V = 1000, 5,000 tokens;
+# and the log-likelihood score test that sits beside them in the default test.
 print("(2) PIT uniformity tests at alpha 0.01, descending-probability order, 5,000 tokens over 50 contexts, V = 1000")
 rng = np.random.default_rng(3)
 logits = llm_like_logits(rng, 50, 1000)
@@ -64,15 +65,17 @@ law = S.StreamLaw(table)
 
 
 def run(alt_table, label):
-    res = {"ad": 0, "ks": 0, "binned": 0}
+    res = {"ad": 0, "ks": 0, "binned": 0, "score": 0}
     for r in range(R):
         rows = rng.integers(0, 50, 5000)
         cum = np.cumsum(alt_table[rows], axis=1)
         toks = (cum < rng.random(5000)[:, None] * cum[:, -1:]).sum(1)
-        for m in res:
+        for m in ("ad", "ks", "binned"):
             res[m] += S.pit_test(law, toks, rows, rng, method=m).pvalue <= 0.01
+        res["score"] += S.loglik_score_test(law, toks, rows).pvalue <= 0.01
     tv = 0.5 * np.abs(alt_table - table).sum(1).mean()
-    print(f"  {label:28s} TV {tv:.3f}: AD {res['ad'] / R:.2f}  KS {res['ks'] / R:.2f}  binned {res['binned'] / R:.2f}")
+    print(f"  {label:28s} TV {tv:.3f}: AD {res['ad'] / R:.2f}  KS {res['ks'] / R:.2f}  binned {res['binned'] / R:.2f}"
+          f"  | log-likelihood score (Chernoff) {res['score'] / R:.2f}")
 
 
 run(table, "null (no deviation)")
