@@ -294,11 +294,9 @@ def test_draft_repeat_eprocess_is_valid_and_catches_shared_noise():
 
 
 def _first_tokens(g):
-    """The token each round emitted at its stopping position."""
-    out = np.zeros(len(g.num_accepted), dtype=np.int64)
-    at = g.position == g.num_accepted[g.sequence]
-    out[g.sequence[at]] = g.tokens[at]
-    return out
+    from specverify.stats._stratified import token_at_stop
+
+    return token_at_stop(g.tokens, g.position, g.sequence, g.num_accepted)
 
 
 def test_loglik_score_test_is_calibrated_and_sees_temperature():

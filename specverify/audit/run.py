@@ -43,6 +43,7 @@ from ..stats import (
     min_samples_for_tv,
     stratified_stream_test,
 )
+from ..stats._stratified import WHITEBOX_STRATA_WITH_DRAFTS
 from ..stats._stream import DEFAULT_BINS, DEFAULT_COMPONENTS
 from ..theory import expected_tokens_position_dependent
 from .adapters import Adapter
@@ -81,6 +82,11 @@ def _pair(adapter: Adapter, cfg: AuditConfig, settings, idx):
     if adapter.harness == "sequence":
         return make_markov_pair(cfg.vocab, alpha=cfg.target_alpha, seed=seed, settings=settings)
     return make_positional_pair(cfg.vocab, cfg.gamma, alpha=cfg.target_alpha, seed=seed, settings=settings)
+
+
+def _white_box(adapter) -> bool:
+    """The white-box strata apply: a kernel-harness implementation that declares the full rule."""
+    return getattr(adapter, "rule", None) == "full" and adapter.harness == "kernel"
 
 
 def _concat(parts: list[Generation]) -> Generation:
@@ -132,8 +138,8 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
     alpha_s = alpha_setting / 2
     alpha_seq = alpha_setting / 2
     strata = cfg.gamma + 2  # positions 0..gamma plus the pooled stratum
-    if getattr(adapter, "rule", None) == "full" and adapter.harness == "kernel":
-        strata += 7  # the white-box strata join the Holm family (see whitebox_round_tests)
+    if _white_box(adapter):
+        strata += WHITEBOX_STRATA_WITH_DRAFTS  # the white-box strata join the Holm family
     per_test_alpha = alpha_s / strata
     need = min_samples_for_tv(cfg.eps, df=DEFAULT_BINS - 1, alpha=per_test_alpha / DEFAULT_COMPONENTS, beta=cfg.beta)
     checks: list[CheckOutcome] = []
@@ -211,7 +217,7 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides) -> V
             # White-box strata (issue: stratified tests) for declared full-rule kernels, each
             # against its own exact law, in the same Holm family as the stream strata.
             wb = []
-            if getattr(adapter, "rule", None) == "full" and adapter.harness == "kernel":
+            if _white_box(adapter):
                 from ..stats import holm, whitebox_round_tests
 
                 wb = whitebox_round_tests(gen.tokens, gen.position, gen.sequence, gen.num_accepted,

@@ -29,6 +29,9 @@ from ._results import Cell, GofResult
 from ._gof import pool_cells, tv_interval
 from ._stream import StreamLaw, binned_stream_test, default_stream_test
 
+#: the most strata :func:`whitebox_round_tests` returns with drafts known (an audit plans for them)
+WHITEBOX_STRATA_WITH_DRAFTS = 7
+
 __all__ = ["StratumResult", "stratified_position_tests", "whitebox_round_tests", "acceptance_given_draft_test",
            "replacement_independence_test", "draft_repeat_eprocess"]
 
@@ -51,14 +54,20 @@ def _law_test(name, law_row, tokens, n_cells=16):
     return StratumResult(name, res)
 
 
-def stratified_position_tests(p, q, reached, accepted, emitted, *, is_bonus: bool = False,
-                              marginal_acceptance: bool = True) -> list[StratumResult]:
+def _acceptance_binomial(p, q, k: int, reached: int) -> GofResult:
+    """Exact binomial test of k acceptances in ``reached`` rounds against beta = sum min(p, q)."""
+    beta = float(np.minimum(p, q).sum())
+    bt = stats.binomtest(k, reached, beta)
+    ci = bt.proportion_ci(confidence_level=0.999)
+    return GofResult("exact-binomial", float(k), float(bt.pvalue), 1, reached, 2, abs(k / reached - beta), (float(ci.low), float(ci.high)), [],
+                     note=f"observed rate {k / reached:.4f}, theory {beta:.4f}")
+
+
+def stratified_position_tests(p, q, reached, accepted, emitted, *, is_bonus: bool = False) -> list[StratumResult]:
     """Tests for one position over the rounds that reached it.
 
     p, q: the position's target and draft rows [V] (q unused for the bonus position);
-    reached: how many rounds reached the position; accepted [n] bool; emitted [n] token ids;
-    ``marginal_acceptance=False`` leaves out the Bernoulli(beta) test (when the caller runs the
-    sharper test given the drafts, :func:`acceptance_given_draft_test`).
+    reached: how many rounds reached the position; accepted [n] bool; emitted [n] token ids.
     """
     p = np.asarray(p, dtype=float)
     emitted = np.asarray(emitted, dtype=np.int64)
@@ -68,15 +77,9 @@ def stratified_position_tests(p, q, reached, accepted, emitted, *, is_bonus: boo
         return [r] if r else []
     q = np.asarray(q, dtype=float)
     accepted = np.asarray(accepted, dtype=bool)
-    beta = float(np.minimum(p, q).sum())
     k = int(accepted.sum())
-    bt = stats.binomtest(k, int(reached), beta) if (reached and marginal_acceptance) else None
-    if bt is not None:
-        rate = k / reached
-        ci = bt.proportion_ci(confidence_level=0.999)
-        out.append(StratumResult("acceptance ~ Bernoulli(sum min(p, q))", GofResult(
-            "exact-binomial", float(k), float(bt.pvalue), 1, int(reached), 2, abs(rate - beta), (float(ci.low), float(ci.high)), [],
-            note=f"observed rate {rate:.4f}, theory {beta:.4f}")))
+    if reached:
+        out.append(StratumResult("acceptance ~ Bernoulli(sum min(p, q))", _acceptance_binomial(p, q, k, int(reached))))
     r = _law_test("accepted tokens ~ min(p, q) / beta", np.minimum(p, q), emitted[accepted])
     if r and k:
         out.append(r)
@@ -301,6 +304,14 @@ def replacement_independence_test(p_rows, q_rows, position, drafts, replacements
     return GofResult(name, x2, float(stats.chi2.sf(x2, df)), df, n, len(o), tv, iv, cells[:5], 0)
 
 
+def token_at_stop(tokens, position, round_ids, num_accepted) -> np.ndarray:
+    """[R] the token each round emitted where it stopped (its replacement, or its bonus token)."""
+    out = np.zeros(len(num_accepted), dtype=np.int64)
+    at = position == np.asarray(num_accepted)[round_ids]
+    out[round_ids[at]] = tokens[at]
+    return out
+
+
 def _pooled_stream(name, rows, tokens, position, rng) -> StratumResult | None:
     """Default stream test of tokens whose law at position j is rows[j] (normalised here)."""
     rows = np.asarray(rows, dtype=float)
@@ -354,9 +365,7 @@ def whitebox_round_tests(tokens, position, round_ids, num_accepted, P, Q, *, dra
                                  acceptance_given_draft_test(P, Q, pj, drafts[ri, pj], pj < n_acc_round[ri])))
         # Replacements: the round's token at its rejection position, with the rejected draft.
         rej = np.nonzero(n_acc_round < g)[0]
-        first = np.zeros(len(n_acc_round), dtype=np.int64)
-        at = position == n_acc_round[round_ids]
-        first[round_ids[at]] = tokens[at]
+        first = token_at_stop(tokens, position, round_ids, n_acc_round)
         if len(rej):
             jr = n_acc_round[rej]
             out.append(StratumResult("rejected draft and replacement independent",
@@ -367,14 +376,8 @@ def whitebox_round_tests(tokens, position, round_ids, num_accepted, P, Q, *, dra
         for j in range(g):
             m = position == j
             k, reached = int((n_acc[m] > j).sum()), int(m.sum())
-            if not reached:
-                continue
-            beta = float(np.minimum(P[j], Q[j]).sum())
-            bt = stats.binomtest(k, reached, beta)
-            ci = bt.proportion_ci(confidence_level=0.999)
-            out.append(StratumResult(f"position {j}: acceptance ~ Bernoulli(sum min(p, q))", GofResult(
-                "exact-binomial", float(k), float(bt.pvalue), 1, reached, 2, abs(k / reached - beta), (float(ci.low), float(ci.high)), [],
-                note=f"observed rate {k / reached:.4f}, theory {beta:.4f}")))
+            if reached:
+                out.append(StratumResult(f"position {j}: acceptance ~ Bernoulli(sum min(p, q))", _acceptance_binomial(P[j], Q[j], k, reached)))
     inner = position < g
     acc = inner & (n_acc > position)
     rep = inner & (n_acc == position)
