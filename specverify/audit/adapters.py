@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib
+import importlib.util
 import json
 import shlex
 import subprocess
@@ -55,25 +56,50 @@ __all__ = ["Adapter", "SamplerAdapter", "RoundAdapter", "KernelAdapter", "Genera
 
 
 def load_callable(spec: str) -> Callable:
-    """'package.module:function' (or a file path 'path/to/file.py:function') to the callable."""
+    """'package.module:function' (or a file path 'path/to/file.py:function') to the callable.
+
+    Every failure is a :class:`SpecVerifyError` whose message says what was wrong and how to fix it."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise SpecVerifyError("empty MOD:FN; pass 'package.module:function' or 'path/to/file.py:function'")
+    spec = spec.strip()
     if ":" not in spec:
         raise SpecVerifyError(f"{spec!r} is not MOD:FN; write it as 'package.module:function' or 'file.py:function'")
     mod, fn = spec.rsplit(":", 1)
-    try:
-        if mod.endswith(".py"):
-            import importlib.util
+    if not mod or not fn:
+        raise SpecVerifyError(f"{spec!r} is not MOD:FN (the {'module' if not mod else 'function'} part is empty); "
+                              "write it as 'package.module:function' or 'file.py:function'")
+    import os
 
+    if mod.endswith(".py"):
+        if not os.path.isfile(mod):
+            raise SpecVerifyError(f"no file {mod!r}; pass an existing path or a module name 'package.module:function'")
+        try:
             s = importlib.util.spec_from_file_location("_specverify_user_module", mod)
             m = importlib.util.module_from_spec(s)
             s.loader.exec_module(m)
-        else:
+        except Exception as exc:  # noqa: BLE001 - the user's import failing is a usage error
+            raise SpecVerifyError(f"could not import {mod!r}: {type(exc).__name__}: {exc}; fix the error in that file") from exc
+    else:
+        import sys
+
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.append(os.getcwd())  # as with `python -m`: modules of the current folder resolve
+        try:
             m = importlib.import_module(mod)
-    except Exception as exc:  # noqa: BLE001 - the user's import failing is a usage error
-        raise SpecVerifyError(f"could not import {mod!r}: {exc}. Check PYTHONPATH or pass a file path") from exc
+        except ModuleNotFoundError as exc:
+            missing = exc.name or mod
+            where = "" if missing == mod else f" (imported by {mod!r})"
+            raise SpecVerifyError(f"no module named {missing!r}{where}; check PYTHONPATH (the folder holding it must be on "
+                                  "it) or pass a file path 'path/to/file.py:function'") from exc
+        except Exception as exc:  # noqa: BLE001 - the user's import failing is a usage error
+            raise SpecVerifyError(f"could not import {mod!r}: {type(exc).__name__}: {exc}; fix the error in that module "
+                                  "(check PYTHONPATH if it imports others)") from exc
     try:
         obj = getattr(m, fn)
     except AttributeError as exc:
-        raise SpecVerifyError(f"{mod!r} has no attribute {fn!r}") from exc
+        raise SpecVerifyError(f"{mod!r} has no attribute {fn!r}; check the name after ':' (MOD:FN)") from exc
+    if not callable(obj):
+        raise SpecVerifyError(f"{spec} is a {type(obj).__name__}, not a function; pass MOD:FN naming a function or callable object")
     return obj
 
 
