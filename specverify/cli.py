@@ -1,11 +1,15 @@
 """The ``specverify`` command.
 
-    specverify audit reference | --round MOD:FN | --kernel MOD:FN | --generator MOD:FN | --cmd "..."
+    specverify audit reference | NAME | --round MOD:FN | --kernel MOD:FN | --generator MOD:FN | --cmd "..."
+    specverify audit --endpoint URL [--model DIR|builtin] [--baseline-endpoint URL]
+    specverify audit --list-checks
     specverify selftest
-    specverify bench sampler | stats
+    specverify bench sampler | stats | runner
+    specverify serve [--speculative] [--port 0] [--model-path DIR]
     specverify reference --out DIR
 
 Exit codes: 0 PASS, 1 FAIL, 2 usage or input error, 3 INCONCLUSIVE.
+The verdict's contract: docs/verdict.md; the shapes an implementation may take: docs/adapters.md.
 """
 
 from __future__ import annotations
@@ -38,20 +42,32 @@ def _bench(args) -> int:
     raise SystemExit(f"unknown benchmark {args.what!r}")
 
 
+def _usage_error(problem: str) -> int:
+    print(f"specverify: error: {problem}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def _serve(args) -> int:
+    import os
+
+    if not 0 <= args.port <= 65535:
+        return _usage_error(f"--port {args.port} is not a TCP port; pass 0..65535 (0 picks a free one)")
+    if args.vocab < 2:
+        return _usage_error(f"--vocab {args.vocab} is below 2; pass a vocabulary size of at least 2")
+    if args.gamma < 1:
+        return _usage_error(f"--gamma {args.gamma} is below 1; pass the number of draft tokens per round (>= 1)")
+    if args.model_path and not os.path.isdir(args.model_path):
+        return _usage_error(f"--model-path {args.model_path!r} is not a folder; pass a local model directory (nothing is downloaded)")
     import torch
 
-    from .lm.transformers_lm import early_exit_copy, layered_target, load_local
-    from .runners.serve import make_server, serve_forever
+    from .runners.serve import default_models, make_server, serve_forever
 
     torch.set_num_threads(1)
-    if args.model_path:
-        target = load_local(args.model_path)
-        draft = early_exit_copy(target, layers=1) if args.speculative else None
-    else:
-        target = layered_target("llama", vocab=args.vocab, hidden=64, layers=6, heads=4, seed=args.seed, lm_head_scale=6.0, keep=2)
-        draft = early_exit_copy(target, layers=2) if args.speculative else None
-    server = make_server(target, draft, host=args.host, port=args.port, gamma=args.gamma)
+    target, draft = default_models(model_path=args.model_path, vocab=args.vocab, seed=args.seed, speculative=args.speculative)
+    try:
+        server = make_server(target, draft, host=args.host, port=args.port, gamma=args.gamma)
+    except OSError as exc:
+        return _usage_error(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; pass another --port (0 picks a free one)")
     print(f"serving on http://{server.server_address[0]}:{server.server_address[1]}/v1/completions "
           f"({'speculative' if draft is not None else 'target-only'})", flush=True)
     serve_forever(server)
@@ -85,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_reference)
 
     sv = sub.add_parser("serve", help="serve a local model on an OpenAI-compatible /v1/completions endpoint")
-    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one, printed on start)")
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--speculative", action="store_true", help="decode speculatively with a 2-layer early-exit draft")
     sv.add_argument("--model-path", help="a local model directory (else a seeded tiny Llama)")
@@ -94,12 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--gamma", type=int, default=4)
     sv.set_defaults(func=_serve)
 
-    try:
-        from .audit import cli as audit_cli
+    from .audit import cli as audit_cli
 
-        audit_cli.add_commands(sub)
-    except ImportError:  # the audit layer is optional while it is being built
-        pass
+    audit_cli.add_commands(sub)
     return ap
 
 

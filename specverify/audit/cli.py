@@ -1,14 +1,25 @@
-"""``specverify audit`` and ``specverify selftest``."""
+"""``specverify audit`` and ``specverify selftest``.
+
+Every option is checked before any sampling; a bad one ends the command with exit code 2 and one
+line, ``specverify: error: <problem>; <fix>``. See docs/verdict.md for what a verdict states and
+docs/adapters.md for the shapes an implementation may take.
+"""
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
+import os
+import shlex
+import shutil
 import sys
 import time
 
 from ..errors import SpecVerifyError
 
 EXIT = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3}
+EXIT_USAGE = 2
 
 CHECKS = """checks run by an audit:
   distribution   per sampling setting: the stratified default test (sorted-mass bins, top-K + rest,
@@ -18,30 +29,66 @@ CHECKS = """checks run by an audit:
                  (samplers that draw them), acceptance given the draft ~ Bernoulli(min(1, p/q)), rejected draft
                  and replacement independent, repeat e-process, accepted ~ min(p, q)/beta, replacements ~
                  (p - q)+/(1 - beta), bonus ~ p
-  acceptance     measured accepted drafts per round against the full rule's product-form prediction (reported)
+  acceptance     observed accepted drafts per round against the full rule's product-form prediction (reported)
   boundary       exact: acceptance uniforms forced to 0 never accept a draft with p(x) = 0 (catalogue samplers)
-  reproducible   exact: the same seed gives the same output"""
+  greedy         exact: at temperature 0 (and with --greedy) every emitted token is the target's argmax given its
+                 prefix, ties to the lowest id; for models and endpoints, tie-aware token-for-token equality with
+                 target-only greedy (a divergence is excused only at a near-tie of the top-two logits)
+  differential   exact: a kernel that takes injected uniforms is run beside the reference on the same draws and
+                 must emit the same tokens
+  reproducible   exact: the same seed gives the same output
+  two-sample     with --baseline-endpoint: per position, salted hash buckets of the speculative endpoint's tokens
+                 against the non-speculative endpoint's, Holm across positions and settings"""
+
+# Positional arguments each shape is called with (docs/adapters.md).
+SIGNATURES = {
+    "round": ("step(prefix, draft, target, gamma, rng)", "step(prefix, draft, target, gamma, rng, settings)"),
+    "kernel": ("kernel(draft_tokens, draft_probs, target_probs, generator)",
+               "kernel(draft_tokens, draft_logits, target_logits, settings, generator)"),
+    "generator": ("generate(prompt, max_new_tokens, seed, model)", "generate(prompt, max_new_tokens, seed, model)"),
+}
+
+
+class UsageError(SpecVerifyError):
+    """A bad option: exit code 2 with one line, before any sampling."""
 
 
 def add_commands(sub):
-    a = sub.add_parser("audit", help="audit an implementation; exit 0 PASS, 1 FAIL, 2 usage error, 3 INCONCLUSIVE")
+    a = sub.add_parser("audit", help="audit an implementation; exit 0 PASS, 1 FAIL, 2 usage error, 3 INCONCLUSIVE",
+                       description="Audit a speculative-decoding implementation for losslessness. Exit codes: 0 PASS, 1 FAIL, "
+                                   "2 usage or input error, 3 INCONCLUSIVE. The contract: docs/verdict.md.")
     a.add_argument("target", nargs="?", help="'reference', or a catalogue entry name (see selftest)")
     g = a.add_mutually_exclusive_group()
-    g.add_argument("--round", metavar="MOD:FN", help="step(prefix, draft, target, gamma, rng) -> tokens")
+    g.add_argument("--round", metavar="MOD:FN", help="step(prefix, draft, target, gamma, rng) -> tokens of one round")
     g.add_argument("--kernel", metavar="MOD:FN", help="kernel(draft_tokens, draft_probs, target_probs, generator) -> [B, g+1]")
     g.add_argument("--generator", metavar="MOD:FN", help="generate(prompt, max_new_tokens, seed, model) -> ids")
-    g.add_argument("--cmd", metavar="COMMAND", help="a process speaking the JSON-lines protocol")
+    g.add_argument("--cmd", metavar="COMMAND", help="a process speaking the JSON-lines protocol (docs/protocol.md)")
+    g.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible /v1/completions endpoint (token-id prompts), "
+                                                     "audited against the target's law computed from --model")
+    a.add_argument("--baseline-endpoint", metavar="URL", help="with --endpoint: compare it with this non-speculative endpoint "
+                                                              "(two-sample; no local model needed)")
+    a.add_argument("--model", metavar="DIR|builtin[:VOCAB[:SEED]]", default="builtin",
+                   help="with --endpoint: the target model, a local model directory or 'builtin' (the seeded model "
+                        "`specverify serve` serves by default; builtin:VOCAB:SEED for serve's --vocab and --seed)")
+    a.add_argument("--length", type=int, default=4, help="with --endpoint: tokens per request (default 4)")
     a.add_argument("--one-hot", action="store_true", help="the kernel takes no draft probabilities")
     a.add_argument("--full-rule", action="store_true",
-                   help="the kernel implements accept iff u < p/q with the (p - q)+ residual: also test each stratum of "
-                        "a round (acceptance given the draft, replacements, draft/replacement independence, bonus)")
+                   help="the kernel (or round step) implements accept iff u < p/q with the (p - q)+ residual: also test each "
+                        "stratum of a round (acceptance given the draft, replacements, draft/replacement independence, bonus)")
+    a.add_argument("--logits", action="store_true",
+                   help="the implementation takes raw logits plus the sampling settings and applies them itself")
+    a.add_argument("--greedy", action="store_true", help="the implementation decodes greedily (--round, --generator)")
     a.add_argument("--alpha", type=float, default=1e-6, help="family-wise false-fail rate (default 1e-6)")
     a.add_argument("--beta", type=float, default=1e-3, help="false-pass rate at eps (default 1e-3)")
     a.add_argument("--eps", type=float, default=0.05, help="total variation to detect (default 0.05)")
     a.add_argument("--budget", type=float, default=60.0, help="time budget in seconds (default 60)")
+    a.add_argument("--rounds", type=int, default=None, metavar="N",
+                   help="rounds (or sequences) per audit unit; makes the verdict a function of implementation, seed and "
+                        "options only; the budget becomes a cap")
+    a.add_argument("--workers", type=int, default=1, metavar="N", help="sample in N processes (importable implementations)")
     a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--gamma", type=int, default=4)
-    a.add_argument("--vocab", type=int, default=64)
+    a.add_argument("--gamma", type=int, default=4, help="draft tokens per round (default 4)")
+    a.add_argument("--vocab", type=int, default=64, help="vocabulary size of the audit's synthetic models (default 64)")
     a.add_argument("--temperature", type=float, action="append", help="audit these temperatures (repeatable)")
     a.add_argument("--top-k", type=int, default=0)
     a.add_argument("--top-p", type=float, default=1.0)
@@ -51,7 +98,7 @@ def add_commands(sub):
     a.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     a.add_argument("--json", metavar="FILE", help="write the verdict as JSON (schema specverify.verdict/1)")
     a.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
-    a.add_argument("--list-checks", action="store_true")
+    a.add_argument("--list-checks", action="store_true", help="describe every check and exit")
     a.add_argument("--no-progress", action="store_true")
     a.set_defaults(func=run_audit)
 
@@ -62,27 +109,108 @@ def add_commands(sub):
     s.set_defaults(func=run_selftest)
 
 
-def _adapter(args):
-    from ..catalogue import BUGS, DECOYS, ChainSampler
-    from .adapters import GeneratorAdapter, KernelAdapter, RoundAdapter, SamplerAdapter, SubprocessAdapter, load_callable
+# ---------------------------------------------------------------------------------------------
+# Validation: everything that can be checked before sampling is checked here.
 
-    t = args.call_timeout
-    if args.round:
-        return RoundAdapter(load_callable(args.round), call_timeout=t)
-    if args.kernel:
-        if args.full_rule and args.one_hot:
-            raise SpecVerifyError("--full-rule and --one-hot exclude each other: the one-hot rule has no draft probabilities")
-        return KernelAdapter(load_callable(args.kernel), one_hot=args.one_hot, call_timeout=t, rule="full" if args.full_rule else None)
-    if args.generator:
-        return GeneratorAdapter(load_callable(args.generator), call_timeout=t)
-    if args.cmd:
-        return SubprocessAdapter(args.cmd, call_timeout=t)
-    name = args.target or "reference"
-    table = {c.name: c for c in [ChainSampler, *BUGS, *DECOYS]}
-    if name not in table:
-        raise SpecVerifyError(f"unknown audit target {name!r}; use 'reference', a catalogue name ({', '.join(sorted(table)[:5])}, ...), "
-                              "or one of --round/--kernel/--generator/--cmd")
-    return SamplerAdapter(table[name]())
+
+def _shape(args) -> str:
+    for k in ("round", "kernel", "generator", "cmd", "endpoint"):
+        if getattr(args, k) is not None:
+            return k
+    return "catalogue"
+
+
+def _in_unit_interval(name, x, example):
+    if not (0 < x < 1):  # also false for NaN
+        raise UsageError(f"--{name} {x:g} is outside (0, 1); pass a rate such as {example}")
+
+
+def _writable(opt, path):
+    if not path or not path.strip():
+        raise UsageError(f"{opt} is empty; pass a file name")
+    if os.path.isdir(path):
+        raise UsageError(f"{opt} {path!r} is a folder; pass a file name inside it")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"{opt} {path!r}: the folder {folder!r} does not exist; create it or pass another path")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{opt} {path!r}: the folder {folder!r} is not writable; pass another path")
+
+
+def _positional_ok(fn, n: int) -> bool | None:
+    """Whether fn can be called with n positional arguments (None: the signature is not visible)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        sig.bind(*range(n))
+    except TypeError:
+        return False
+    return True
+
+
+def _check_signature(kind: str, fn, spec: str, logits: bool):
+    plain, with_logits = SIGNATURES[kind]
+    want = with_logits if (logits and kind != "generator") else plain
+    n = want.count(",") + 1
+    ok = _positional_ok(fn, n)
+    if ok is None or ok:
+        return
+    if kind == "round" and not logits and _positional_ok(fn, 6):
+        return  # a step with a sixth parameter receives the settings in any mode
+    try:
+        got = f"{getattr(fn, '__name__', spec)}{inspect.signature(fn)}"
+    except (TypeError, ValueError):
+        got = spec
+    hint = ""
+    if kind in ("round", "kernel") and not logits and _positional_ok(fn, n + 1):
+        hint = " (it takes one more argument: pass --logits if it takes raw logits and the settings)"
+    elif kind in ("round", "kernel") and logits and _positional_ok(fn, n - 1):
+        hint = " (it takes one argument fewer: drop --logits if it takes probabilities)"
+    raise UsageError(f"--{kind} {spec}: {got} cannot be called as {want}{hint}; "
+                     f"give it that signature (docs/adapters.md)")
+
+
+def _check_cmd(cmd: str):
+    try:
+        argv = shlex.split(cmd)
+    except ValueError as exc:
+        raise UsageError(f"--cmd {cmd!r} cannot be split into words ({exc}); check its quotes") from exc
+    if not argv:
+        raise UsageError("--cmd is empty; pass the command line of a process speaking the JSON-lines protocol (docs/protocol.md)")
+    prog = argv[0]
+    if os.sep in prog or (os.altsep and os.altsep in prog):
+        if not (os.path.isfile(prog) and os.access(prog, os.X_OK)):
+            raise UsageError(f"--cmd: {prog!r} is not an executable file; check the path (or run it through its interpreter, "
+                             "e.g. --cmd \"node kernel.js\")")
+    elif shutil.which(prog) is None:
+        raise UsageError(f"--cmd: no program {prog!r} on PATH; install it or pass its full path")
+
+
+def _check_url(opt, url):
+    if not url.strip():
+        raise UsageError(f"{opt} is empty; pass the server's base URL, e.g. http://127.0.0.1:8000")
+    if not (url.startswith("http://") or url.startswith("https://")):
+        raise UsageError(f"{opt} {url!r} is not an http(s) URL; pass the server's base URL, e.g. http://127.0.0.1:8000")
+
+
+def _parse_model(spec: str):
+    """('builtin', vocab, seed) or ('dir', path, None)."""
+    if spec.split(":")[0] == "builtin":
+        parts = spec.split(":")
+        try:
+            vocab = int(parts[1]) if len(parts) > 1 else 256
+            seed = int(parts[2]) if len(parts) > 2 else 0
+        except ValueError as exc:
+            raise UsageError(f"--model {spec!r} has a part that is not an integer; write builtin, builtin:VOCAB or builtin:VOCAB:SEED") from exc
+        if len(parts) > 3 or vocab < 2:
+            raise UsageError(f"--model {spec!r} is not a builtin model name; write builtin, builtin:VOCAB or builtin:VOCAB:SEED (VOCAB >= 2)")
+        return "builtin", vocab, seed
+    if not os.path.isdir(spec):
+        raise UsageError(f"--model {spec!r} is not a folder; pass a local model directory, or 'builtin' for the model "
+                         "`specverify serve` serves by default")
+    return "dir", spec, None
 
 
 def _settings(args):
@@ -92,50 +220,283 @@ def _settings(args):
     if not args.temperature and not args.top_k and args.top_p == 1.0 and not args.min_p:
         return DEFAULT_SETTINGS
     temps = args.temperature or [1.0]
-    return tuple(SamplingSettings(temperature=t, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p) for t in temps)
+    try:
+        return tuple(SamplingSettings(temperature=t, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p) for t in temps)
+    except SpecVerifyError as exc:
+        opt = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p"}
+        first = str(exc).split(" ", 1)[0]
+        raise UsageError(f"{opt.get(first, first)}: {exc}") from exc
+
+
+def validate(args):
+    """Every check that needs no sampling; raises UsageError with the problem and its fix."""
+    _in_unit_interval("alpha", args.alpha, "1e-6")
+    _in_unit_interval("beta", args.beta, "1e-3")
+    _in_unit_interval("eps", args.eps, "0.05")
+    if args.gamma < 1:
+        raise UsageError(f"--gamma {args.gamma} is below 1; pass the number of draft tokens per round (>= 1)")
+    if args.vocab < 2:
+        raise UsageError(f"--vocab {args.vocab} is below 2; pass a vocabulary size of at least 2")
+    if not (args.budget > 0) or math.isinf(args.budget):
+        raise UsageError(f"--budget {args.budget:g} is not a positive number of seconds; pass e.g. --budget 60")
+    if not (args.call_timeout > 0):
+        raise UsageError(f"--call-timeout {args.call_timeout:g} is not a positive number of seconds; pass e.g. --call-timeout 30")
+    if args.rounds is not None and args.rounds < 1:
+        raise UsageError(f"--rounds {args.rounds} is below 1; pass the rounds (or sequences) per audit unit, or omit it")
+    if args.workers < 1:
+        raise UsageError(f"--workers {args.workers} is below 1; pass the number of sampling processes (1 = in this process)")
+    if args.length < 1:
+        raise UsageError(f"--length {args.length} is below 1; pass the tokens per request (>= 1)")
+    if args.seed < 0:
+        raise UsageError(f"--seed {args.seed} is negative; pass a seed >= 0")
+    settings = _settings(args)
+
+    shape = _shape(args)
+    for k in ("round", "kernel", "generator"):
+        v = getattr(args, k)
+        if v is not None and not v.strip():
+            raise UsageError(f"--{k} is empty; pass MOD:FN, e.g. --{k} mypkg.spec:{'step' if k == 'round' else k}")
+    if args.cmd is not None:
+        _check_cmd(args.cmd)
+    if shape != "catalogue" and args.target:
+        raise UsageError(f"both a target ({args.target!r}) and --{shape} were given; pass one of them")
+    if args.baseline_endpoint is not None:
+        if shape != "endpoint":
+            raise UsageError("--baseline-endpoint needs --endpoint; pass the speculative endpoint to compare with it")
+        _check_url("--baseline-endpoint", args.baseline_endpoint)
+    if shape == "endpoint":
+        _check_url("--endpoint", args.endpoint)
+        if args.baseline_endpoint is None:
+            _parse_model(args.model)
+    elif args.model != "builtin":
+        raise UsageError("--model applies to --endpoint; drop it, or audit an endpoint")
+
+    # Options that only some shapes can use.
+    if args.full_rule and shape not in ("kernel", "round"):
+        what = {"catalogue": "a reference or catalogue target (catalogue samplers declare their own rule)",
+                "generator": "--generator (a black box shows no rounds)", "cmd": "--cmd (the JSON-lines protocol carries no rule)",
+                "endpoint": "--endpoint (a black box shows no rounds)"}[shape]
+        raise UsageError(f"--full-rule does not apply to {what}; use it with --kernel (or --round), or drop it")
+    if args.full_rule and args.one_hot:
+        raise UsageError("--full-rule and --one-hot exclude each other: the one-hot rule has no draft probabilities; drop one")
+    if args.one_hot and shape != "kernel":
+        raise UsageError("--one-hot applies to --kernel only; drop it")
+    if args.logits and shape not in ("kernel", "round", "generator"):
+        raise UsageError("--logits applies to --kernel, --round and --generator; drop it")
+    if args.greedy and shape not in ("round", "generator"):
+        raise UsageError("--greedy applies to --round and --generator; drop it")
+    if args.greedy and args.logits:
+        raise UsageError("--greedy and --logits exclude each other (a greedy step takes raw probabilities); drop one")
+    if args.workers > 1 and shape in ("cmd", "endpoint"):
+        raise UsageError(f"--workers applies to importable implementations, not --{shape}; drop it")
+    if args.resume and not args.checkpoint:
+        raise UsageError("--resume needs --checkpoint FILE; pass the checkpoint file to continue from")
+    for opt in ("checkpoint", "json", "html"):
+        if getattr(args, opt) is not None:
+            _writable(f"--{opt}", getattr(args, opt))
+    if shape in ("round", "kernel", "generator"):
+        from .adapters import load_callable
+
+        spec = getattr(args, shape)
+        fn = load_callable(spec)
+        _check_signature(shape, fn, spec.strip(), args.logits)
+        return settings, fn
+    return settings, None
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _accepted(cls_or_fn) -> set:
+    try:
+        return set(inspect.signature(cls_or_fn).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _construct(cls, fn, requested: dict, optional: dict):
+    """cls(fn, **kw): ``requested`` options must be supported by this build, ``optional`` ones are
+    passed when the constructor takes them."""
+    params = _accepted(cls)
+    kw = {}
+    for k, v in requested.items():
+        if k not in params:
+            raise UsageError(f"this version of {cls.__name__} does not take {k!r}; drop the option that sets it")
+        kw[k] = v
+    kw.update({k: v for k, v in optional.items() if k in params})
+    return cls(fn, **kw)
+
+
+def _adapter(args, fn):
+    from ..catalogue import BUGS, DECOYS, ChainSampler
+    from .adapters import GeneratorAdapter, KernelAdapter, RoundAdapter, SamplerAdapter, SubprocessAdapter
+
+    t = args.call_timeout
+    flags = lambda **kw: {k: v for k, v in kw.items() if v}  # noqa: E731 - only the options the user set
+    if args.round:
+        return _construct(RoundAdapter, fn, flags(logits=args.logits, greedy=args.greedy, rule="full" if args.full_rule else None),
+                          {"call_timeout": t, "spec": args.round.strip()})
+    if args.kernel:
+        return _construct(KernelAdapter, fn, flags(one_hot=args.one_hot, logits=args.logits, rule="full" if args.full_rule else None),
+                          {"call_timeout": t, "spec": args.kernel.strip()})
+    if args.generator:
+        return _construct(GeneratorAdapter, fn, flags(logits=args.logits, greedy=args.greedy),
+                          {"call_timeout": t, "spec": args.generator.strip()})
+    if args.cmd:
+        return SubprocessAdapter(args.cmd, call_timeout=t)
+    name = args.target or "reference"
+    table = {c.name: c for c in [ChainSampler, *BUGS, *DECOYS]}
+    if name not in table:
+        close = [n for n in sorted(table) if name.lower() in n or n in name.lower()][:3]
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise UsageError(f"unknown audit target {name!r}; {hint}use 'reference', a catalogue name (`specverify selftest` lists them), "
+                         "or one of --round/--kernel/--generator/--cmd/--endpoint")
+    return SamplerAdapter(table[name]())
+
+
+def _config(args, settings):
+    from .run import AuditConfig
+
+    fields = _accepted(AuditConfig)
+    kw = dict(alpha=args.alpha, beta=args.beta, eps=args.eps, budget_s=args.budget, seed=args.seed, gamma=args.gamma,
+              vocab=args.vocab, settings=settings, checkpoint=args.checkpoint, resume=args.resume,
+              progress=not args.no_progress and sys.stderr.isatty())
+    for opt, value, default in (("rounds", args.rounds, None), ("workers", args.workers, 1)):
+        if value != default:
+            if opt not in fields:
+                raise UsageError(f"--{opt} is not supported by this version of the audit; drop it")
+            kw[opt] = value
+    return AuditConfig(**kw)
 
 
 def print_verdict(v, console=None):
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
+    from ..stats._verdict import collapse_repeated_cells
+
     console = console or Console()
-    table = Table(title=f"specverify audit: {v.subject}")
+    table = Table(title=f"specverify audit: {escape(v.subject)}")
     for col in ("check", "kind", "status", "n", "eps", "summary"):
         table.add_column(col, overflow="fold")
     for c in v.checks:
         color = {"PASS": "green", "FAIL": "red"}.get(c.status, "yellow")
-        table.add_row(c.name, c.kind, f"[{color}]{c.status}[/]", f"{c.n:,}" if c.n else "", f"{c.eps:.4f}" if c.eps else "", c.summary)
+        table.add_row(escape(c.name), c.kind, f"[{color}]{c.status}[/]", f"{c.n:,}" if c.n else "", f"{c.eps:.4f}" if c.eps else "",
+                      escape(collapse_repeated_cells(c.summary)))
     console.print(table)
-    console.print(v.headline())
+    console.print(escape(v.headline()), soft_wrap=True)
+
+
+def _write_outputs(v, args) -> bool:
+    ok = True
+    if args.json:
+        try:
+            with open(args.json, "w") as f:
+                json.dump(v.to_dict(), f, indent=1)
+        except OSError as exc:
+            print(f"specverify: error: could not write --json {args.json!r}: {exc.strerror or exc}; the verdict above stands", file=sys.stderr)
+            ok = False
+    if args.html:
+        try:
+            from .report import write_html
+
+            write_html(v, args.html)
+        except OSError as exc:
+            print(f"specverify: error: could not write --html {args.html!r}: {exc.strerror or exc}; the verdict above stands", file=sys.stderr)
+            ok = False
+    return ok
+
+
+def _endpoint_prompts(vocab: int, seed: int, n: int = 8, length: int = 3):
+    import numpy as np
+
+    rng = np.random.default_rng([seed, 7])
+    return [rng.integers(0, vocab, length).tolist() for _ in range(n)]
+
+
+def _preflight(url, timeout):
+    """GET /v1/models; returns its JSON (or None) and raises UsageError when nothing answers."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=min(timeout, 10)) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError:
+        return None  # it answers; /v1/models is optional
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UsageError(f"nothing answers at {url} ({reason}); start the server or fix the URL") from exc
+
+
+def _audit_endpoint(args, settings):
+    from .http_adapter import http_generator, two_sample_endpoints
+
+    info = _preflight(args.endpoint, args.call_timeout)
+    gen = http_generator(args.endpoint, timeout=args.call_timeout)
+    if args.baseline_endpoint:
+        info_b = _preflight(args.baseline_endpoint, args.call_timeout)
+        vocab = None
+        for i in (info, info_b):
+            try:
+                vocab = vocab or int(i["data"][0]["vocab_size"])
+            except (TypeError, KeyError, IndexError, ValueError):
+                pass
+        prompts = _endpoint_prompts(vocab or args.vocab, args.seed)
+        ref = http_generator(args.baseline_endpoint, timeout=args.call_timeout)
+        return two_sample_endpoints(gen, ref, prompts=prompts, settings=settings, vocab_size=vocab,
+                                    n_sequences=args.rounds or 400, length=args.length, alpha=args.alpha, beta=args.beta,
+                                    eps=args.eps, seed=args.seed)
+    kind, a, b = _parse_model(args.model)
+    try:
+        import torch
+
+        from ..lm.transformers_lm import load_local
+        from ..runners.serve import default_models
+        from .lm_audit import audit_lm
+    except ImportError as exc:
+        raise UsageError(f"auditing an endpoint needs transformers ({exc}); pip install 'specverify[models]'") from exc
+    torch.set_num_threads(1)
+    target = load_local(a) if kind == "dir" else default_models(vocab=a, seed=b)[0]
+    vocab = int(target.config.vocab_size)
+    try:
+        served = int(info["data"][0]["vocab_size"])
+    except (TypeError, KeyError, IndexError, ValueError):
+        served = None
+    if served is not None and served != vocab:
+        raise UsageError(f"the endpoint serves a vocabulary of {served} but --model {args.model} has {vocab}; pass the model "
+                         f"the endpoint serves (for `specverify serve --vocab {served}`: --model builtin:{served})")
+    kw = dict(prompts=_endpoint_prompts(vocab, args.seed), settings=settings, length=args.length, alpha=args.alpha, beta=args.beta,
+              eps=args.eps, budget_s=args.budget, seed=args.seed, max_sequences=args.rounds, name=args.endpoint,
+              call_timeout=args.call_timeout)
+    params = _accepted(audit_lm)
+    return audit_lm(gen, target, **{k: v for k, v in kw.items() if k in params})
 
 
 def run_audit(args) -> int:
-    from .run import AuditConfig, audit
+    from .run import audit
 
     if args.list_checks:
         print(CHECKS)
         return 0
+    adapter = None
     try:
-        adapter = _adapter(args)
-        cfg = AuditConfig(alpha=args.alpha, beta=args.beta, eps=args.eps, budget_s=args.budget, seed=args.seed, gamma=args.gamma,
-                          vocab=args.vocab, settings=_settings(args), checkpoint=args.checkpoint, resume=args.resume,
-                          progress=not args.no_progress and sys.stderr.isatty())
-        v = audit(adapter, cfg)
+        settings, fn = validate(args)
+        if args.endpoint:
+            v = _audit_endpoint(args, settings)
+        else:
+            cfg = _config(args, settings)
+            adapter = _adapter(args, fn)
+            v = audit(adapter, cfg)
     except SpecVerifyError as exc:
         print(f"specverify: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     finally:
-        if "adapter" in locals() and hasattr(adapter, "close"):
+        if adapter is not None and hasattr(adapter, "close"):
             adapter.close()
     print_verdict(v)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(v.to_dict(), f, indent=1)
-    if args.html:
-        from .report import write_html
-
-        write_html(v, args.html)
+    _write_outputs(v, args)
     return EXIT[v.status]
 
 
@@ -147,6 +508,13 @@ def run_selftest(args) -> int:
     from .adapters import SamplerAdapter
     from .run import audit
 
+    try:
+        _in_unit_interval("eps", args.eps, "0.05")
+        if args.json:
+            _writable("--json", args.json)
+    except UsageError as exc:
+        print(f"specverify: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     rows, ok = [], True
     for cls in [*BUGS, *DECOYS]:
         t = time.perf_counter()

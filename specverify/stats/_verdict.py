@@ -1,4 +1,4 @@
-"""The verdict contract (DESIGN.md): PASS with its eps, FAIL with its evidence, or INCONCLUSIVE.
+"""The verdict contract (docs/verdict.md): PASS with its eps, FAIL with its evidence, or INCONCLUSIVE.
 
 * FAIL: a deviation was detected with family-wise false-fail rate at most ``alpha``; ``evidence``
   says where (check, stratum, cells observed vs expected), how large (TV estimate with interval),
@@ -14,14 +14,41 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from typing import Any
 
 from ._results import to_jsonable
 
-__all__ = ["Verdict", "CheckOutcome", "PASS", "FAIL", "INCONCLUSIVE", "SCHEMA_VERSION"]
+__all__ = ["Verdict", "CheckOutcome", "PASS", "FAIL", "INCONCLUSIVE", "SCHEMA_VERSION", "collapse_repeated_cells"]
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 SCHEMA_VERSION = "specverify.verdict/1"
+
+
+_CELL = re.compile(r"^(?P<label>.+?): observed (?P<obs>[0-9.]+), expected (?P<exp>[0-9.]+)$")
+
+
+def collapse_repeated_cells(text: str) -> str:
+    """List each cell of a '; '-separated evidence text once: repeated entries of one cell (each
+    emitted zero-probability token is listed as its own entry) become one entry with the counts
+    added."""
+    parts = text.split("; ")
+    seen: dict[str, int] = {}
+    out: list = []
+    for part in parts:
+        m = _CELL.match(part)
+        if not m:
+            out.append(part)
+            continue
+        label = m["label"]
+        if label in seen:
+            entry = out[seen[label]]
+            entry[1] += float(m["obs"])
+            entry[2] += float(m["exp"])
+        else:
+            seen[label] = len(out)
+            out.append([label, float(m["obs"]), float(m["exp"]), m["exp"].count(".") and len(m["exp"].split(".")[1])])
+    return "; ".join(p if isinstance(p, str) else f"{p[0]}: observed {p[1]:.0f}, expected {p[2]:.{p[3]}f}" for p in out)
 
 
 @dataclasses.dataclass
@@ -59,18 +86,43 @@ class Verdict:
         if self.status == PASS and (self.eps is None or not math.isfinite(self.eps)):
             raise ValueError("a PASS verdict must state the eps it could have detected")
 
+    def first_failure(self) -> tuple[CheckOutcome, str | None, str] | None:
+        """(check, stratum or None, what was seen) of the first failed check, in the order of ``checks``."""
+        for c in self.checks:
+            if c.status != FAIL:
+                continue
+            body, stratum = c.summary, None
+            if body.startswith(c.name + ", ") and ": " in body[len(c.name) + 2:]:
+                stratum, body = body[len(c.name) + 2:].split(": ", 1)
+            elif body.startswith(c.name + ": "):
+                body = body[len(c.name) + 2:]
+            return c, stratum, body
+        return None
+
     def headline(self) -> str:
+        """One line, the same in the terminal, the JSON (``headline``) and the HTML report."""
         if self.status == PASS:
             return (f"PASS: no deviation of TV >= {self.eps:.4g} (false-pass <= {self.beta:g}); "
                     f"false-fail <= {self.alpha:g}; {self.samples:,} samples; seed {self.seed}")
         if self.status == FAIL:
-            first = self.evidence[0] if self.evidence else ""
             tag = " [lossy by design]" if self.lossy_by_design else ""
-            return f"FAIL{tag} (false-fail <= {self.alpha:g}, seed {self.seed}): {first}"
-        return f"INCONCLUSIVE: budget reached eps {self.eps:.4g} > requested {self.eps_requested:g}; needed: {self.needed}"
+            first = self.first_failure()
+            if first is None:
+                return f"FAIL{tag}: {collapse_repeated_cells(self.evidence[0] if self.evidence else '')} (false-fail <= {self.alpha:g}; seed {self.seed})"
+            c, stratum, body = first
+            what = "exact check" if c.kind == "exact" else ("white-box test" if (stratum or "").startswith("white-box") else "distribution test")
+            where = f"{what} '{c.name}'" + (f", stratum '{stratum}'" if stratum else "")
+            more = sum(x.status == FAIL for x in self.checks) - 1
+            tail = f"; {more} more check{'s' if more > 1 else ''} failed" if more else ""
+            return f"FAIL{tag} in {where}: {collapse_repeated_cells(body)} (false-fail <= {self.alpha:g}; seed {self.seed}{tail})"
+        needed = ", ".join(f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v}"
+                           for k, v in (self.needed or {}).items())
+        return (f"INCONCLUSIVE: the samples collected detect TV >= {self.eps:.4g}, above the requested {self.eps_requested:g}"
+                + (f"; needed: {needed}" if needed else ""))
 
     def to_dict(self) -> dict:
         d = to_jsonable(self)
+        d["headline"] = self.headline()
         d["schema"] = SCHEMA_VERSION
         return d
 

@@ -1,0 +1,31 @@
+"""A round step in the article's shape: ``specverify audit --round round_step:step``.
+
+``prefix`` is the whole sequence so far (prompt + emitted tokens), ``draft(prefix)`` returns the
+draft's next-token probabilities [V], ``target(prefix, proposed)`` the target's len(proposed) + 1
+rows of one pass, and ``rng`` (a numpy Generator) is the only source of randomness.
+"""
+
+import numpy as np
+
+
+def _sample(w, rng):
+    w = np.asarray(w, dtype=np.float64)
+    return int(rng.choice(len(w), p=w / w.sum()))
+
+
+def step(prefix, draft, target, gamma, rng):
+    xs, qs = [], []
+    for _ in range(gamma):  # draft gamma tokens
+        q = np.asarray(draft(list(prefix) + xs), dtype=np.float64)
+        xs.append(_sample(q, rng))
+        qs.append(q)
+    ps = np.asarray(target(list(prefix), xs), dtype=np.float64)  # [gamma + 1, V], one target pass
+    out = []
+    for i, x in enumerate(xs):
+        if rng.random() < min(1.0, ps[i][x] / qs[i][x]):  # accept with probability min(1, p/q)
+            out.append(x)
+            continue
+        out.append(_sample(np.maximum(ps[i] - qs[i], 0.0), rng))  # replacement from (p - q)+
+        return out
+    out.append(_sample(ps[gamma], rng))  # every draft accepted: a bonus token from the last row
+    return out

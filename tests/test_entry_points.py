@@ -1,0 +1,223 @@
+"""Every entry point of the installed ``specverify`` command works, and every bad input gets one line.
+
+These tests run the console script the package installs (``<venv>/bin/specverify``) in a
+subprocess, with user modules in a temporary folder on PYTHONPATH, exactly as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "docs" / "examples"
+CLI = Path(sys.executable).parent / "specverify"
+if not CLI.exists():  # pragma: no cover - a run outside the venv
+    CLI = Path(shutil.which("specverify") or "specverify")
+
+SMALL = ["--budget", "20", "--vocab", "16", "--gamma", "2", "--eps", "0.2", "--temperature", "1", "--no-progress"]
+
+
+def run_cli(*args, path=(), cwd=None, timeout=180, env_extra=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, path), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["COLUMNS"] = "200"
+    env.update(env_extra or {})
+    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+
+
+@pytest.fixture(scope="module")
+def mods(tmp_path_factory):
+    """A folder of user modules: the docs' working examples plus broken ones."""
+    d = tmp_path_factory.mktemp("usermods")
+    for f in ("kernel.py", "round_step.py", "generator.py"):
+        shutil.copy(EXAMPLES / f, d / f)
+    (d / "notcallable.py").write_text("verify = 42\n")
+    (d / "badsig.py").write_text("def step(prefix, draft):\n    return [0]\n\n"
+                                 "def verify(draft_tokens, target_probs):\n    return draft_tokens\n\n"
+                                 "def generate(prompt):\n    return []\n")
+    (d / "imports_missing.py").write_text("import nosuch_dependency_xyz\n\ndef verify(*a):\n    pass\n")
+    (d / "kernel_rmdir.py").write_text(
+        "import os, shutil\nfrom kernel import verify as _verify\n\n"
+        "def verify(*a):\n    shutil.rmtree(os.environ['SV_TEST_RMDIR'], ignore_errors=True)\n    return _verify(*a)\n")
+    return d
+
+
+def _headline(stdout: str) -> str:
+    lines = [ln for ln in stdout.splitlines() if ln.startswith(("PASS", "FAIL", "INCONCLUSIVE"))]
+    assert lines, stdout
+    return lines[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The three importable shapes, each in the module form MOD:FN, with a correct implementation.
+
+
+@pytest.mark.parametrize("option, spec", [("--kernel", "kernel:verify"), ("--round", "round_step:step"),
+                                          ("--generator", "generator:generate")])
+def test_module_form_passes(mods, option, spec):
+    r = run_cli("audit", option, spec, *SMALL, path=[mods])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _headline(r.stdout).startswith("PASS: no deviation of TV >= ")
+    assert r.stderr == ""
+
+
+def test_file_path_form_passes(mods):
+    r = run_cli("audit", "--kernel", f"{mods / 'kernel.py'}:verify", *SMALL)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _headline(r.stdout).startswith("PASS")
+
+
+def test_module_of_the_current_folder_resolves(mods):
+    env_path = os.environ.get("PYTHONPATH", "")
+    r = subprocess.run([str(CLI), "audit", "--kernel", "kernel:verify", *SMALL], capture_output=True, text=True, timeout=180,
+                       cwd=mods, env={**os.environ, "PYTHONPATH": env_path})
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js not installed")
+def test_node_example_of_docs_protocol():
+    """docs/protocol.md's complete example, run as the docs say."""
+    r = run_cli("audit", "--cmd", "node docs/examples/kernel.js", *SMALL, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _headline(r.stdout).startswith("PASS")
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input: exit code 2, one line "specverify: error: <problem>; <fix>", nothing sampled.
+
+BAD = [
+    # MOD:FN
+    (["--kernel", "nosuch_module_xyz:verify"], "no module named 'nosuch_module_xyz'; check PYTHONPATH"),
+    (["--kernel", "imports_missing:verify"], "no module named 'nosuch_dependency_xyz' (imported by 'imports_missing')"),
+    (["--kernel", "kernel:nosuch"], "'kernel' has no attribute 'nosuch'"),
+    (["--kernel", "notcallable:verify"], "notcallable:verify is a int, not a function; pass MOD:FN naming a function"),
+    (["--kernel", "kernel"], "'kernel' is not MOD:FN"),
+    (["--kernel", "kernel:"], "the function part is empty"),
+    (["--kernel", "/nonexistent/k.py:verify"], "no file '/nonexistent/k.py'"),
+    (["--kernel", ""], "--kernel is empty; pass MOD:FN"),
+    (["--round", "  "], "--round is empty; pass MOD:FN"),
+    (["--generator", ""], "--generator is empty; pass MOD:FN"),
+    # signatures, checked up front
+    (["--round", "badsig:step"], "cannot be called as step(prefix, draft, target, gamma, rng)"),
+    (["--kernel", "badsig:verify"], "cannot be called as kernel(draft_tokens, draft_probs, target_probs, generator)"),
+    (["--generator", "badsig:generate"], "cannot be called as generate(prompt, max_new_tokens, seed, model)"),
+    (["--round", "round_step:step", "--logits"], "cannot be called as step(prefix, draft, target, gamma, rng, settings) "
+                                                 "(it takes one argument fewer: drop --logits"),
+    (["--kernel", "kernel:verify", "--logits"], "cannot be called as kernel(draft_tokens, draft_logits, target_logits, settings, generator)"),
+    # --cmd
+    (["--cmd", ""], "--cmd is empty"),
+    (["--cmd", "   "], "--cmd is empty"),
+    (["--cmd", "nosuchprog_xyz --flag"], "no program 'nosuchprog_xyz' on PATH"),
+    (["--cmd", "/nonexistent/prog"], "'/nonexistent/prog' is not an executable file"),
+    (["--cmd", "node 'unbalanced"], "cannot be split into words"),
+    # numbers
+    (["--alpha", "0"], "--alpha 0 is outside (0, 1)"),
+    (["--alpha", "1"], "--alpha 1 is outside (0, 1)"),
+    (["--beta", "1.5"], "--beta 1.5 is outside (0, 1)"),
+    (["--eps", "0"], "--eps 0 is outside (0, 1)"),
+    (["--eps", "nan"], "--eps nan is outside (0, 1)"),
+    (["--gamma", "0"], "--gamma 0 is below 1"),
+    (["--vocab", "1"], "--vocab 1 is below 2"),
+    (["--budget", "0"], "--budget 0 is not a positive number of seconds"),
+    (["--budget", "-5"], "--budget -5 is not a positive number of seconds"),
+    (["--call-timeout", "0"], "--call-timeout 0 is not a positive number of seconds"),
+    (["--rounds", "0"], "--rounds 0 is below 1"),
+    (["--workers", "0"], "--workers 0 is below 1"),
+    (["--seed", "-1"], "--seed -1 is negative"),
+    (["--top-p", "0"], "--top-p: top_p must lie in (0, 1]"),
+    (["--temperature", "-1"], "--temperature: temperature must be a finite number >= 0"),
+    # files
+    (["--json", "/nonexistent_dir_xyz/v.json"], "--json '/nonexistent_dir_xyz/v.json': the folder '/nonexistent_dir_xyz' does not exist"),
+    (["--html", "/nonexistent_dir_xyz/r.html"], "the folder '/nonexistent_dir_xyz' does not exist"),
+    (["--checkpoint", "/nonexistent_dir_xyz/c.npz"], "the folder '/nonexistent_dir_xyz' does not exist"),
+    (["--json", "/tmp"], "--json '/tmp' is a folder"),
+    (["--resume"], "--resume needs --checkpoint FILE"),
+    # options that the shape cannot use
+    (["--full-rule"], "--full-rule does not apply to a reference or catalogue target"),
+    (["always_accept", "--full-rule"], "--full-rule does not apply to a reference or catalogue target"),
+    (["--generator", "generator:generate", "--full-rule"], "--full-rule does not apply to --generator"),
+    (["--cmd", f"{sys.executable} -c pass", "--full-rule"], "--full-rule does not apply to --cmd"),
+    (["--kernel", "kernel:verify", "--full-rule", "--one-hot"], "--full-rule and --one-hot exclude each other"),
+    (["--round", "round_step:step", "--one-hot"], "--one-hot applies to --kernel only"),
+    (["--kernel", "kernel:verify", "--greedy"], "--greedy applies to --round and --generator"),
+    (["--logits"], "--logits applies to --kernel, --round and --generator"),
+    (["--cmd", f"{sys.executable} -c pass", "--workers", "2"], "--workers applies to importable implementations, not --cmd"),
+    (["reference", "--kernel", "kernel:verify"], "both a target ('reference') and --kernel were given"),
+    (["nosuch_target"], "unknown audit target 'nosuch_target'"),
+    (["always_acept"], "unknown audit target 'always_acept'"),
+    # endpoints
+    (["--baseline-endpoint", "http://127.0.0.1:9"], "--baseline-endpoint needs --endpoint"),
+    (["--endpoint", "ftp://x"], "--endpoint 'ftp://x' is not an http(s) URL"),
+    (["--endpoint", ""], "--endpoint is empty"),
+    (["--endpoint", "http://127.0.0.1:9", "--model", "/nonexistent_model"], "--model '/nonexistent_model' is not a folder"),
+    (["--endpoint", "http://127.0.0.1:9", "--model", "builtin:x"], "write builtin, builtin:VOCAB or builtin:VOCAB:SEED"),
+    (["--endpoint", "http://127.0.0.1:9"], "nothing answers at http://127.0.0.1:9"),
+    (["--model", "builtin:32"], "--model applies to --endpoint"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD, ids=[" ".join(a)[:60] or "empty" for a, _ in BAD])
+def test_bad_input_is_one_line_and_exit_2(mods, args, message):
+    r = run_cli("audit", *args, "--no-progress", path=[mods], cwd=ROOT, timeout=60)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("specverify: error: "), r.stderr
+    assert message in lines[0], lines[0]
+    assert "; " in lines[0][len("specverify: error: "):], "the line says the problem and its fix"
+    assert r.stdout == "", "nothing is sampled before the options are checked"
+
+
+def test_selftest_rejects_bad_eps():
+    r = run_cli("selftest", "--eps", "2")
+    assert r.returncode == 2 and r.stderr.startswith("specverify: error: --eps 2 is outside (0, 1)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Outputs and verdicts.
+
+
+def test_fail_headline_same_in_terminal_and_json(tmp_path):
+    out = tmp_path / "v.json"
+    r = run_cli("audit", "always_accept", "--json", out, "--budget", "20", "--no-progress")
+    assert r.returncode == 1, r.stdout + r.stderr
+    head = _headline(r.stdout)
+    d = json.loads(out.read_text())
+    assert d["status"] == "FAIL" and d["headline"] == head
+    assert head.startswith("FAIL in ") and "settings[" in head and "seed 0" in head
+
+
+def test_output_write_failure_after_the_audit_keeps_the_verdict(mods, tmp_path):
+    doomed = tmp_path / "doomed"
+    doomed.mkdir()
+    r = run_cli("audit", "--kernel", "kernel_rmdir:verify", *SMALL, "--json", doomed / "v.json", path=[mods],
+                env_extra={"SV_TEST_RMDIR": str(doomed)})
+    assert r.returncode == 0, r.stdout + r.stderr  # the verdict's code, not 2
+    assert _headline(r.stdout).startswith("PASS")
+    assert "specverify: error: could not write --json" in r.stderr and "the verdict above stands" in r.stderr
+
+
+def test_list_checks_and_help():
+    r = run_cli("audit", "--list-checks")
+    assert r.returncode == 0
+    for word in ("distribution", "white-box", "greedy", "differential", "reproducible", "two-sample"):
+        assert word in r.stdout
+    h = run_cli("--help")
+    assert h.returncode == 0
+    for word in ("bench sampler | stats | runner", "serve", "audit", "selftest", "docs/verdict.md"):
+        assert word in h.stdout
+    a = run_cli("audit", "--help")
+    for opt in ("--rounds", "--workers", "--logits", "--greedy", "--endpoint", "--baseline-endpoint", "--full-rule"):
+        assert opt in a.stdout
+
+
+def test_unit_interval_rejects_infinities():
+    # argparse turns 'inf' into a float; the validator must not let it through
+    r = run_cli("audit", "--alpha", "inf")
+    assert r.returncode == 2 and "--alpha inf is outside (0, 1)" in r.stderr
