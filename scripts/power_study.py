@@ -9,7 +9,8 @@ import argparse
 import numpy as np
 
 from specverify import stats as S
-from specverify.catalogue import bugs, generate
+from specverify.catalogue import bugs
+from specverify.harness import run_sampler
 from specverify.lm import make_positional_pair, llm_like_logits
 from specverify.dists import softmax
 
@@ -26,7 +27,7 @@ law = S.StreamLaw(pair.target_table(None))
 cell_of, mass, _ = law.cells("sorted_mass", S.DEFAULT_BINS)
 for cls in [bugs.ReplacementFromP, bugs.ResidualSoftmax, bugs.ReuseAcceptUniform, bugs.SharedNoise, bugs.ArgmaxDraftSoftQ]:
     # The bug's exact law at position 0, projected onto the bins, from a very large run.
-    big = generate(cls(), pair, n=400_000, gamma=G, rng=np.random.default_rng(123))
+    big = run_sampler(cls(), pair, n=400_000, gamma=G, rng=np.random.default_rng(123))
     m0 = big.position == 0
     emp = np.bincount(cell_of[0, big.tokens[m0]], minlength=mass.shape[1]) / m0.sum()
     p0 = mass[0]
@@ -47,7 +48,7 @@ for cls in [bugs.ReplacementFromP, bugs.ResidualSoftmax, bugs.ReuseAcceptUniform
     hits = 0
     rng = np.random.default_rng(7)
     for r in range(R):
-        g = generate(cls(), pair, n=n, gamma=G, rng=rng)
+        g = run_sampler(cls(), pair, n=n, gamma=G, rng=rng)
         m = g.position == 0
         res = S.binned_stream_test(law, g.tokens[m], g.row[m], min_expected=0.0)
         hits += res.pvalue <= 1e-3

@@ -15,6 +15,7 @@ __all__ = [
     "InvalidSettingsError",
     "InvalidDraftError",
     "ImplementationError",
+    "UnsupportedSettingError",
     "ImplementationTimeout",
     "MalformedOutputError",
 ]
@@ -58,3 +59,8 @@ class ImplementationTimeout(ImplementationError):
 
 class MalformedOutputError(ImplementationError):
     """The implementation under audit returned output of the wrong shape, type or range."""
+
+
+class UnsupportedSettingError(ImplementationError):
+    """The implementation declined a setting (it raised NotImplementedError): reported as
+    "unsupported", never as a FAIL."""

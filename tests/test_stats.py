@@ -171,11 +171,11 @@ def test_chernoff_bound_is_a_bound_on_the_exact_tail():
 
 
 def _rounds(sampler_cls, n, seed, vocab=64, gamma=4):
-    from specverify.catalogue._engine import generate
+    from specverify.harness import run_sampler
     from specverify.lm.synthetic import make_positional_pair
 
     pair = make_positional_pair(vocab, gamma=gamma, alpha=0.7, seed=seed)
-    g = generate(sampler_cls(), pair, n=n, gamma=gamma, rng=np.random.default_rng([seed, 1]))
+    g = run_sampler(sampler_cls(), pair, n=n, gamma=gamma, rng=np.random.default_rng([seed, 1]))
     return g, pair.target_table(None)[: gamma + 1], pair.draft_table(None)[:gamma]
 
 
@@ -186,7 +186,7 @@ def _by_name(name):
 
 
 def test_whitebox_with_drafts_passes_exact_and_names_each_bug():
-    from specverify.catalogue._engine import ChainSampler
+    from specverify.catalogue import ChainSampler
 
     # Exact sampler: every stratum p > 1e-6 over 5 fixed seeds (asymptotic chi-square and exact
     # bounds; the family is Holm-adjusted in audits).
@@ -278,7 +278,7 @@ def test_vllm_position_chi2_matches_the_dense_definition():
 
 
 def test_draft_repeat_eprocess_is_valid_and_catches_shared_noise():
-    from specverify.catalogue._engine import ChainSampler
+    from specverify.catalogue import ChainSampler
 
     # Null: exact rounds; Ville's inequality gives P(p <= a) <= a. 200 replicates, a = 0.05,
     # false-fail bound: binomial 1e-6 quantile.

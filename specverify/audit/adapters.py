@@ -35,24 +35,36 @@ timeout becomes a finding in the verdict, never a crash of the auditor.
 
 from __future__ import annotations
 
-import concurrent.futures
+import hashlib
 import importlib
+import inspect
+import os
 import importlib.util
 import json
 import shlex
 import subprocess
 import threading
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from ..catalogue import ChainSampler
-from ..catalogue._engine import Generation, RoundOutput, generate
 from ..dists import SamplingSettings, inverse_cdf_sample
 from ..errors import ImplementationError, ImplementationTimeout, MalformedOutputError, SpecVerifyError
-from ..lm.synthetic import MarkovPair, PositionalPair, TablePair
+from ..harness import (
+    ContextPair,
+    Generation,
+    RoundOutput,
+    SequenceView,
+    call_with_timeout,
+    run_generator,
+    run_round_step,
+    run_sampler,
+)
+from ..lm.synthetic import PositionalPair, TablePair
 
-__all__ = ["Adapter", "SamplerAdapter", "RoundAdapter", "KernelAdapter", "GeneratorAdapter", "SubprocessAdapter", "load_callable", "TableModelView"]
+__all__ = ["Adapter", "SamplerAdapter", "RoundAdapter", "KernelAdapter", "GeneratorAdapter", "SubprocessAdapter", "load_callable", "call_with_timeout"]
 
 
 def load_callable(spec: str) -> Callable:
@@ -103,44 +115,27 @@ def load_callable(spec: str) -> Callable:
     return obj
 
 
-def call_with_timeout(fn, *args, timeout: float | None, what: str, **kw):
-    """Run fn in a daemon thread; raise ImplementationTimeout / ImplementationError on trouble."""
-    if timeout is None:
-        try:
-            return fn(*args, **kw)
-        except SpecVerifyError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise ImplementationError(f"{what} raised {type(exc).__name__}: {exc}") from exc
-    box: dict = {}
-
-    def target():
-        try:
-            box["value"] = fn(*args, **kw)
-        except BaseException as exc:  # noqa: BLE001
-            box["error"] = exc
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        raise ImplementationTimeout(f"{what} did not return within {timeout:g} s (per-call timeout); "
-                                    "raise --call-timeout if it is merely slow")
-    if "error" in box:
-        exc = box["error"]
-        raise ImplementationError(f"{what} raised {type(exc).__name__}: {exc}") from exc
-    return box["value"]
-
-
 class Adapter:
     """Base: ``generate(pair, n, gamma, rng, settings) -> Generation``."""
 
     name = "adapter"
-    harness = "kernel"  # which table pair the audit builds: 'kernel' (positional) or 'sequence' (Markov)
+    #: which pairs the audit builds: 'kernel' (positional rows), 'sequence' (order-1 Markov, the
+    #: catalogue's samplers) or 'context' (whole prefixes on order-k, position-dependent pairs)
+    harness = "kernel"
+    #: the pair kinds audited per setting (see specverify.audit.plan)
+    pair_kinds: tuple[str, ...] = ("default",)
     exact_by_design = True
     rule: str | None = None  # 'full' enables the white-box strata
     call_timeout: float | None = 30.0
     accepts_uniforms = False
+    logits = False  # takes raw logits plus the settings
+    greedy = False  # decodes greedily: the audit is the exact greedy check
+    takes_settings = False  # receives the settings (greedy audits on raw rows need it)
+    spec: str | None = None  # 'pkg.mod:fn', for --workers and the checkpoint fingerprint
+
+    def identity(self) -> dict:
+        """What a checkpoint is keyed on."""
+        return {"adapter": type(self).__name__, "name": self.name, "spec": self.spec}
 
     def generate(self, pair: TablePair, n: int, gamma: int, rng, settings) -> Generation:
         raise NotImplementedError
@@ -155,8 +150,11 @@ class SamplerAdapter(Adapter):
         self.exact_by_design = sampler.exact
         self.lossy_by_design = getattr(sampler, "lossy_by_design", False)
 
+    def identity(self) -> dict:
+        return {"adapter": "SamplerAdapter", **implementation_identity(self.sampler)}
+
     def generate(self, pair, n, gamma, rng, settings):
-        return generate(self.sampler, pair, n=n, gamma=gamma, rng=rng, settings=settings)
+        return run_sampler(self.sampler, pair, n=n, gamma=gamma, rng=rng, settings=settings)
 
 
 def _check_round_tokens(tokens, drafts, gamma, v, what):
@@ -236,120 +234,110 @@ class KernelAdapter(Adapter):
     """A batched verification kernel (see the module docstring for the signature)."""
 
     harness = "kernel"
+    pair_kinds = ("low", "high")
 
     def __init__(self, fn, *, name: str | None = None, one_hot: bool = False, logits: bool = False,
-                 accepts_uniforms: bool = False, call_timeout: float | None = 30.0, rule: str | None = None):
+                 accepts_uniforms: bool = False, call_timeout: float | None = 30.0, rule: str | None = None,
+                 spec: str | None = None):
         """``rule='full'`` declares the min(1, p/q) rule with the (p - q)+ residual: the audit then
         adds white-box strata (acceptance rate, accepted tokens, replacements, bonus tokens), which
         localise a bug and detect it with fewer samples. Leave it None for any other exact rule."""
         self.fn, self.one_hot, self.logits, self.accepts_uniforms = fn, one_hot, logits, accepts_uniforms
-        self.rule = rule
+        self.rule, self.spec = rule, spec
         self.name = name or getattr(fn, "__name__", "kernel")
         self.call_timeout = call_timeout
+        self.takes_settings = logits
+
+    def identity(self) -> dict:
+        return {"adapter": "KernelAdapter", "spec": self.spec, "one_hot": self.one_hot, "logits": self.logits,
+                "rule": self.rule, **implementation_identity(self.fn)}
 
     def generate(self, pair, n, gamma, rng, settings):
-        return generate(_KernelSampler(self), pair, n=n, gamma=gamma, rng=rng, settings=settings)
+        return run_sampler(_KernelSampler(self), pair, n=n, gamma=gamma, rng=rng, settings=settings)
 
 
-class _RoundSampler(_AdapterSampler):
-    harness = "sequence"
-
-    def round(self, pair, ctx, gamma, rng, settings=None):
-        a = self.a
-        b = len(ctx)
-        P, Q = pair.target_table(settings), pair.draft_table(settings)
-        v = pair.vocab_size
-        tokens = np.full((b, gamma + 1), -1, dtype=np.int64)
-        n_acc = np.zeros(b, dtype=np.int64)
-        drafts = np.zeros((b, gamma), dtype=np.int64)
-        for i in range(b):
-            start = int(ctx[i])
-            prefix0 = [] if start == pair.start_context else [start]
-            seen: list = []
-
-            def draft(prefix, _p0=prefix0):
-                last = prefix[-1] if prefix else (_p0[-1] if _p0 else pair.start_context)
-                return Q[last].tolist()
-
-            def target(prefix, proposed, _p0=prefix0):
-                seen.extend(proposed)
-                ctxs = [prefix[-1] if prefix else (_p0[-1] if _p0 else pair.start_context)] + list(proposed)
-                return [P[c].tolist() for c in ctxs]
-
-            out = call_with_timeout(a.fn, list(prefix0), draft, target, gamma, np.random.default_rng(rng.integers(2**63)),
-                                    timeout=a.call_timeout, what=a.name)
-            try:
-                out = [int(t) for t in out]
-            except Exception as exc:  # noqa: BLE001
-                raise MalformedOutputError(f"{a.name} returned {out!r}; expected a list of token ids") from exc
-            if not 1 <= len(out) <= gamma + 1:
-                raise MalformedOutputError(f"{a.name} returned {len(out)} tokens; a round emits 1..gamma + 1 = {gamma + 1}")
-            if any(t < 0 or t >= v for t in out):
-                raise MalformedOutputError(f"{a.name} returned ids {out} outside [0, {v})")
-            tokens[i, : len(out)] = out
-            n_acc[i] = len(out) - 1
-            d = (seen + [0] * gamma)[:gamma]
-            drafts[i] = d
-        return RoundOutput(tokens, n_acc, drafts, tokens[np.arange(b), n_acc])
+def _positional_capacity(fn) -> int:
+    """How many positional arguments ``fn`` accepts (a large number for *args; -1 if unknown)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return -1
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return 1 << 16
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
 
-class RoundAdapter(Adapter):
-    """The seed article's ``step(prefix, draft, target, gamma, rng)`` (module docstring)."""
-
-    harness = "sequence"
-
-    def __init__(self, fn, *, name: str | None = None, call_timeout: float | None = 30.0):
-        self.fn = fn
-        self.name = name or getattr(fn, "__name__", "step")
-        self.call_timeout = call_timeout
-
-    def generate(self, pair, n, gamma, rng, settings):
-        return generate(_RoundSampler(self), pair, n=n, gamma=gamma, rng=rng, settings=settings)
-
-
-class TableModelView:
-    """What a generator under audit may query: next-token laws of target and draft for a prefix."""
-
-    def __init__(self, pair: MarkovPair, settings):
-        self.pair, self.settings = pair, settings
-        self.vocab_size = pair.vocab_size
-
-    def _row(self, prefix):
-        return prefix[-1] if len(prefix) else self.pair.start_context
-
-    def target_probs(self, prefix):
-        return self.pair.target_table(self.settings)[self._row(prefix)]
-
-    def draft_probs(self, prefix):
-        return self.pair.draft_table(self.settings)[self._row(prefix)]
+def implementation_identity(obj) -> dict:
+    """Name, defining file and a hash of that file's source: what a checkpoint is keyed on."""
+    target = obj if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) else type(obj)
+    out = {"qualname": getattr(target, "__qualname__", repr(target)), "module": getattr(target, "__module__", "")}
+    try:
+        path = inspect.getsourcefile(target)
+        out["file"] = os.path.realpath(path) if path else None
+        out["sha256"] = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
+    except (TypeError, OSError):
+        out["file"] = out["sha256"] = None
+    return out
 
 
-class GeneratorAdapter(Adapter):
-    """``generate(prompt, max_new_tokens, seed, model) -> list[int]`` (the target law is the
-    model's; the audit knows it, so every token is tested given its prefix)."""
+class _SequenceAdapter(Adapter):
+    """Shared by round steps and generators: whole prefixes on context pairs, in a mode."""
 
-    harness = "sequence"
+    harness = "context"
+    pair_kinds = ("low", "high")
 
-    def __init__(self, fn, *, name: str | None = None, call_timeout: float | None = 30.0, length: int = 10):
-        self.fn, self.length = fn, length
-        self.name = name or getattr(fn, "__name__", "generate")
-        self.call_timeout = call_timeout
+    def _setup(self, fn, name, spec, logits, greedy, call_timeout, length, default_name):
+        self.fn, self.spec, self.logits, self.greedy = fn, spec, logits, greedy
+        self.name = name or getattr(fn, "__name__", None) or type(fn).__name__ or default_name
+        self.call_timeout, self.length = call_timeout, length
 
-    def generate(self, pair, n, gamma, rng, settings):
-        view = TableModelView(pair, settings)
-        toks, rows, pos, seq = [], [], [], []
-        for i in range(n):
-            out = call_with_timeout(self.fn, [], self.length, int(rng.integers(2**31)), view, timeout=self.call_timeout, what=self.name)
-            out = [int(t) for t in out][: self.length]
-            if len(out) < self.length or any(t < 0 or t >= pair.vocab_size for t in out):
-                raise MalformedOutputError(f"{self.name} returned {out}; expected {self.length} ids in [0, {pair.vocab_size})")
-            prev = [pair.start_context] + out[:-1]
-            toks += out
-            rows += prev
-            pos += list(range(self.length))
-            seq += [i] * self.length
-        a = lambda x: np.asarray(x, dtype=np.int64)
-        return Generation(a(toks), a(rows), a(pos), a(seq), np.zeros(0, dtype=np.int64), n)
+    def mode(self, settings: SamplingSettings) -> str:
+        if self.logits:
+            return "logits"
+        return "greedy" if (self.greedy or settings.is_greedy) else "probs"
+
+    def identity(self) -> dict:
+        return {"adapter": type(self).__name__, "spec": self.spec, "logits": self.logits, "greedy": self.greedy,
+                **implementation_identity(self.fn)}
+
+
+class RoundAdapter(_SequenceAdapter):
+    """``step(prefix, draft, target, gamma, rng[, settings])``: one round per call (module docstring).
+
+    ``logits=True``: draft/target return raw logits and the step receives the settings and applies
+    them. ``greedy=True``: the step decodes greedily on raw probabilities; the audit is the exact
+    greedy check. A step whose signature has a sixth parameter receives the settings in any mode
+    (so a greedy audit on raw rows applies to it too). ``rule='full'`` declares the full rule."""
+
+    def __init__(self, fn, *, name: str | None = None, spec: str | None = None, logits: bool = False, greedy: bool = False,
+                 rule: str | None = None, call_timeout: float | None = 30.0, length: int = 32):
+        self._setup(fn, name, spec, logits, greedy, call_timeout, length, "step")
+        self.rule = rule
+        self.takes_settings = logits or _positional_capacity(fn) >= 6
+
+    def generate(self, pair: ContextPair, n, gamma, rng, settings):
+        view = SequenceView(pair, settings, self.mode(settings))
+        return run_round_step(self.fn, view, n=n, length=self.length, gamma=gamma, rng=rng, pass_settings=self.takes_settings,
+                              timeout=self.call_timeout, name=self.name)
+
+
+class GeneratorAdapter(_SequenceAdapter):
+    """``generate(prompt, max_new_tokens, seed, model) -> list[int]``. ``model`` has
+    ``target_probs(prefix)``, ``draft_probs(prefix)`` (read-only float64 [V]), ``target_logits``,
+    ``draft_logits``, ``settings`` and ``vocab_size``; with ``logits=True`` only the logits are
+    handed over and the generator applies ``model.settings`` itself. Every token is tested against
+    the target's law given its true prefix; a black box shows no round positions, so one stratum."""
+
+    def __init__(self, fn, *, name: str | None = None, spec: str | None = None, logits: bool = False, greedy: bool = False,
+                 call_timeout: float | None = 30.0, length: int = 32):
+        self._setup(fn, name, spec, logits, greedy, call_timeout, length, "generate")
+        # model.settings is always there, but a generator is told to decode greedily on raw rows
+        # only when it declares that it reads the settings (logits) or decodes greedily.
+        self.takes_settings = logits or greedy
+
+    def generate(self, pair: ContextPair, n, gamma, rng, settings):
+        view = SequenceView(pair, settings, self.mode(settings))
+        return run_generator(self.fn, view, n=n, length=self.length, rng=rng, timeout=self.call_timeout, name=self.name)
 
 
 class SubprocessAdapter(Adapter):
@@ -360,6 +348,7 @@ class SubprocessAdapter(Adapter):
     implementation: {"name": "...", "one_hot": false}."""
 
     harness = "kernel"
+    pair_kinds = ("low", "high")
 
     def __init__(self, cmd: str, *, call_timeout: float | None = 30.0):
         self.cmd = cmd
@@ -367,6 +356,9 @@ class SubprocessAdapter(Adapter):
         self.proc = None
         self.name = cmd
         self.one_hot = False
+
+    def identity(self) -> dict:
+        return {"adapter": "SubprocessAdapter", "cmd": self.cmd}
 
     def _start(self):
         if self.proc is None or self.proc.poll() is not None:

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from ..catalogue import BUGS
-from ..catalogue._engine import generate
+from ..harness import concat_generations, run_sampler
 from ..lm.synthetic import make_markov_pair, make_positional_pair
 from ..stats import StreamLaw, stratified_stream_test, vllm_position_chi2
 
@@ -71,11 +71,9 @@ def samples_to_detect(cls, *, vocab=4096, gamma=4, cap=256_000, seed=0):
     size = 1
     while size <= cap and (found["vllm"] is None or found["default"] is None):
         add = size - n
-        parts.append(generate(sampler, pair, n=add, gamma=gamma, rng=rng, settings=settings))
+        parts.append(run_sampler(sampler, pair, n=add, gamma=gamma, rng=rng, settings=settings))
         n = size
-        from ..audit.run import _concat
-
-        g = _concat(parts)
+        g = concat_generations(parts)
         if found["default"] is None and _detect_default(law, g, seed, pair, settings, cls, gamma):
             found["default"] = (n, len(g.tokens))
         if found["vllm"] is None and _detect_vllm(law, g, gamma):

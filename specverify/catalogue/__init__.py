@@ -1,12 +1,11 @@
 """The bug catalogue: known classes of speculative-decoding bugs, and exact decoys.
 
-    from specverify.catalogue import BUGS, DECOYS, ChainSampler, generate
+    from specverify.catalogue import BUGS, DECOYS, ChainSampler
+    from specverify.harness import run_sampler   # drives any of them on a table pair
 """
 
-from ._engine import ChainSampler, Generation, Uniforms, generate
+from ._engine import ChainSampler, Uniforms
 from .bugs import BUGS, DECOYS
+from .trees import TreeSampler, first_token_deviation
 
-__all__ = ["BUGS", "DECOYS", "ChainSampler", "Generation", "Uniforms", "generate"]
-from .trees import TreeSampler, first_token_deviation  # noqa: E402
-
-__all__ += ["TreeSampler", "first_token_deviation"]
+__all__ = ["BUGS", "DECOYS", "ChainSampler", "Uniforms", "TreeSampler", "first_token_deviation"]

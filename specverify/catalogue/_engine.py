@@ -18,9 +18,10 @@ import dataclasses
 import numpy as np
 
 from ..dists import SamplingSettings
+from ..harness import RoundOutput
 from ..lm.synthetic import TablePair
 
-__all__ = ["ChainSampler", "Uniforms", "Generation", "generate", "textbook_inverse_cdf"]
+__all__ = ["ChainSampler", "Uniforms", "textbook_inverse_cdf"]
 
 
 def textbook_inverse_cdf(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -46,14 +47,6 @@ class Uniforms:
     accept: np.ndarray  # [B, g]
     final: np.ndarray  # [B]
     target: np.ndarray  # [B, g + 1]  (sample-and-match and OR-accept rules)
-
-
-@dataclasses.dataclass
-class RoundOutput:
-    tokens: np.ndarray  # [B, g + 1], -1 after the emitted ones
-    num_accepted: np.ndarray  # [B]
-    drafts: np.ndarray  # [B, g]
-    next_context: np.ndarray  # [B] the sampler's own state after the round
 
 
 def _first_false(ok):
@@ -174,87 +167,3 @@ class ChainSampler:
         tokens[:, g] = self.draw(P[:, g], U.final)
         n = np.full(b, g)
         return RoundOutput(tokens, n, X, tokens[ar, g])
-
-
-@dataclasses.dataclass
-class Generation:
-    """A stream of emitted tokens with what the auditor needs to know their law."""
-
-    tokens: np.ndarray  # [N] emitted token ids, in order within each sequence
-    row: np.ndarray  # [N] row of the target table giving each token's law (true context)
-    position: np.ndarray  # [N] position within its round (0 = first emitted)
-    sequence: np.ndarray  # [N] which sequence / round it belongs to
-    num_accepted: np.ndarray  # [R] accepted drafts per round
-    rounds: int
-    drafts: np.ndarray | None = None  # [R, g] drafted tokens per round (kernel harness)
-    drafts_from_implementation: bool = False  # drawn by the implementation, not by the auditor
-
-
-def generate(
-    sampler: ChainSampler,
-    pair: TablePair,
-    *,
-    n: int,
-    gamma: int,
-    rng: np.random.Generator,
-    settings: SamplingSettings | None = None,
-    length: int | None = None,
-    chunk_bytes: int = 1 << 27,
-) -> Generation:
-    """Run ``sampler`` on ``pair``.
-
-    PositionalPair: ``n`` independent rounds. MarkovPair: ``n`` sequences of ``length`` tokens
-    (default 2 gamma + 2), each from the start context. The law row of every emitted token is
-    computed from the emitted tokens themselves (previous token, or position in round), never
-    from the sampler's internal state, so a state bug cannot hide itself.
-    """
-    from ..lm.synthetic import MarkovPair
-
-    v = pair.vocab_size
-    chunk = max(1, chunk_bytes // (8 * v * (2 * gamma + 2)))
-    toks, rows, poss, seqs, accs, drafts = [], [], [], [], [], []
-    if not isinstance(pair, MarkovPair):
-        done = 0
-        while done < n:
-            b = min(chunk, n - done)
-            out = sampler.round(pair, np.zeros(b, dtype=np.int64), gamma, rng, settings)
-            valid = out.tokens >= 0
-            r, pos = np.nonzero(valid)
-            toks.append(out.tokens[r, pos])
-            rows.append(pos)
-            poss.append(pos)
-            seqs.append(r + done)
-            accs.append(out.num_accepted)
-            drafts.append(out.drafts)
-            done += b
-        return Generation(np.concatenate(toks), np.concatenate(rows), np.concatenate(poss), np.concatenate(seqs), np.concatenate(accs), n,
-                          np.concatenate(drafts), bool(getattr(sampler, "draws_drafts", True)))
-    length = length or 2 * gamma + 2
-    done = 0
-    rounds = 0
-    while done < n:
-        b = min(chunk, n - done)
-        ctx = np.full(b, pair.start_context, dtype=np.int64)
-        buf = np.full((b, length + gamma + 17), -1, dtype=np.int64)  # room for a round's overshoot
-        posb = np.full_like(buf, -1)
-        fill = np.zeros(b, dtype=np.int64)
-        while (fill < length).any():
-            active = np.nonzero(fill < length)[0]
-            out = sampler.round(pair, ctx[active], gamma, rng, settings)
-            rounds += len(active)
-            accs.append(out.num_accepted)
-            n_emit = (out.tokens >= 0).sum(1)
-            for k in range(out.tokens.shape[1]):
-                m = k < n_emit
-                buf[active[m], fill[active[m]] + k] = out.tokens[m, k]
-                posb[active[m], fill[active[m]] + k] = k
-            fill[active] += n_emit
-            ctx[active] = out.next_context
-        buf, posb = buf[:, :length], posb[:, :length]
-        prev = np.concatenate([np.full((b, 1), pair.start_context), buf[:, :-1]], axis=1)
-        toks.append(buf.ravel())
-        rows.append(prev.ravel())
-        poss.append(posb.ravel())
-        seqs.append(np.repeat(np.arange(done, done + b), length))
-        done += b
-    return Generation(np.concatenate(toks), np.concatenate(rows), np.concatenate(poss), np.concatenate(seqs), np.concatenate(accs), rounds)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..dists import SamplingSettings, probs_from_logits
 
-__all__ = ["TablePair", "MarkovPair", "PositionalPair", "make_markov_pair", "make_positional_pair", "llm_like_logits"]
+__all__ = ["TablePair", "MarkovPair", "PositionalPair", "make_markov_pair", "make_positional_pair", "llm_like_logits", "tune_draft_noise"]
 
 
 def llm_like_logits(rng: np.random.Generator, rows: int, vocab: int, *, zipf: float = 1.1, spread: float = 1.0) -> np.ndarray:
@@ -84,7 +84,8 @@ class PositionalPair(TablePair):
         return 0
 
 
-def _tune_noise(rng, target, alpha, settings):
+def tune_draft_noise(rng, target, alpha, settings=None):
+    """target + s * N(0, 1) noise, with s found by bisection so that the mean acceptance is about alpha."""
     noise = rng.normal(0, 1, target.shape)
     p = probs_from_logits(target, settings)
 
@@ -108,11 +109,11 @@ def make_markov_pair(vocab: int, *, alpha: float = 0.7, seed: int = 0, settings:
     """A seeded order-1 pair over ``vocab`` tokens whose mean acceptance is about ``alpha``."""
     rng = np.random.default_rng(seed)
     target = llm_like_logits(rng, vocab + 1, vocab)
-    return MarkovPair(target, _tune_noise(rng, target, alpha, settings))
+    return MarkovPair(target, tune_draft_noise(rng, target, alpha, settings))
 
 
 def make_positional_pair(vocab: int, gamma: int, *, alpha: float = 0.7, seed: int = 0, settings: SamplingSettings | None = None) -> PositionalPair:
     """A seeded kernel-level pair: gamma + 1 target rows, gamma draft rows (plus an unused one)."""
     rng = np.random.default_rng(seed)
     target = llm_like_logits(rng, gamma + 1, vocab)
-    return PositionalPair(target, _tune_noise(rng, target, alpha, settings))
+    return PositionalPair(target, tune_draft_noise(rng, target, alpha, settings))

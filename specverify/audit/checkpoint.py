@@ -1,0 +1,78 @@
+"""Checkpoints: everything collected so far, keyed on what makes it valid to resume.
+
+The fingerprint covers the implementation's identity (its adapter, spec, defining file and a hash
+of that file), every option that changes the law or the plan, and the specverify version, so a
+checkpoint of one implementation (or of other options) is refused for another. Writes are atomic
+(a temporary file, then ``os.replace``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import zipfile
+
+import numpy as np
+
+from ..errors import SpecVerifyError
+from ..harness import Generation
+from ..stats import MultinomialEProcess
+from .collect import UnitSample
+
+__all__ = ["fingerprint", "save_checkpoint", "load_checkpoint"]
+
+_ARRAYS = ("tokens", "row", "position", "sequence", "num_accepted")
+_PLAN_INDEPENDENT = ("checkpoint", "resume", "progress", "budget_s", "workers")
+
+
+def fingerprint(adapter, cfg) -> str:
+    from .. import __version__
+
+    opts = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _PLAN_INDEPENDENT}
+    opts["settings"] = [s.short() for s in cfg.settings] if cfg.settings else None
+    blob = json.dumps({"implementation": adapter.identity(), "options": opts, "specverify": __version__}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def save_checkpoint(path: str, fp: str, samples: dict[int, UnitSample]) -> None:
+    arrays, meta = {}, {"fingerprint": fp, "units": {}}
+    for i, s in samples.items():
+        g = s.gen
+        for k in _ARRAYS:
+            arrays[f"u{i}_{k}"] = getattr(g, k)
+        if g.drafts is not None:
+            arrays[f"u{i}_drafts"] = g.drafts
+        if g.law is not None:
+            arrays[f"u{i}_law"] = g.law
+        meta["units"][str(i)] = {"rounds": g.rounds, "drafts_from_implementation": g.drafts_from_implementation,
+                                 "next_batch": s.next_batch, "eprocess": s.eprocess.state(), "stopped_early": s.stopped_early,
+                                 "complete": s.complete, "error": s.error, "unsupported": s.unsupported, "seconds": s.seconds}
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:  # a file object: numpy adds no suffix
+        np.savez(f, meta=json.dumps(meta), **arrays)  # uncompressed: written after every batch
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str, fp: str) -> dict[int, UnitSample]:
+    """The samples of a checkpoint written for the same fingerprint; a clear error otherwise."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            arrays = {k: z[k] for k in z.files if k != "meta"}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
+        raise SpecVerifyError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); "
+                              "delete it or pass another --checkpoint file") from exc
+    if meta.get("fingerprint") != fp:
+        raise SpecVerifyError(f"checkpoint {path} belongs to another audit (a different implementation or source, other "
+                              "options, or another specverify version); delete it, or resume with the same implementation "
+                              "and options")
+    out = {}
+    for key, m in meta["units"].items():
+        i = int(key)
+        g = Generation(*(arrays[f"u{i}_{k}"] for k in _ARRAYS), m["rounds"], arrays.get(f"u{i}_drafts"),
+                       m["drafts_from_implementation"], arrays.get(f"u{i}_law"))
+        out[i] = UnitSample(g, m["next_batch"], MultinomialEProcess.from_state(m["eprocess"]), m["stopped_early"], m["complete"],
+                            m["error"], m["unsupported"], m["seconds"])
+    return out

@@ -1,0 +1,164 @@
+"""Collect: sample one audit unit in seeded batches, with early stopping, a time cap, worker
+processes and checkpoints.
+
+Batch k of unit u draws from ``numpy.random.default_rng([seed, u, k])``, so what is collected is a
+function of the implementation, the seed and the options only: serial, ``workers=N`` and a resumed
+run give the same batches. Sampling stops when (in this order) the implementation fails, the
+e-process crosses 1/alpha_seq (FAIL), ``rounds`` are collected (``--rounds``), the plan is met
+(every stratum holds the planned tokens), or the time cap passes (the unit stays incomplete and
+the verdict is INCONCLUSIVE, never a PASS).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import multiprocessing
+import time
+
+import numpy as np
+
+from ..errors import ImplementationError, UnsupportedSettingError
+from ..harness import Generation, concat_generations
+from ..stats import MultinomialEProcess, StreamLaw
+from ..stats._stream import DEFAULT_BINS
+
+__all__ = ["UnitSample", "collect_unit", "strata_of", "smallest_stratum", "WorkerPool"]
+
+
+@dataclasses.dataclass
+class UnitSample:
+    """What has been collected for one unit (a checkpoint stores these)."""
+
+    gen: Generation = dataclasses.field(default_factory=Generation.empty)
+    next_batch: int = 0
+    eprocess: MultinomialEProcess = dataclasses.field(default_factory=lambda: MultinomialEProcess(DEFAULT_BINS))
+    stopped_early: bool = False
+    complete: bool = False
+    error: str | None = None
+    unsupported: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def units(self) -> int:
+        """Rounds (kernels, catalogue) or sequences (round steps, generators) collected."""
+        return int(self.gen.sequence.max()) + 1 if len(self.gen.sequence) else 0
+
+
+def strata_of(position: np.ndarray, rule: str) -> np.ndarray:
+    """Stream stratum of every token from its position in the round (never from its value)."""
+    position = np.asarray(position)
+    if rule == "pooled":
+        return np.zeros_like(position)
+    if rule == "first-later":
+        return np.minimum(position, 1)
+    counts = np.bincount(position) if len(position) else np.zeros(1, int)
+    share = counts / max(counts.sum(), 1)
+    ok = np.nonzero(share >= 0.05)[0]
+    return np.minimum(position, int(ok.max()) if len(ok) else 0)
+
+
+def smallest_stratum(position: np.ndarray, rule: str) -> int:
+    if not len(position):
+        return 0
+    return int(np.bincount(strata_of(position, rule)).min())
+
+
+class WorkerPool:
+    """Batches computed in forked worker processes, returned in batch order."""
+
+    _jobs: dict = {}
+
+    def __init__(self, workers: int, adapter, pairs: dict):
+        self.workers = workers
+        WorkerPool._jobs = {"adapter": adapter, "pairs": pairs}
+        ctx = multiprocessing.get_context("fork")
+        self.ex = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) if workers > 1 else None
+
+    def batches(self, unit, cfg, start: int, sizes: list[int]):
+        if self.ex is None:
+            for k, n in enumerate(sizes, start):
+                yield _batch(unit.index, unit.settings, cfg, k, n)
+            return
+        futs = [self.ex.submit(_batch, unit.index, unit.settings, cfg, k, n) for k, n in enumerate(sizes, start)]
+        try:
+            for f in futs:
+                yield f.result()
+        finally:
+            for f in futs:
+                f.cancel()
+
+    def close(self):
+        if self.ex is not None:
+            self.ex.shutdown(wait=False, cancel_futures=True)
+
+
+def _batch(unit_index, settings, cfg, k, n):
+    """One seeded batch; runs in the parent or in a forked worker. Errors come back as values."""
+    adapter, pair = WorkerPool._jobs["adapter"], WorkerPool._jobs["pairs"][unit_index]
+    rng = np.random.default_rng([cfg.seed, unit_index, k])
+    try:
+        return adapter.generate(pair, n, cfg.gamma, rng, settings)
+    except ImplementationError as exc:
+        return exc
+
+
+def _sizes(unit, cfg, sample: UnitSample, wave: int) -> list[int]:
+    """Batch sizes of the next wave: full batches, the last one cut at ``rounds``."""
+    out, have = [], sample.units
+    for _ in range(wave):
+        n = unit.batch
+        if cfg.rounds:
+            n = min(n, cfg.rounds - have)
+        if n <= 0:
+            break
+        out.append(n)
+        have += n
+    return out
+
+
+def collect_unit(unit, pair, cfg, need: int, sample: UnitSample, pool: WorkerPool, *, deadline: float,
+                 on_batch=None) -> UnitSample:
+    """Sample ``unit`` until a stop condition holds (module docstring); returns ``sample`` updated."""
+    # laws that depend on the history (penalties) are per token: no table for the e-process
+    law = None if unit.settings.uses_history else StreamLaw(pair.target_table(unit.settings))
+    t0 = time.monotonic()
+    while not sample.complete and not sample.stopped_early and sample.error is None:
+        sizes = _sizes(unit, cfg, sample, pool.workers)
+        if not sizes or (cfg.max_units and sample.units >= cfg.max_units):
+            sample.complete = True
+            break
+        if time.monotonic() > deadline:
+            break
+        for out in pool.batches(unit, cfg, sample.next_batch, sizes):
+            if _absorb(sample, out, unit, law, need, cfg):
+                break
+            if on_batch:
+                on_batch(sample)
+            if time.monotonic() > deadline:
+                break
+    sample.seconds += time.monotonic() - t0
+    return sample
+
+
+def _absorb(sample: UnitSample, out, unit, law, need: int, cfg) -> bool:
+    """Add one batch; True when sampling of this unit stops."""
+    sample.next_batch += 1
+    if isinstance(out, UnsupportedSettingError):
+        sample.unsupported = str(out)
+        return True
+    if isinstance(out, ImplementationError):
+        sample.error = str(out)
+        return True
+    sample.gen = concat_generations([sample.gen, out]) if len(sample.gen.tokens) else out
+    if law is not None:
+        cell_of, mass, _ = law.cells("sorted_mass", DEFAULT_BINS)
+        sample.eprocess.update(cell_of[out.row, out.tokens], mass[out.row], groups=out.row)
+        if sample.eprocess.rejects(unit.family.alpha_sequential):
+            sample.stopped_early = True
+            return True
+    if cfg.rounds:
+        sample.complete = sample.units >= cfg.rounds
+    else:
+        sample.complete = smallest_stratum(sample.gen.position, unit.strata_rule) >= need
+    return sample.complete

@@ -1,0 +1,141 @@
+"""Conclude: test what a unit collected, and turn the units and exact checks into a verdict.
+
+Per unit, the stratified default stream test (Holm across strata, the white-box strata of a
+declared full rule in the same family) and the e-process decide: FAIL with the first failing
+stratum by Holm order; PASS only when the unit's plan was met (or its ``rounds`` collected) and
+its eps is at most the requested one; otherwise INCONCLUSIVE, saying which eps was reached. The
+verdict is FAIL if any check fails, INCONCLUSIVE if any is inconclusive, else PASS.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, StreamLaw, Verdict, holm, pit_values, stratified_stream_test
+from ..stats import whitebox_round_tests
+from ..theory import accepted_length_law_position_dependent, expected_tokens_position_dependent
+from .collect import UnitSample, strata_of
+
+__all__ = ["conclude_unit", "decide", "failure_message", "UNSUPPORTED"]
+
+UNSUPPORTED = "UNSUPPORTED"
+
+
+def failure_message(label: str, stratum: str, test, adjusted: float) -> str:
+    """One line for a failing stream stratum: where, which test, how far, on which cells."""
+    cells = "; ".join(f"{c.label}: observed {c.observed:.0f}, expected {c.expected:.1f}" for c in test.worst_cells[:3])
+    return (f"{label}, {stratum}: {test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); "
+            f"TV on its cells {test.tv_estimate:.4f} [{test.tv_interval[0]:.4f}, {test.tv_interval[1]:.4f}]; {cells}")
+
+
+def _law(unit, pair, gen):
+    """(StreamLaw, rows): the table of the pair, or the per-token laws of history-dependent settings."""
+    if gen.law is not None:
+        return StreamLaw(gen.law), gen.row
+    return StreamLaw(pair.target_table(unit.settings)), gen.row
+
+
+def _whitebox(adapter, unit, pair, gen, cfg):
+    if unit.family.whitebox == 0 or not hasattr(pair, "gamma"):
+        return []
+    s = unit.settings
+    return whitebox_round_tests(gen.tokens, gen.position, gen.sequence, gen.num_accepted, pair.target_table(s)[: cfg.gamma + 1],
+                                pair.draft_table(s)[: cfg.gamma], drafts=gen.drafts,
+                                drafts_from_implementation=gen.drafts_from_implementation,
+                                rng=np.random.default_rng([cfg.seed, unit.index, 3]))
+
+
+def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
+    """The unit's CheckOutcome (module docstring)."""
+    label = unit.label + (f" [{pair.label()}]" if hasattr(pair, "label") else "")
+    if sample.unsupported:
+        return CheckOutcome(f"{unit.label}: implementation", UNSUPPORTED, "exact", sample.unsupported)
+    if sample.error:
+        return CheckOutcome(f"{unit.label}: implementation", FAIL, "exact", sample.error)
+    gen, fam = sample.gen, unit.family
+    law, rows = _law(unit, pair, gen)
+    wb = _whitebox(adapter, unit, pair, gen, cfg)
+    results, adj = stratified_stream_test(law, gen.tokens, rows, strata_of(gen.position, unit.strata_rule),
+                                          rng=np.random.default_rng([cfg.seed, unit.index, 1]), alpha=fam.alpha_fixed,
+                                          beta=fam.beta, extra_family=len(wb))
+    if wb:
+        adj_all = holm([r.pvalue for r in results] + [w.result.pvalue for w in wb])
+        adj = adj_all[: len(results)]
+        for w, a in zip(wb, adj_all[len(results):]):
+            w.adjusted_pvalue = float(a)
+    eps_here = max(r.min_detectable_tv for r in results)
+    detail = _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg)
+    ep_fail = sample.eprocess.rejects(fam.alpha_sequential) if fam.sequential else False
+    failing = sorted([(float(a), "stream", r) for r, a in zip(results, adj) if a <= fam.alpha_fixed]
+                     + [(w.adjusted_pvalue, "whitebox", w) for w in wb if w.adjusted_pvalue <= fam.alpha_fixed],
+                     key=lambda x: x[0])
+    if failing:
+        p, what, r = failing[0]
+        msg = (failure_message(label, r.stratum, r.worst, p) if what == "stream"
+               else f"{label}, white-box {r.stratum}: {r.result} (Holm-adjusted {p:.3g})")
+        return CheckOutcome(label, FAIL, "statistical", msg, p, eps_here, len(gen.tokens), detail)
+    if ep_fail:
+        msg = (f"{label}: sequential e-process crossed 1/alpha (max e = {math.exp(min(sample.eprocess.max_log_e, 700)):.3g}) "
+               f"after {sample.eprocess.t:,} tokens")
+        return CheckOutcome(label, FAIL, "statistical", msg, None, eps_here, len(gen.tokens), detail)
+    worst = int(np.argmin(adj))
+    if sample.complete and eps_here <= cfg.eps * (1 + 1e-9):
+        return CheckOutcome(label, PASS, "statistical", f"no deviation of TV >= {eps_here:.4f} in any of {len(results)} strata "
+                            f"(sorted-mass projection; pooled {results[0].min_detectable_tv:.4f})", float(adj[worst]), eps_here,
+                            len(gen.tokens), detail)
+    why = "the time cap stopped sampling" if not sample.complete else "the rounds given by --rounds were not enough"
+    return CheckOutcome(label, INCONCLUSIVE, "statistical", f"not reached: eps {eps_here:.4f} > {cfg.eps:g} ({why}); no "
+                        f"deviation found in {len(gen.tokens):,} tokens", float(adj[worst]), eps_here, len(gen.tokens), detail)
+
+
+def _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg) -> dict:
+    worst = int(np.argmin(adj))
+    u = pit_values(law, gen.tokens, rows, np.random.default_rng([cfg.seed, unit.index, 2]))
+    sm = results[worst].components[0]
+    return {
+        "pair": pair.label() if hasattr(pair, "label") else unit.pair_kind,
+        "rounds_or_sequences": sample.units,
+        "pit_hist": np.bincount(np.minimum((u * 20).astype(int), 19), minlength=20).tolist(),
+        "worst_stratum": results[worst].stratum,
+        "worst_stratum_bins": {"observed": sm.observed, "expected": sm.expected},
+        "strata": [{"stratum": r.stratum, "n": r.n, "pvalue_holm": float(a), "min_detectable_tv": r.min_detectable_tv,
+                    "components": [str(c) for c in r.components]} for r, a in zip(results, adj)],
+        "tokens_per_position": np.bincount(gen.position).tolist() if len(gen.position) else [],
+        "eprocess_max_log_e": sample.eprocess.max_log_e, "stopped_early": sample.stopped_early,
+        "whitebox": [{"stratum": w.stratum, "pvalue_holm": w.adjusted_pvalue, "result": str(w.result)} for w in wb],
+        "acceptance": _acceptance(pair, unit.settings, gen, cfg.gamma),
+    }
+
+
+def _acceptance(pair, s, gen, gamma):
+    """Measured accepted drafts per round against the full rule's product-form prediction."""
+    acc = gen.num_accepted
+    out = {"rounds": int(len(acc)), "mean_accepted": float(acc.mean()) if len(acc) else None,
+           "accepted_hist": np.bincount(acc, minlength=gamma + 1).tolist() if len(acc) else []}
+    if hasattr(pair, "gamma") and len(acc):
+        p, q = pair.target_table(s), pair.draft_table(s)
+        a = [float(np.minimum(p[j], q[j]).sum()) for j in range(gamma)]
+        out["predicted_mean_accepted_full_rule"] = float(expected_tokens_position_dependent(a) - 1)
+        out["predicted_accepted_law_full_rule"] = [float(x) for x in accepted_length_law_position_dependent(a)]
+        out["per_position_alpha"] = a
+    return out
+
+
+def decide(checks: list[CheckOutcome]) -> str:
+    """FAIL if any check fails; INCONCLUSIVE if any is inconclusive (or nothing was tested); else PASS."""
+    statuses = {c.status for c in checks}
+    if FAIL in statuses:
+        return FAIL
+    if INCONCLUSIVE in statuses or not any(c.status == PASS for c in checks):
+        return INCONCLUSIVE
+    return PASS
+
+
+def make_verdict(checks, evidence, cfg, *, needed, samples, seconds, subject, lossy_by_design=False) -> Verdict:
+    status = decide(checks)
+    eps = [c.eps for c in checks if c.kind == "statistical" and c.eps is not None]
+    eps_reached = max(eps) if eps else (0.0 if status == PASS else math.inf)
+    return Verdict(status, cfg.alpha, cfg.beta, eps_reached, cfg.eps, cfg.seed, checks, evidence, needed if status == INCONCLUSIVE else None,
+                   samples, seconds, subject, lossy_by_design=lossy_by_design)

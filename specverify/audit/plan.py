@@ -1,0 +1,169 @@
+"""Plan: which units an audit samples, and the test family (rates, strata, sample size) of each.
+
+A unit is one (sampling setting, model pair) cell. The family-wise false-fail rate alpha is split
+by Bonferroni across units; inside a unit, half goes to the sequential e-process (which may stop
+sampling early on gross bugs) and half to the fixed-n family, where Holm runs across the stream
+strata (positions in the round, and pooled) and the white-box strata. A unit's plan is met when
+its smallest stratum holds the tokens that detect a deviation of TV >= eps with probability
+>= 1 - beta at the first Holm step (:func:`specverify.stats.min_samples_for_tv`).
+
+Pairs per setting (``Adapter.pair_kinds``): implementations written by users get a low-overlap
+pair (mean acceptance about 0.3, with zero-heavy and disjoint rows) and a high-overlap pair (about
+0.95, with draft == target rows), because bugs of the rejection path hide under high overlap and
+bugs of the all-accepted path under low overlap. Round steps and generators see whole prefixes on
+order-2, position-dependent context pairs (:mod:`specverify.harness`); kernels see positional
+rows; the catalogue keeps its one tuned pair per setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..dists import SamplingSettings
+from ..harness import make_context_pair
+from ..lm.synthetic import make_markov_pair, make_positional_pair
+from ..stats import min_samples_for_tv
+from ..stats._stratified import WHITEBOX_STRATA_WITH_DRAFTS
+from ..stats._stream import DEFAULT_BINS, DEFAULT_COMPONENTS
+
+__all__ = ["DEFAULT_SETTINGS", "PARITY_GRID", "TestFamily", "AuditUnit", "AuditPlan", "plan_audit", "KIND_ALPHA"]
+
+DEFAULT_SETTINGS = (
+    SamplingSettings(),
+    SamplingSettings(temperature=0.7, top_p=0.9),
+    SamplingSettings(temperature=0.9, top_k=12, top_p=0.85, min_p=0.08),
+)
+
+#: Settings audited for implementations that apply the settings themselves (--logits): each knob
+#: alone, so that a FAIL names the knob, then all of them together.
+PARITY_GRID = (
+    SamplingSettings(temperature=1.0),
+    SamplingSettings(temperature=0.6),
+    SamplingSettings(temperature=1.5),
+    SamplingSettings(top_p=0.8),
+    SamplingSettings(top_k=2),
+    SamplingSettings(top_k=5),
+    SamplingSettings(min_p=0.1),
+    SamplingSettings(repetition_penalty=1.3),
+    SamplingSettings(temperature=0.8, top_k=5, top_p=0.8, min_p=0.1, repetition_penalty=1.3),
+)
+
+#: mean acceptance of the kernel-level pairs of each kind
+KIND_ALPHA = {"low": 0.3, "high": 0.95}
+
+
+@dataclasses.dataclass(frozen=True)
+class TestFamily:
+    """One unit's test family: its share of alpha, its strata, and the sample size they need."""
+
+    alpha: float  # this unit's family-wise false-fail rate (after Bonferroni across units)
+    beta: float
+    eps: float
+    strata: int  # stream strata, pooled included
+    whitebox: int = 0  # white-box strata in the same Holm family
+    sequential: bool = True  # half of alpha goes to the e-process
+
+    @property
+    def alpha_fixed(self) -> float:
+        return self.alpha / 2 if self.sequential else self.alpha
+
+    @property
+    def alpha_sequential(self) -> float:
+        return self.alpha / 2 if self.sequential else 0.0
+
+    @property
+    def size(self) -> int:
+        return self.strata + self.whitebox
+
+    def tokens_per_stratum(self) -> int:
+        """Tokens each stratum needs so that TV >= eps is detected w.p. >= 1 - beta (first Holm step)."""
+        per_test = self.alpha_fixed / self.size / DEFAULT_COMPONENTS
+        return int(min_samples_for_tv(self.eps, df=DEFAULT_BINS - 1, alpha=per_test, beta=self.beta))
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditUnit:
+    index: int
+    setting_index: int
+    settings: SamplingSettings
+    pair_kind: str  # 'default' (the catalogue's tuned pair), 'low', 'high'
+    family: TestFamily
+    strata_rule: str  # 'positions' (tail under 5% pooled), 'first-later', 'pooled'
+    batch: int  # rounds (kernel, catalogue) or sequences (round steps, generators) per batch
+
+    @property
+    def label(self) -> str:
+        pair = "" if self.pair_kind == "default" else f" / {self.pair_kind}-overlap pair"
+        return f"settings[{self.setting_index}] {self.settings.short()}{pair}"
+
+    def make_pair(self, harness: str, cfg):
+        seed = cfg.seed * 1000 + self.setting_index
+        s = self.settings
+        if harness == "context":
+            return make_context_pair(cfg.vocab, self.pair_kind, seed=seed, settings=s)
+        alpha = KIND_ALPHA.get(self.pair_kind, cfg.target_alpha)
+        if harness == "sequence":
+            return make_markov_pair(cfg.vocab, alpha=alpha, seed=seed, settings=s)
+        return make_positional_pair(cfg.vocab, cfg.gamma, alpha=alpha, seed=seed, settings=s)
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditPlan:
+    units: tuple[AuditUnit, ...]
+    settings: tuple[SamplingSettings, ...]
+    skipped: tuple[str, ...] = ()  # settings left out, with the reason
+
+    def need(self, unit: AuditUnit) -> int:
+        return unit.family.tokens_per_stratum()
+
+
+def _strata_rule(adapter) -> tuple[str, int]:
+    """(rule, number of stream strata incl. pooled) for an adapter's harness."""
+    if adapter.harness == "context":
+        if type(adapter).__name__ == "GeneratorAdapter":
+            return "pooled", 1
+        return "first-later", 3
+    return "positions", None  # gamma + 2, filled in by the caller
+
+
+def plan_audit(adapter, cfg) -> AuditPlan:
+    """The units and their families for ``adapter`` under ``cfg`` (see the module docstring)."""
+    settings = tuple(cfg.settings) if cfg.settings else (PARITY_GRID if adapter.logits else DEFAULT_SETTINGS)
+    skipped = []
+    if adapter.greedy:  # a greedy implementation is audited by the exact greedy check only
+        return AuditPlan((), settings, ("every sampling setting: the implementation decodes greedily (exact check only)",))
+    keep = []
+    for s in settings:
+        if s.is_greedy:
+            skipped.append(f"{s.short()}: greedy, covered by the exact greedy check")
+        elif s.uses_history and adapter.harness != "context":
+            skipped.append(f"{s.short()}: penalties need a history; kernels and the catalogue see none")
+        else:
+            keep.append(s)
+    rule, strata = _strata_rule(adapter)
+    strata = strata or cfg.gamma + 2
+    whitebox = WHITEBOX_STRATA_WITH_DRAFTS if _white_box(adapter) else 0
+    kinds = adapter.pair_kinds
+    cells = [(i, s, k) for i, s in enumerate(settings) if s in keep for k in _kinds_for(adapter, kinds, i)]
+    fam = TestFamily(cfg.alpha / max(len(cells), 1), cfg.beta, cfg.eps, strata, whitebox)
+    batch = cfg.batch if adapter.harness != "context" else max(1, cfg.batch // 16)
+    units = tuple(AuditUnit(u, i, s, k, fam, rule, batch) for u, (i, s, k) in enumerate(cells))
+    return AuditPlan(units, settings, tuple(skipped))
+
+
+def _kinds_for(adapter, kinds, setting_index):
+    """Parity grids are long: each of their settings runs on one pair, alternating the kinds."""
+    if adapter.logits and len(kinds) > 1 and setting_index > 0:
+        return (kinds[setting_index % len(kinds)],)
+    return kinds
+
+
+def _white_box(adapter) -> bool:
+    """The white-box strata apply: a kernel-harness implementation that declares the full rule."""
+    return getattr(adapter, "rule", None) == "full" and adapter.harness == "kernel"
+
+
+def units_summary(plan: AuditPlan) -> str:
+    n = len(plan.units)
+    return f"{n} unit{'s' * (n != 1)}" + (f"; need {plan.need(plan.units[0]):,} tokens per stratum" if n else "")
+

@@ -1,0 +1,161 @@
+"""Context models: seeded draft/target pairs whose law depends on more than the last token.
+
+A :class:`ContextPair` keys its rows on the last ``order`` tokens of the whole prefix and, when
+``positional``, on the prefix's length (so KV-block or position logic that hands the model a wrong
+prefix changes the law); the key is hashed to one of ``M`` rows of a logits table. The rows are
+LLM-like (:func:`specverify.lm.synthetic.llm_like_logits`) and the draft is the target plus tuned
+noise, so the mean acceptance is controlled. Kinds (``PAIR_KINDS``):
+
+* ``low``: mean acceptance about 0.3; a quarter of the rows are zero-heavy (target and draft each
+  mask a different 40% of the vocabulary) and one row in sixteen has disjoint supports, so
+  rejections, replacements and p(x) = 0 drafts are frequent;
+* ``high``: mean acceptance about 0.95 and a quarter of the rows with draft == target, so every
+  position of a round, the bonus included, is reached often;
+* ``greedy``: raw rows built for greedy audits: exact ties on the top (the draft favours the
+  higher-id tied token), near ties (top-two logit margin 1e-6), and rows whose draft argmax
+  differs from the target's; the draft agrees with the target's argmax on about 82% of rows, so
+  the bonus position is reached in about 45% of the rounds at gamma 4.
+
+Row of a prefix (shapes: V vocabulary, M rows, k = order):
+    window = prefix[-k:] left-padded with V (start symbol); key = (len(prefix) if positional, window)
+    row = exact index when the key space fits M, else splitmix64(key) mod M.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..dists import SamplingSettings, probs_from_logits, token_counts
+from ..lm.synthetic import TablePair, llm_like_logits, tune_draft_noise
+
+__all__ = ["ContextPair", "PAIR_KINDS", "make_context_pair"]
+
+PAIR_KINDS = ("low", "high", "greedy")
+_MASK = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+@dataclasses.dataclass(eq=False)
+class ContextPair(TablePair):
+    """Target and draft tables [M, V] keyed on (position, last ``order`` tokens)."""
+
+    order: int = 2
+    positional: bool = True
+    kind: str = "custom"
+    salt: int = 0
+
+    def __post_init__(self):
+        for t in (self.target_logits, self.draft_logits):
+            t.flags.writeable = False
+
+    @property
+    def n_rows(self) -> int:
+        return self.target_logits.shape[0]
+
+    @property
+    def start_context(self) -> int:
+        return self.vocab_size
+
+    def label(self) -> str:
+        pos = "+position" if self.positional else ""
+        return f"{self.kind} (order {self.order}{pos}, mean acceptance {self.mean_acceptance():.2f})"
+
+    def row_of(self, prefix) -> int:
+        """Row of the law of the token that follows ``prefix`` (a sequence of ids)."""
+        v, k = self.vocab_size, self.order
+        window = [int(t) for t in prefix[-k:]] if k else []
+        window = [v] * (k - len(window)) + window
+        if not self.positional and (v + 1) ** k <= self.n_rows:
+            idx = 0
+            for t in window:
+                idx = idx * (v + 1) + t
+            return idx
+        h = self.salt ^ (len(prefix) if self.positional else 0)
+        for t in window:
+            h = _splitmix64(h ^ (t + 1))
+        return _splitmix64(h) % self.n_rows
+
+    def law_logits(self, prefix, *, draft: bool = False) -> np.ndarray:
+        """Raw logits [V] (read-only) for the token after ``prefix``."""
+        return (self.draft_logits if draft else self.target_logits)[self.row_of(prefix)]
+
+    def law_probs(self, prefix, settings: SamplingSettings | None, *, draft: bool = False) -> np.ndarray:
+        """Processed probabilities [V] for the token after ``prefix`` under ``settings``; laws that
+        depend on the history (a repetition penalty) are computed from ``prefix``."""
+        if settings is not None and settings.uses_history:
+            seen = token_counts(prefix, self.vocab_size)
+            return probs_from_logits(self.law_logits(prefix, draft=draft), settings, seen_counts=seen, output_counts=seen)
+        table = self.draft_table(settings) if draft else self.target_table(settings)
+        return table[self.row_of(prefix)]
+
+
+def _mask_rows(rng, target, draft, rows, frac):
+    """Target and draft each lose a different ``frac`` of the vocabulary on ``rows``."""
+    v = target.shape[1]
+    for r in rows:
+        target[r, rng.choice(v, int(frac * v), replace=False)] = -np.inf
+        draft[r, rng.choice(v, int(frac * v), replace=False)] = -np.inf
+
+
+def _disjoint_rows(rng, target, draft, rows):
+    v = target.shape[1]
+    for r in rows:
+        half = rng.permutation(v)
+        target[r, half[: v // 2]] = -np.inf
+        draft[r, half[v // 2 :]] = -np.inf
+
+
+def _greedy_rows(rng, target, draft):
+    """Exact ties, near ties and argmax disagreements on raw rows (see the module docstring)."""
+    m, v = target.shape
+    kind = rng.choice(4, m, p=[0.8, 0.08, 0.04, 0.08])  # plain, exact tie, near tie, draft disagrees
+    for r in range(m):
+        order = np.argsort(-target[r], kind="stable")
+        a, b = sorted(order[:2].tolist())
+        if kind[r] == 1:  # exact tie: target-only greedy takes a (lowest id); the draft prefers b
+            target[r, b] = target[r, a]
+            draft[r] = target[r] - 0.5 * rng.random(v)
+            draft[r, b] = target[r, a] + 0.2
+        elif kind[r] == 2:  # near tie: margin 1e-6, in either direction
+            top = target[r, order[0]]
+            target[r, order[1]] = top - 1e-6
+            draft[r] = target[r] + rng.normal(0, 0.05, v)
+            draft[r, order[0]] = draft[r, order[1]] = top
+        elif kind[r] == 3:  # the draft's argmax differs; the target's top keeps a large draft mass
+            draft[r] = target[r] + rng.normal(0, 0.1, v)
+            draft[r, order[1]] = target[r, order[0]] + 0.3
+        else:
+            draft[r] = target[r] + rng.normal(0, 0.1, v)
+            draft[r, order[0]] = draft[r].max() + 0.1
+
+
+def make_context_pair(vocab: int, kind: str = "high", *, order: int = 2, positional: bool = True, rows: int | None = None,
+                      seed: int = 0, settings: SamplingSettings | None = None) -> ContextPair:
+    """A seeded :class:`ContextPair` of one of ``PAIR_KINDS`` (see the module docstring)."""
+    if kind not in PAIR_KINDS:
+        raise ValueError(f"kind={kind!r} is not a pair kind; use one of {PAIR_KINDS}")
+    if vocab < 2:
+        raise ValueError(f"vocab={vocab} is too small; use vocab >= 2")
+    m = rows or int(min(512, max(16, (1 << 24) // vocab)))
+    rng = np.random.default_rng([seed, PAIR_KINDS.index(kind)])
+    target = llm_like_logits(rng, m, vocab)
+    if kind == "greedy":
+        draft = target.copy()
+        _greedy_rows(rng, target, draft)
+    else:
+        draft = tune_draft_noise(rng, target, 0.3 if kind == "low" else 0.95, settings).copy()
+        special = rng.permutation(m)[: m // 4]
+        if kind == "low":
+            _mask_rows(rng, target, draft, special[m // 16 :], 0.4)
+            _disjoint_rows(rng, target, draft, special[: m // 16])
+        else:
+            draft[special] = target[special]
+    return ContextPair(target, draft, order=order, positional=positional, kind=kind, salt=int(rng.integers(2**62)))

@@ -1,0 +1,67 @@
+"""What an audited implementation emitted, in the form the statistics consume.
+
+Shapes: N emitted tokens, R rounds, g = gamma, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+__all__ = ["RoundOutput", "Generation", "concat_generations"]
+
+
+@dataclasses.dataclass
+class RoundOutput:
+    """One batch of rounds."""
+
+    tokens: np.ndarray  # [B, g + 1], -1 after the emitted ones
+    num_accepted: np.ndarray  # [B]
+    drafts: np.ndarray  # [B, g]
+    next_context: np.ndarray  # [B] the sampler's own state after the round
+
+
+@dataclasses.dataclass
+class Generation:
+    """A stream of emitted tokens with what the auditor needs to know each one's law.
+
+    The law of token i is row ``row[i]`` of the pair's target table, or, when ``law`` is given
+    (laws that depend on the whole history, e.g. a repetition penalty), ``law[row[i]]``."""
+
+    tokens: np.ndarray  # [N] emitted token ids, in order within each sequence
+    row: np.ndarray  # [N] law row of each token (computed from the true prefix, never from the implementation)
+    position: np.ndarray  # [N] position within its round (0 = first emitted)
+    sequence: np.ndarray  # [N] which sequence / round it belongs to
+    num_accepted: np.ndarray  # [R] accepted drafts per round
+    rounds: int
+    drafts: np.ndarray | None = None  # [R, g] drafted tokens per round (kernel harness)
+    drafts_from_implementation: bool = False  # drawn by the implementation, not by the auditor
+    law: np.ndarray | None = None  # [M', V] per-token law rows, when not a table of the pair
+
+    @classmethod
+    def empty(cls) -> Generation:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z, z, z, z, 0)
+
+
+def concat_generations(parts: list[Generation]) -> Generation:
+    """One Generation from consecutive batches (sequence ids and law rows renumbered)."""
+    if not parts:
+        return Generation.empty()
+    seq_off, law_off, toks, rows, pos, seqs, laws = 0, 0, [], [], [], [], []
+    for g in parts:
+        toks.append(g.tokens)
+        pos.append(g.position)
+        seqs.append(g.sequence + seq_off)
+        rows.append(g.row + law_off)
+        seq_off += int(g.sequence.max()) + 1 if len(g.sequence) else 0
+        if g.law is not None:
+            laws.append(g.law)
+            law_off += len(g.law)
+    if laws and len(laws) != len(parts):
+        raise ValueError("cannot concatenate generations with and without per-token laws")
+    drafts = np.concatenate([g.drafts for g in parts]) if all(g.drafts is not None for g in parts) else None
+    return Generation(np.concatenate(toks), np.concatenate(rows), np.concatenate(pos), np.concatenate(seqs),
+                      np.concatenate([g.num_accepted for g in parts]), sum(g.rounds for g in parts), drafts,
+                      parts[0].drafts_from_implementation, np.concatenate(laws) if laws else None)

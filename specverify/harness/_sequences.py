@@ -1,0 +1,197 @@
+"""Drivers for implementations that see whole sequences: round steps and generators.
+
+Each sequence starts from a random prompt (2 to 5 tokens) and grows by the tokens the
+implementation emits; every call receives the whole prefix so far, and the rounds of one
+sequence are consecutive calls, so state an implementation keeps between calls (a KV cache) is
+exercised as in production. The law of every emitted token is taken from the true prefix, never
+from what the implementation asked the model, so a wrong prefix (a stale cache, a position bug)
+cannot hide itself.
+
+Modes (what the rows handed over are):
+    'probs'   q(.|prefix), p(.|prefix) processed by the audit's settings
+    'logits'  raw logits; the implementation applies the settings (passed as ``settings``)
+    'greedy'  raw probabilities (temperature 1); the expected output is target-only greedy
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..dists import SamplingSettings
+from ..errors import MalformedOutputError
+from ._contexts import ContextPair
+from ._records import Generation
+from ._watchdog import run_guarded
+
+__all__ = ["SequenceView", "run_round_step", "run_generator", "MODES", "PROMPT_LENGTHS"]
+
+MODES = ("probs", "logits", "greedy")
+PROMPT_LENGTHS = (2, 6)  # [low, high) prompt tokens per sequence
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+@dataclasses.dataclass
+class SequenceView:
+    """The model as an implementation under audit sees it (one mode, one setting).
+
+    ``draft(prefix) -> [V]`` and ``target(prefix, proposed) -> [len(proposed) + 1, V]`` are the
+    round-step callables; ``target_probs`` / ``draft_probs`` / ``*_logits`` are the generator's.
+    Every array is read-only float64."""
+
+    pair: ContextPair
+    settings: SamplingSettings
+    mode: str = "probs"
+    proposed: list = dataclasses.field(default_factory=list)  # the drafts of the last target() call
+
+    @property
+    def vocab_size(self) -> int:
+        return self.pair.vocab_size
+
+    def _row(self, prefix, *, draft: bool) -> np.ndarray:
+        if self.mode == "logits":
+            return self.pair.law_logits(prefix, draft=draft)
+        s = None if self.mode == "greedy" else self.settings
+        return _readonly(self.pair.law_probs(prefix, s, draft=draft))
+
+    def draft(self, prefix) -> np.ndarray:
+        return self._row(list(prefix), draft=True)
+
+    def target(self, prefix, proposed) -> np.ndarray:
+        prefix, proposed = list(prefix), [int(t) for t in proposed]
+        self.proposed = proposed
+        rows = np.stack([self._row(prefix + proposed[:j], draft=False) for j in range(len(proposed) + 1)])
+        rows.flags.writeable = False
+        return rows
+
+    # the generator's view
+    def target_probs(self, prefix):
+        return self._probs_only(prefix, draft=False)
+
+    def draft_probs(self, prefix):
+        return self._probs_only(prefix, draft=True)
+
+    def target_logits(self, prefix):
+        return self.pair.law_logits(list(prefix))
+
+    def draft_logits(self, prefix):
+        return self.pair.law_logits(list(prefix), draft=True)
+
+    def _probs_only(self, prefix, *, draft):
+        if self.mode == "logits":
+            raise MalformedOutputError("this audit runs with --logits: read target_logits / draft_logits and apply "
+                                       "model.settings yourself (probabilities are not handed over in this mode)")
+        return self._row(list(prefix), draft=draft)
+
+
+class _Recorder:
+    """Accumulates emitted tokens with their law rows (from the true prefix)."""
+
+    def __init__(self, view: SequenceView):
+        self.view = view
+        self.tokens, self.rows, self.pos, self.seq, self.n_acc, self.drafts, self.laws = [], [], [], [], [], [], []
+        s = view.settings
+        self.per_token_law = view.mode != "greedy" and s.uses_history
+
+    def emit(self, seq: list, out: list, seq_id: int, gamma: int, limit: int):
+        for j, t in enumerate(out):
+            if len(seq) < limit:
+                self._record(seq, t, j, seq_id)
+            seq.append(t)
+        self.n_acc.append(len(out) - 1)
+        d = self.view.proposed[:gamma]
+        self.drafts.append(d + [-1] * (gamma - len(d)))
+
+    def _record(self, seq, t, j, seq_id):
+        pair, s = self.view.pair, self.view.settings
+        if self.per_token_law:
+            self.rows.append(len(self.laws))
+            self.laws.append(pair.law_probs(seq, s))
+        else:
+            self.rows.append(pair.row_of(seq))
+        self.tokens.append(t)
+        self.pos.append(j)
+        self.seq.append(seq_id)
+
+    def generation(self, rounds: int) -> Generation:
+        a = lambda x: np.asarray(x, dtype=np.int64).reshape(-1)  # noqa: E731
+        law = np.stack(self.laws) if self.per_token_law and self.laws else None
+        drafts = np.asarray(self.drafts, dtype=np.int64).reshape(len(self.drafts), -1) if self.drafts else None
+        return Generation(a(self.tokens), a(self.rows), a(self.pos), a(self.seq), a(self.n_acc), rounds, drafts, drafts is not None, law)
+
+
+def _check_step_output(out, gamma: int, v: int, name: str) -> list[int]:
+    try:
+        out = [int(t) for t in np.asarray(out).reshape(-1)]
+    except Exception as exc:  # noqa: BLE001 - any unconvertible return value is malformed
+        raise MalformedOutputError(f"{name} returned {out!r}; expected a list of token ids") from exc
+    if not 1 <= len(out) <= gamma + 1:
+        raise MalformedOutputError(f"{name} returned {len(out)} tokens {out}; a round emits 1..gamma + 1 = {gamma + 1}")
+    if any(t < 0 or t >= v for t in out):
+        raise MalformedOutputError(f"{name} returned ids {out} outside [0, {v})")
+    return out
+
+
+def _prompt(rng, v):
+    return rng.integers(0, v, int(rng.integers(*PROMPT_LENGTHS))).tolist()
+
+
+def run_round_step(step, view: SequenceView, *, n: int, length: int, gamma: int, rng: np.random.Generator,
+                   pass_settings: bool, timeout: float | None, name: str) -> Generation:
+    """``n`` sequences of ``length`` emitted tokens from ``step(prefix, draft, target, gamma, rng[, settings])``."""
+    rec = _Recorder(view)
+    extra = (view.settings,) if pass_settings else ()
+    v = view.vocab_size
+
+    def body(tick):
+        rounds = 0
+        for i in range(n):
+            seq = _prompt(rng, v)
+            limit = len(seq) + length
+            step_rng = np.random.default_rng(rng.integers(2**63))
+            while len(seq) < limit:
+                view.proposed = []
+                tick()
+                out = step(list(seq), view.draft, view.target, gamma, step_rng, *extra)
+                rec.emit(seq, _check_step_output(out, gamma, v, name), i, gamma, limit)
+                rounds += 1
+        return rounds
+
+    return rec.generation(run_guarded(body, timeout=timeout, what=name))
+
+
+def run_generator(generate, view: SequenceView, *, n: int, length: int, rng: np.random.Generator, timeout: float | None,
+                  name: str) -> Generation:
+    """``n`` sequences from ``generate(prompt, max_new_tokens, seed, model)`` (one 'round' each)."""
+    rec = _Recorder(view)
+    v = view.vocab_size
+
+    def body(tick):
+        for i in range(n):
+            prompt = _prompt(rng, v)
+            tick()
+            out = generate(list(prompt), length, int(rng.integers(2**31)), view)
+            try:
+                out = [int(t) for t in list(out)[:length]]
+            except Exception as exc:  # noqa: BLE001
+                raise MalformedOutputError(f"{name} returned {out!r}; expected a list of token ids") from exc
+            if len(out) < length or any(t < 0 or t >= v for t in out):
+                raise MalformedOutputError(f"{name} returned {out}; expected {length} ids in [0, {v})")
+            seq = list(prompt)
+            for t in out:
+                rec._record(seq, t, 0, i)  # a black box shows no round positions: one stratum
+                seq.append(t)
+            rec.n_acc.append(0)
+        return n
+
+    g = rec.generation(run_guarded(body, timeout=timeout, what=name))
+    g.drafts, g.drafts_from_implementation = None, False
+    return g
