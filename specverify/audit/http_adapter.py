@@ -4,7 +4,8 @@
 :func:`specverify.audit.lm_audit.audit_lm` (one-sample, against the target's law computed from a
 local copy of the target), and :func:`two_sample_endpoints` compares a speculative endpoint with
 a non-speculative one when the target is not available locally (per-position two-sample tests on
-salted hash buckets, Holm across positions).
+salted hash buckets, Holm across positions and settings; it states the eps its sample size detects
+and is INCONCLUSIVE when that is above the requested eps).
 
 Token ids are read from ``choices[0].logprobs.tokens`` entries ``"token_id:<id>"`` (vLLM's
 ``return_tokens_as_token_ids``). Timeouts are retried with backoff; a request that still times
@@ -68,26 +69,92 @@ def http_generator(base_url: str, *, model: str = "default", timeout: float = 30
     return generate
 
 
-def two_sample_endpoints(gen_spec, gen_ref, *, prompts, settings, vocab_size: int, n_sequences: int = 400, length: int = 4,
-                         alpha: float = 1e-6, seed: int = 0, n_bins: int = 32) -> Verdict:
-    """Speculative endpoint against a non-speculative one, position by position (Holm)."""
-    t0 = time.perf_counter()
-    rng = np.random.default_rng(seed)
-    A = np.array([gen_spec(prompts[i % len(prompts)], length, int(rng.integers(2**31)), settings) for i in range(n_sequences)])
-    B = np.array([gen_ref(prompts[i % len(prompts)], length, int(rng.integers(2**31)), settings) for i in range(n_sequences)])
-    # Pair each prompt's tokens with (prompt, position) so that different prompts are not pooled.
-    res = []
-    for j in range(length):
-        key_a = (np.arange(n_sequences) % len(prompts)) * vocab_size + A[:, j]
-        key_b = (np.arange(n_sequences) % len(prompts)) * vocab_size + B[:, j]
-        res.append(binned_homogeneity_test(key_a, key_b, vocab_size=len(prompts) * vocab_size, n_bins=n_bins, salt=seed + j))
-    adj = holm([r.pvalue for r in res])
-    checks = [CheckOutcome(f"position {j}", FAIL if a <= alpha else PASS, "statistical", str(r), float(a), None, 2 * n_sequences)
-              for j, (r, a) in enumerate(zip(res, adj))]
-    failed = [c for c in checks if c.status == FAIL]
-    # Two-sample power on B hash cells: each arm n, lambda = n w^2 / 2, w >= 2 TV.
-    from ..stats import noncentrality_for_power
+def two_sample_endpoints(gen_spec, gen_ref, *, prompts, settings, vocab_size: int | None = None, n_sequences: int = 400,
+                         length: int = 4, alpha: float = 1e-6, beta: float = 1e-3, eps: float = 0.05, seed: int = 0,
+                         n_bins: int = 32, names: tuple[str, str] = ("speculative endpoint", "baseline endpoint")) -> Verdict:
+    """A speculative endpoint against a non-speculative one, when the target is not available locally.
 
-    eps = math.sqrt(2 * noncentrality_for_power(n_bins - 1, alpha / length, 1e-3) / n_sequences) / 2
-    return Verdict(FAIL if failed else PASS, alpha, 1e-3, eps, None, seed, checks, [c.summary for c in failed], None,
-                   2 * n_sequences * length, time.perf_counter() - t0, "two-sample endpoints")
+    Each endpoint answers ``n_sequences`` requests per setting (prompts in turn, fresh seeds); at
+    every position the (prompt, token) pairs of the two are compared on ``n_bins`` salted hash
+    buckets (chi-square homogeneity), Holm across positions and settings at family-wise rate
+    ``alpha``. The verdict states the eps this sample size detects with false-pass rate ``beta``
+    at the first Holm step: TV on the buckets >= sqrt(2 lambda* / n) / 2, lambda* the chi-square
+    noncentrality for power 1 - beta (two arms of n each: lambda = (n / 2) w^2 >= 2 n TV^2). It is
+    a PASS only when that eps is at most the requested ``eps`` (and below 0.5); otherwise
+    INCONCLUSIVE, with the sequences per endpoint that would reach ``eps``.
+
+    ``vocab_size`` (the endpoints' vocabulary) fixes the buckets in advance; without it the key
+    space is taken from the largest id seen in either sample (a symmetric function of the pooled
+    samples, so the test keeps its level).
+    """
+    from ..stats import INCONCLUSIVE, noncentrality_for_power
+
+    t0 = time.perf_counter()
+    settings = tuple(settings) if isinstance(settings, (list, tuple)) else (settings,)
+    if not prompts or n_sequences < 1 or length < 1 or not settings:
+        raise ValueError("need at least one prompt, one setting, n_sequences >= 1 and length >= 1")
+    rng = np.random.default_rng(seed)
+    m = len(settings) * length  # tests in the Holm family
+    lam = noncentrality_for_power(n_bins - 1, alpha / m, beta)
+    eps_reached = math.sqrt(2 * lam / n_sequences) / 2
+    need = math.ceil(2 * lam / (4 * eps * eps))
+    checks, evidence, res, labels = [], [], [], []
+    pidx = np.arange(n_sequences) % len(prompts)
+    for k, s in enumerate(settings):
+        label = f"settings[{k}] {s.short()}"
+        seeds = rng.integers(2**31, size=(2, n_sequences))
+        try:
+            A = np.array([list(gen_spec(prompts[i % len(prompts)], length, int(seeds[0, i]), s))[:length] for i in range(n_sequences)])
+        except ImplementationError as exc:
+            checks.append(CheckOutcome(f"{label}: {names[0]}", FAIL, "exact", str(exc)))
+            evidence.append(f"{label}: {names[0]}: {exc}")
+            continue
+        try:
+            B = np.array([list(gen_ref(prompts[i % len(prompts)], length, int(seeds[1, i]), s))[:length] for i in range(n_sequences)])
+        except ImplementationError as exc:
+            checks.append(CheckOutcome(f"{label}: {names[1]}", FAIL, "exact", str(exc)))
+            evidence.append(f"{label}: {names[1]}: {exc}")
+            continue
+        if A.shape != (n_sequences, length) or B.shape != (n_sequences, length) or (A < 0).any() or (B < 0).any():
+            msg = f"{label}: an endpoint returned fewer than {length} tokens or a negative id"
+            checks.append(CheckOutcome(f"{label}: output", FAIL, "exact", msg))
+            evidence.append(msg)
+            continue
+        v = vocab_size or int(max(A.max(), B.max())) + 1
+        if vocab_size and (A.max() >= v or B.max() >= v):
+            msg = f"{label}: an endpoint returned id {int(max(A.max(), B.max()))} >= vocabulary size {v}"
+            checks.append(CheckOutcome(f"{label}: output", FAIL, "exact", msg))
+            evidence.append(msg)
+            continue
+        # Key each token with its prompt, so that different prompts are not pooled into one law.
+        for j in range(length):
+            r = binned_homogeneity_test(pidx * v + A[:, j], pidx * v + B[:, j], vocab_size=len(prompts) * v, n_bins=n_bins,
+                                        salt=seed * 1000 + k * 100 + j)
+            res.append(r)
+            labels.append(f"{label}, position {j}")
+    adj = holm([r.pvalue for r in res]) if res else []
+    enough = eps_reached <= eps and eps_reached < 0.5
+    for lab, r, a in zip(labels, res, adj):
+        if a <= alpha:
+            msg = f"{lab}: {r.test} p={r.pvalue:.3g} (Holm-adjusted {a:.3g}); {r}"
+            checks.append(CheckOutcome(lab, FAIL, "statistical", msg, float(a), eps_reached, 2 * n_sequences))
+            evidence.append(msg)
+        elif enough:
+            checks.append(CheckOutcome(lab, PASS, "statistical",
+                                       f"no deviation of TV >= {eps_reached:.4f} on {n_bins} hash buckets of (prompt, token) "
+                                       f"({n_sequences:,} sequences per endpoint)", float(a), eps_reached, 2 * n_sequences))
+        else:
+            reach = (f"they detect only TV >= {eps_reached:.4f}" if eps_reached < 1 else
+                     "too few to detect any deviation (the detectable TV bound exceeds 1)")
+            checks.append(CheckOutcome(lab, INCONCLUSIVE, "statistical",
+                                       f"no deviation found in {n_sequences:,} sequences per endpoint, but {reach}; "
+                                       f"requested {eps:g} needs {need:,}", float(a), eps_reached, 2 * n_sequences))
+    if any(c.status == FAIL for c in checks):
+        status = FAIL
+    elif not enough:
+        status = INCONCLUSIVE
+    else:
+        status = PASS
+    needed = {"sequences_per_endpoint": need, "collected": n_sequences} if status == INCONCLUSIVE else None
+    return Verdict(status, alpha, beta, eps_reached, eps, seed, checks, evidence, needed,
+                   2 * n_sequences * length * len(settings), time.perf_counter() - t0, "two-sample endpoints")

@@ -117,8 +117,10 @@ class Verdict:
             return f"FAIL{tag} in {where}: {collapse_repeated_cells(body)} (false-fail <= {self.alpha:g}; seed {self.seed}{tail})"
         needed = ", ".join(f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v}"
                            for k, v in (self.needed or {}).items())
-        return (f"INCONCLUSIVE: the samples collected detect TV >= {self.eps:.4g}, above the requested {self.eps_requested:g}"
-                + (f"; needed: {needed}" if needed else ""))
+        reach = (f"the samples collected detect TV >= {self.eps:.4g}, above the requested {self.eps_requested:g}"
+                 if self.eps is not None and self.eps < 1 else
+                 f"too few samples to detect any deviation (requested TV {self.eps_requested:g})")
+        return f"INCONCLUSIVE: {reach}" + (f"; needed: {needed}" if needed else "")
 
     def to_dict(self) -> dict:
         d = to_jsonable(self)

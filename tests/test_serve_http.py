@@ -1,0 +1,177 @@
+"""``specverify serve`` as a real process: bad requests get HTTP 400 with a JSON error, and the
+``specverify audit --endpoint`` / ``--baseline-endpoint`` entry points work against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+CLI = Path(sys.executable).parent / "specverify"
+VOCAB = 32
+
+
+def _start(*args):
+    """Start `specverify serve --port 0 ...`; return (process, base URL) once it prints its address."""
+    p = subprocess.Popen([str(CLI), "serve", "--port", "0", "--vocab", str(VOCAB), *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("line", p.stdout.readline()), daemon=True)
+    t.start()
+    t.join(180)
+    m = re.search(r"http://[0-9.]+:(\d+)/", box.get("line", ""))
+    if not m:
+        p.kill()
+        pytest.fail(f"serve did not report its address: {box.get('line')!r} {p.stderr.read() if p.poll() is not None else ''}")
+    return p, f"http://127.0.0.1:{m.group(1)}"
+
+
+@pytest.fixture(scope="module")
+def servers():
+    started = [_start("--speculative"), _start(), _start("--seed", "1")]
+    yield {"spec": started[0][1], "plain": started[1][1], "other_model": started[2][1]}
+    for p, _ in started:
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def post(url, body, raw=False):
+    data = body if raw else json.dumps(body).encode()
+    req = urllib.request.Request(url + "/v1/completions", data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+BAD = [
+    ({"prompt": [1, -1], "max_tokens": 2}, "prompt", "prompt[1] = -1 is outside the vocabulary [0, 32)"),
+    ({"prompt": [VOCAB], "max_tokens": 2}, "prompt", "prompt[0] = 32 is outside the vocabulary [0, 32)"),
+    ({"prompt": [], "max_tokens": 2}, "prompt", "prompt must be a non-empty list of token ids"),
+    ({"prompt": "hello", "max_tokens": 2}, "prompt", "prompt must be a non-empty list of token ids (this server takes no text)"),
+    ({"prompt": {"a": 1}}, "prompt", "prompt must be a non-empty list"),
+    ({"prompt": [1.5]}, "prompt", "prompt[0] = 1.5 is not a token id"),
+    ({"prompt": [True]}, "prompt", "prompt[0] = True is not a token id"),
+    ({"max_tokens": 2}, "prompt", "missing 'prompt'"),
+    ({"prompt": [1], "max_tokens": 0}, "max_tokens", "max_tokens must be an integer >= 1, got 0"),
+    ({"prompt": [1], "max_tokens": -3}, "max_tokens", "max_tokens must be an integer >= 1"),
+    ({"prompt": [1], "max_tokens": 2.5}, "max_tokens", "max_tokens must be an integer, got 2.5"),
+    ({"prompt": [1], "max_tokens": "4"}, "max_tokens", "max_tokens must be an integer, got '4'"),
+    ({"prompt": [1], "max_tokens": 10**6}, "max_tokens", "exceeds the model's 2048 positions"),
+    ({"prompt": [1], "temperature": -0.5}, "temperature", "temperature must be a finite number >= 0"),
+    ({"prompt": [1], "temperature": "hot"}, "temperature", "temperature must be a number, got 'hot'"),
+    ({"prompt": [1], "top_p": 0}, "top_p", "top_p must lie in (0, 1]"),
+    ({"prompt": [1], "top_p": 1.5}, "top_p", "top_p must lie in (0, 1]"),
+    ({"prompt": [1], "top_k": -3}, "top_k", "top_k must be an int >= 0"),
+    ({"prompt": [1], "top_k": 2.5}, "top_k", "top_k must be an integer"),
+    ({"prompt": [1], "min_p": 2}, "min_p", "min_p must lie in [0, 1]"),
+    ({"prompt": [1], "repetition_penalty": 0}, "repetition_penalty", "repetition_penalty must be finite and > 0"),
+    ({"prompt": [1], "seed": -1}, "seed", "seed must lie in [0, 2**63)"),
+    ({"prompt": [1], "n": 2}, "n", "this server returns one choice"),
+    ([1, 2, 3], None, "the body must be a JSON object, got list"),
+    (b"not json", None, "the body is not JSON"),
+]
+
+
+@pytest.mark.parametrize("body, param, message", BAD, ids=[str(b)[:40] for b, _, _ in BAD])
+def test_bad_request_is_400_with_json_error(servers, body, param, message):
+    code, reply = post(servers["spec"], body, raw=isinstance(body, bytes))
+    assert code == 400, reply
+    err = reply["error"]
+    assert message in err["message"], err
+    assert err["type"] == "invalid_request_error" and err["param"] == param and err["code"] == 400
+
+
+def test_good_request_after_bad_ones(servers):
+    for url in (servers["spec"], servers["plain"]):
+        code, reply = post(url, {"prompt": [1, 2, 3], "max_tokens": 5, "seed": 7, "temperature": 0.8, "top_k": -1, "logprobs": 1})
+        assert code == 200, reply
+        toks = [int(t.split("token_id:")[1]) for t in reply["choices"][0]["logprobs"]["tokens"]]
+        assert len(toks) == 5 and all(0 <= t < VOCAB for t in toks)
+        assert len(reply["choices"][0]["logprobs"]["token_logprobs"]) == 5
+        assert post(url, {"prompt": [1, 2, 3], "max_tokens": 5, "seed": 7, "temperature": 0.8})[1]["choices"][0]["text"] == \
+            reply["choices"][0]["text"], "same seed, same tokens"
+
+
+def test_unknown_route_is_404_json(servers):
+    req = urllib.request.Request(servers["spec"] + "/v1/chat", data=b"{}")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 404 and "no route" in json.loads(e.value.read())["error"]["message"]
+    with urllib.request.urlopen(servers["spec"] + "/v1/models", timeout=10) as r:
+        info = json.loads(r.read())
+    assert info["data"][0]["vocab_size"] == VOCAB and info["data"][0]["speculative"] is True
+
+
+# ---------------------------------------------------------------------------------------------
+# The CLI entry points on endpoints.
+
+
+def cli(*args, timeout=300):
+    return subprocess.run([str(CLI), "audit", *map(str, args), "--no-progress"], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"})
+
+
+def headline(stdout):
+    return [ln for ln in stdout.splitlines() if ln.startswith(("PASS", "FAIL", "INCONCLUSIVE"))][-1]
+
+
+def test_endpoint_one_sample_against_the_builtin_model(servers):
+    r = cli("--endpoint", servers["spec"], "--model", f"builtin:{VOCAB}", "--rounds", "40", "--length", "2", "--temperature", "1",
+            "--eps", "0.5")
+    assert r.returncode in (0, 3), r.stdout + r.stderr  # never FAIL on the served model itself
+    assert "greedy equivalence (tie-aware)" in r.stdout
+    h = headline(r.stdout)
+    assert h.startswith("PASS") or h.startswith("INCONCLUSIVE: "), h
+
+
+def test_endpoint_one_sample_catches_another_model(servers):
+    """The server's model has seed 1; the audit computes the law of seed 0's: a different law."""
+    r = cli("--endpoint", servers["other_model"], "--model", f"builtin:{VOCAB}:0", "--rounds", "60", "--length", "2",
+            "--temperature", "1")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert headline(r.stdout).startswith("FAIL in ")
+
+
+def test_endpoint_vocabulary_mismatch_is_a_usage_error(servers):
+    r = cli("--endpoint", servers["spec"], "--model", "builtin")
+    assert r.returncode == 2
+    assert r.stderr.strip() == (f"specverify: error: the endpoint serves a vocabulary of {VOCAB} but --model builtin has 256; "
+                                f"pass the model the endpoint serves (for `specverify serve --vocab {VOCAB}`: --model builtin:{VOCAB})")
+
+
+def test_two_sample_states_an_honest_eps(servers):
+    r = cli("--endpoint", servers["spec"], "--baseline-endpoint", servers["plain"], "--rounds", "30", "--length", "2",
+            "--temperature", "1")
+    assert r.returncode == 3, r.stdout + r.stderr  # 30 sequences cannot reach eps 0.05: never PASS
+    h = headline(r.stdout)
+    assert h.startswith("INCONCLUSIVE: too few samples to detect any deviation") and "sequences per endpoint" in h, h
+
+
+def test_two_sample_function_never_passes_at_large_tv(servers):
+    from specverify import SamplingSettings
+    from specverify.audit.http_adapter import http_generator, two_sample_endpoints
+
+    gen_spec, gen_plain = http_generator(servers["spec"]), http_generator(servers["plain"])
+    prompts = [[1, 2], [3, 4]]
+    v = two_sample_endpoints(gen_spec, gen_plain, prompts=prompts, settings=SamplingSettings(), n_sequences=40, length=2,
+                             eps=0.9, vocab_size=VOCAB)
+    assert v.status == "INCONCLUSIVE" and v.eps >= 0.5  # the eps requested is generous, but TV >= 0.5 is no PASS
+    assert v.needed["sequences_per_endpoint"] > 40
+    with_other = two_sample_endpoints(http_generator(servers["other_model"]), gen_plain, prompts=prompts,
+                                      settings=SamplingSettings(temperature=0.7), n_sequences=150, length=2, alpha=1e-3)
+    assert with_other.status == "FAIL", with_other.headline()
