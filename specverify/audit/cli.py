@@ -378,7 +378,7 @@ def print_verdict(v, console=None):
 
     console = console or Console()
     table = Table(title=f"specverify audit: {escape(v.subject)}")
-    for col in ("check", "kind", "status", "n", "eps", "summary"):
+    for col in ("check", "kind", "status", "n", "detects TV >=", "summary"):
         table.add_column(col, overflow="fold")
     for c in v.checks:
         color = {"PASS": "green", "FAIL": "red"}.get(c.status, "yellow")
