@@ -24,6 +24,7 @@ from .collect import UnitSample
 __all__ = ["fingerprint", "save_checkpoint", "load_checkpoint"]
 
 _ARRAYS = ("tokens", "row", "position", "sequence", "num_accepted")
+_OPTIONAL = ("drafts", "law", "draft_rows", "round_id")
 _PLAN_INDEPENDENT = ("checkpoint", "resume", "progress", "budget_s", "workers")
 
 
@@ -42,10 +43,9 @@ def save_checkpoint(path: str, fp: str, samples: dict[int, UnitSample]) -> None:
         g = s.gen
         for k in _ARRAYS:
             arrays[f"u{i}_{k}"] = getattr(g, k)
-        if g.drafts is not None:
-            arrays[f"u{i}_drafts"] = g.drafts
-        if g.law is not None:
-            arrays[f"u{i}_law"] = g.law
+        for k in _OPTIONAL:
+            if getattr(g, k) is not None:
+                arrays[f"u{i}_{k}"] = getattr(g, k)
         meta["units"][str(i)] = {"rounds": g.rounds, "drafts_from_implementation": g.drafts_from_implementation,
                                  "next_batch": s.next_batch, "eprocess": s.eprocess.state(), "stopped_early": s.stopped_early,
                                  "complete": s.complete, "error": s.error, "unsupported": s.unsupported, "seconds": s.seconds}
@@ -72,7 +72,8 @@ def load_checkpoint(path: str, fp: str) -> dict[int, UnitSample]:
     for key, m in meta["units"].items():
         i = int(key)
         g = Generation(*(arrays[f"u{i}_{k}"] for k in _ARRAYS), m["rounds"], arrays.get(f"u{i}_drafts"),
-                       m["drafts_from_implementation"], arrays.get(f"u{i}_law"))
+                       m["drafts_from_implementation"], arrays.get(f"u{i}_law"), arrays.get(f"u{i}_draft_rows"),
+                       arrays.get(f"u{i}_round_id"))
         out[i] = UnitSample(g, m["next_batch"], MultinomialEProcess.from_state(m["eprocess"]), m["stopped_early"], m["complete"],
                             m["error"], m["unsupported"], m["seconds"])
     return out

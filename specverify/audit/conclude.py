@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, StreamLaw, Verdict, holm, pit_values, stratified_stream_test
-from ..stats import whitebox_round_tests
+from ..stats import whitebox_context_tests, whitebox_round_tests
 from ..theory import accepted_length_law_position_dependent, expected_tokens_position_dependent
 from .collect import UnitSample, strata_of
 
@@ -38,13 +38,17 @@ def _law(unit, pair, gen):
 
 
 def _whitebox(adapter, unit, pair, gen, cfg):
-    if unit.family.whitebox == 0 or not hasattr(pair, "gamma"):
+    """The white-box strata of a declared full rule (none for laws that depend on the history)."""
+    if unit.family.whitebox == 0 or gen.law is not None:
         return []
     s = unit.settings
+    rng = np.random.default_rng([cfg.seed, unit.index, 3])
+    if gen.draft_rows is not None:
+        return whitebox_context_tests(gen.tokens, gen.row, gen.position, gen.rounds_of_tokens, gen.num_accepted,
+                                      pair.target_table(s), pair.draft_table(s), drafts=gen.drafts, draft_rows=gen.draft_rows, rng=rng)
     return whitebox_round_tests(gen.tokens, gen.position, gen.sequence, gen.num_accepted, pair.target_table(s)[: cfg.gamma + 1],
                                 pair.draft_table(s)[: cfg.gamma], drafts=gen.drafts,
-                                drafts_from_implementation=gen.drafts_from_implementation,
-                                rng=np.random.default_rng([cfg.seed, unit.index, 3]))
+                                drafts_from_implementation=gen.drafts_from_implementation, rng=rng)
 
 
 def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:

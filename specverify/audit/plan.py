@@ -23,7 +23,7 @@ from ..dists import SamplingSettings
 from ..harness import make_context_pair
 from ..lm.synthetic import make_markov_pair, make_positional_pair
 from ..stats import min_samples_for_tv
-from ..stats._stratified import WHITEBOX_STRATA_WITH_DRAFTS
+from ..stats import WHITEBOX_CONTEXT_STRATA, WHITEBOX_STRATA_WITH_DRAFTS
 from ..stats._stream import DEFAULT_BINS, DEFAULT_COMPONENTS
 
 __all__ = ["DEFAULT_SETTINGS", "PARITY_GRID", "TestFamily", "AuditUnit", "AuditPlan", "plan_audit", "KIND_ALPHA"]
@@ -142,7 +142,9 @@ def plan_audit(adapter, cfg) -> AuditPlan:
             keep.append(s)
     rule, strata = _strata_rule(adapter)
     strata = strata or cfg.gamma + 2
-    whitebox = WHITEBOX_STRATA_WITH_DRAFTS if _white_box(adapter) else 0
+    whitebox = 0
+    if getattr(adapter, "rule", None) == "full":
+        whitebox = WHITEBOX_CONTEXT_STRATA if adapter.harness == "context" else WHITEBOX_STRATA_WITH_DRAFTS
     kinds = adapter.pair_kinds
     cells = [(i, s, k) for i, s in enumerate(settings) if s in keep for k in _kinds_for(adapter, kinds, i)]
     fam = TestFamily(cfg.alpha / max(len(cells), 1), cfg.beta, cfg.eps, strata, whitebox)
@@ -156,11 +158,6 @@ def _kinds_for(adapter, kinds, setting_index):
     if adapter.logits and len(kinds) > 1 and setting_index > 0:
         return (kinds[setting_index % len(kinds)],)
     return kinds
-
-
-def _white_box(adapter) -> bool:
-    """The white-box strata apply: a kernel-harness implementation that declares the full rule."""
-    return getattr(adapter, "rule", None) == "full" and adapter.harness == "kernel"
 
 
 def units_summary(plan: AuditPlan) -> str:

@@ -38,6 +38,13 @@ class Generation:
     drafts: np.ndarray | None = None  # [R, g] drafted tokens per round (kernel harness)
     drafts_from_implementation: bool = False  # drawn by the implementation, not by the auditor
     law: np.ndarray | None = None  # [M', V] per-token law rows, when not a table of the pair
+    draft_rows: np.ndarray | None = None  # [R, g] row of each proposed draft's context (context pairs)
+    round_id: np.ndarray | None = None  # [N] round of each token, where a sequence spans several rounds
+
+    @property
+    def rounds_of_tokens(self) -> np.ndarray:
+        """[N] index into ``num_accepted`` of each token's round."""
+        return self.sequence if self.round_id is None else self.round_id
 
     @classmethod
     def empty(cls) -> Generation:
@@ -61,7 +68,15 @@ def concat_generations(parts: list[Generation]) -> Generation:
             law_off += len(g.law)
     if laws and len(laws) != len(parts):
         raise ValueError("cannot concatenate generations with and without per-token laws")
-    drafts = np.concatenate([g.drafts for g in parts]) if all(g.drafts is not None for g in parts) else None
+    def cat(field):
+        arrs = [getattr(g, field) for g in parts]
+        return np.concatenate(arrs) if all(a is not None for a in arrs) else None
+
+    round_ids = None
+    if all(g.round_id is not None for g in parts):
+        offsets = np.cumsum([0] + [len(g.num_accepted) for g in parts[:-1]])
+        round_ids = np.concatenate([g.round_id + o for g, o in zip(parts, offsets)])
+
     return Generation(np.concatenate(toks), np.concatenate(rows), np.concatenate(pos), np.concatenate(seqs),
-                      np.concatenate([g.num_accepted for g in parts]), sum(g.rounds for g in parts), drafts,
-                      parts[0].drafts_from_implementation, np.concatenate(laws) if laws else None)
+                      np.concatenate([g.num_accepted for g in parts]), sum(g.rounds for g in parts), cat("drafts"),
+                      parts[0].drafts_from_implementation, np.concatenate(laws) if laws else None, cat("draft_rows"), round_ids)

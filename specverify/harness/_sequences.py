@@ -97,7 +97,8 @@ class _Recorder:
 
     def __init__(self, view: SequenceView):
         self.view = view
-        self.tokens, self.rows, self.pos, self.seq, self.n_acc, self.drafts, self.laws = [], [], [], [], [], [], []
+        self.tokens, self.rows, self.pos, self.seq, self.n_acc, self.laws = [], [], [], [], [], []
+        self.drafts, self.draft_rows, self.round_id = [], [], []
         s = view.settings
         self.per_token_law = view.mode != "greedy" and s.uses_history
 
@@ -108,7 +109,10 @@ class _Recorder:
             seq.append(t)
         self.n_acc.append(len(out) - 1)
         d = self.view.proposed[:gamma]
-        self.drafts.append(d + [-1] * (gamma - len(d)))
+        pad = [-1] * (gamma - len(d))
+        self.drafts.append(d + pad)
+        base = seq[: len(seq) - len(out)]
+        self.draft_rows.append([self.view.pair.row_of(base + d[:j]) for j in range(len(d))] + pad)
 
     def _record(self, seq, t, j, seq_id):
         pair, s = self.view.pair, self.view.settings
@@ -120,12 +124,15 @@ class _Recorder:
         self.tokens.append(t)
         self.pos.append(j)
         self.seq.append(seq_id)
+        self.round_id.append(len(self.n_acc))
 
     def generation(self, rounds: int) -> Generation:
         a = lambda x: np.asarray(x, dtype=np.int64).reshape(-1)  # noqa: E731
         law = np.stack(self.laws) if self.per_token_law and self.laws else None
         drafts = np.asarray(self.drafts, dtype=np.int64).reshape(len(self.drafts), -1) if self.drafts else None
-        return Generation(a(self.tokens), a(self.rows), a(self.pos), a(self.seq), a(self.n_acc), rounds, drafts, drafts is not None, law)
+        draft_rows = np.asarray(self.draft_rows, dtype=np.int64).reshape(len(self.drafts), -1) if self.drafts else None
+        return Generation(a(self.tokens), a(self.rows), a(self.pos), a(self.seq), a(self.n_acc), rounds, drafts, drafts is not None,
+                          law, draft_rows, a(self.round_id))
 
 
 def _check_step_output(out, gamma: int, v: int, name: str) -> list[int]:

@@ -21,6 +21,9 @@ from ._stratified import (
     draft_repeat_eprocess,
     replacement_independence_test,
     stratified_position_tests,
+    WHITEBOX_CONTEXT_STRATA,
+    WHITEBOX_STRATA_WITH_DRAFTS,
+    whitebox_context_tests,
     whitebox_round_tests,
 )
 from ._stream import (

@@ -114,7 +114,7 @@ def _chernoff_tail(r, s) -> float:
     return float(min(1.0, math.exp(min(0.0, res.fun))))
 
 
-def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted) -> GofResult:
+def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted, *, round_position=None) -> GofResult:
     """Acceptance indicators given the draft tokens against Bernoulli(min(1, p(x) / q(x))).
 
     Under the full rule the acceptance uniform is independent of the draft, so given the drafts
@@ -127,7 +127,9 @@ def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted) -> G
     acceptance with r = 0, is impossible: an exact failure.
 
     p_rows [g + 1, V], q_rows [g, V]: the position rows; position, drafts, accepted [N]: one entry per
-    verified draft (rounds that reached position j).
+    verified draft (rounds that reached position j). For context models ``p_rows`` / ``q_rows`` are
+    whole tables, ``position`` the row of each draft's context, and ``round_position`` [N] its
+    position in the round (the split into first and later positions, and the cells, use it).
     """
     p_rows, q_rows = np.asarray(p_rows, dtype=float), np.asarray(q_rows, dtype=float)
     j = np.asarray(position, dtype=np.int64)
@@ -135,6 +137,8 @@ def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted) -> G
     a = np.asarray(accepted, dtype=bool)
     n = len(x)
     px, qx = p_rows[j, x], q_rows[j, x]
+    if round_position is not None:
+        j = np.asarray(round_position, dtype=np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(qx > 0, np.minimum(1.0, px / np.where(qx > 0, qx, 1.0)), np.where(px > 0, 1.0, 0.0))
     name = "acceptance given draft ~ Bernoulli(min(1, p/q))"
@@ -389,4 +393,47 @@ def whitebox_round_tests(tokens, position, round_ids, num_accepted, P, Q, *, dra
     r = _pooled_stream("bonus tokens ~ p", P[g:], tokens[position == g], np.zeros(int((position == g).sum()), dtype=np.int64), rng)
     if r:
         out.append(r)
+    return out
+
+
+#: strata of :func:`whitebox_context_tests`
+WHITEBOX_CONTEXT_STRATA = 5
+
+
+def whitebox_context_tests(tokens, token_rows, position, round_ids, num_accepted, P, Q, *, drafts, draft_rows,
+                           rng: np.random.Generator | None = None) -> list[StratumResult]:
+    """The white-box strata of rounds on a context model (rows depend on the whole prefix), for
+    an implementation of the full rule that draws its own drafts: drafts ~ q, acceptance given the
+    draft ~ Bernoulli(min(1, p/q)), accepted tokens ~ min(p, q) / beta, replacements ~ (p - q)+ /
+    (1 - beta) and bonus tokens ~ p, each against the row of its own context.
+
+    tokens, token_rows, position, round_ids: [N] per emitted token (row of its true prefix);
+    num_accepted [R]; P, Q: [M, V] processed tables; drafts, draft_rows: [R, g] each round's
+    proposed tokens (-1 where fewer were proposed) and the rows of their contexts.
+    """
+    rng = rng if rng is not None else np.random.default_rng(0)
+    tokens, token_rows, position, round_ids = (np.asarray(a, dtype=np.int64) for a in (tokens, token_rows, position, round_ids))
+    P, Q = np.asarray(P, dtype=float), np.asarray(Q, dtype=float)
+    n_acc_round = np.asarray(num_accepted, dtype=np.int64)
+    drafts, draft_rows = np.asarray(drafts, dtype=np.int64), np.asarray(draft_rows, dtype=np.int64)
+    g = drafts.shape[1]
+    out: list[StratumResult] = []
+    proposed = drafts >= 0
+    r = _pooled_stream("draft tokens ~ q", Q, drafts[proposed], draft_rows[proposed], rng)
+    if r:
+        out.append(r)
+    reached = (np.arange(g)[None, :] <= np.minimum(n_acc_round, g - 1)[:, None]) & proposed
+    ri, pj = np.nonzero(reached)
+    if len(ri):
+        out.append(StratumResult("acceptance given draft ~ Bernoulli(min(1, p/q))",
+                                 acceptance_given_draft_test(P, Q, draft_rows[ri, pj], drafts[ri, pj], pj < n_acc_round[ri],
+                                                             round_position=pj)))
+    n_acc = n_acc_round[round_ids]
+    inner = position < g
+    for name, rows, m in (("accepted tokens ~ min(p, q) / beta", np.minimum(P, Q), inner & (n_acc > position)),
+                          ("replacements ~ (p - q)+ / (1 - beta)", np.maximum(P - Q, 0.0), inner & (n_acc == position)),
+                          ("bonus tokens ~ p", P, position == g)):
+        r = _pooled_stream(name, rows, tokens[m], token_rows[m], rng)
+        if r:
+            out.append(r)
     return out
