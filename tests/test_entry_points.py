@@ -36,7 +36,7 @@ def run_cli(*args, path=(), cwd=None, timeout=180, env_extra=None):
 def mods(tmp_path_factory):
     """A folder of user modules: the docs' working examples plus broken ones."""
     d = tmp_path_factory.mktemp("usermods")
-    for f in ("kernel.py", "round_step.py", "generator.py"):
+    for f in ("kernel.py", "round_step.py", "generator.py", "round_step_logits.py", "greedy_step.py"):
         shutil.copy(EXAMPLES / f, d / f)
     (d / "notcallable.py").write_text("verify = 42\n")
     (d / "badsig.py").write_text("def step(prefix, draft):\n    return [0]\n\n"
@@ -66,6 +66,33 @@ def test_module_form_passes(mods, option, spec):
     assert r.returncode == 0, r.stdout + r.stderr
     assert _headline(r.stdout).startswith("PASS: no deviation of TV >= ")
     assert r.stderr == ""
+
+
+def test_logits_round_step_passes(mods):
+    r = run_cli("audit", "--round", "round_step_logits:step", "--logits", *SMALL, "--top-k", "5", path=[mods])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _headline(r.stdout).startswith("PASS: no deviation of TV >= ")
+
+
+def test_greedy_round_step_passes_the_exact_check(mods):
+    r = run_cli("audit", "--round", "greedy_step:step", "--greedy", "--vocab", "16", "--gamma", "2", "--no-progress", path=[mods])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _headline(r.stdout).startswith("PASS (exact checks only, no sampling error): greedy equivalence")
+
+
+def test_workers_and_rounds(mods, tmp_path):
+    """--workers samples in processes; --rounds makes the verdict a function of implementation, seed and options."""
+    r = run_cli("audit", "--kernel", "kernel:verify", "--workers", "2", *SMALL, path=[mods])
+    assert r.returncode == 0, r.stdout + r.stderr
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"v{i}.json"
+        r = run_cli("audit", "--kernel", "kernel:verify", "--rounds", "3000", *SMALL, "--json", out, path=[mods])
+        assert r.returncode == 0, r.stdout + r.stderr
+        d = json.loads(out.read_text())
+        d.pop("seconds")
+        outs.append(d)
+    assert outs[0] == outs[1]
 
 
 def test_file_path_form_passes(mods):

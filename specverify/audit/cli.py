@@ -214,11 +214,11 @@ def _parse_model(spec: str):
 
 
 def _settings(args):
+    """The settings the options name, or None: the audit's defaults (its own grid for --logits)."""
     from ..dists import SamplingSettings
-    from .run import DEFAULT_SETTINGS
 
     if not args.temperature and not args.top_k and args.top_p == 1.0 and not args.min_p:
-        return DEFAULT_SETTINGS
+        return None
     temps = args.temperature or [1.0]
     try:
         return tuple(SamplingSettings(temperature=t, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p) for t in temps)
@@ -432,7 +432,9 @@ def _preflight(url, timeout):
 
 def _audit_endpoint(args, settings):
     from .http_adapter import http_generator, two_sample_endpoints
+    from .run import DEFAULT_SETTINGS
 
+    settings = settings or DEFAULT_SETTINGS
     info = _preflight(args.endpoint, args.call_timeout)
     gen = http_generator(args.endpoint, timeout=args.call_timeout)
     if args.baseline_endpoint:

@@ -102,6 +102,9 @@ class Verdict:
     def headline(self) -> str:
         """One line, the same in the terminal, the JSON (``headline``) and the HTML report."""
         if self.status == PASS:
+            if self.checks and all(c.kind == "exact" for c in self.checks if c.status != "SKIPPED"):
+                names = ", ".join(c.name for c in self.checks if c.status == PASS)
+                return f"PASS (exact checks only, no sampling error): {names}; seed {self.seed}"
             return (f"PASS: no deviation of TV >= {self.eps:.4g} (false-pass <= {self.beta:g}); "
                     f"false-fail <= {self.alpha:g}; {self.samples:,} samples; seed {self.seed}")
         if self.status == FAIL:

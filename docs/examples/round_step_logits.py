@@ -1,0 +1,41 @@
+"""A round step that applies the sampling settings itself: ``specverify audit --round
+round_step_logits:step --logits``.
+
+With ``--logits``, ``draft(prefix)`` and ``target(prefix, proposed)`` return raw logits and the step
+receives the audit's ``settings`` (a :class:`specverify.SamplingSettings`) as a sixth argument.
+Only the target's processing decides the output law, so it is what this audit tests: here it is
+specverify's own pipeline (``probs_from_logits``); in your code it is your own.
+"""
+
+import numpy as np
+
+from specverify.dists import probs_from_logits
+
+
+def _probs(logits, settings, history):
+    seen = np.bincount(np.asarray(history, dtype=np.int64), minlength=len(logits)).astype(np.float64)
+    return probs_from_logits(np.asarray(logits, dtype=np.float64), settings, seen_counts=seen)
+
+
+def _sample(w, rng):
+    return int(rng.choice(len(w), p=w / w.sum()))
+
+
+def step(prefix, draft, target, gamma, rng, settings):
+    prefix = list(prefix)
+    xs, qs = [], []
+    for _ in range(gamma):
+        q = _probs(draft(prefix + xs), settings, prefix + xs)
+        xs.append(_sample(q, rng))
+        qs.append(q)
+    logits = np.asarray(target(prefix, xs))  # [gamma + 1, V] raw logits
+    ps = [_probs(logits[j], settings, prefix + xs[:j]) for j in range(gamma + 1)]
+    out = []
+    for i, x in enumerate(xs):
+        if rng.random() < min(1.0, ps[i][x] / qs[i][x]):
+            out.append(x)
+            continue
+        out.append(_sample(np.maximum(ps[i] - qs[i], 0.0), rng))
+        return out
+    out.append(_sample(ps[gamma], rng))
+    return out
