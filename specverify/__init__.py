@@ -2,7 +2,8 @@
 
 Layers (data flows up; nothing imports from a layer above it):
 ``dists`` -> ``algorithms`` -> ``theory`` -> ``stats`` -> ``lm`` -> ``runners`` -> ``audit`` ->
-``strategies`` / ``pytest_plugin`` / ``cli``. See DESIGN.md.
+``strategies`` / ``pytest_plugin`` / ``cli`` (README.md, "Layout"). The verdict's contract:
+docs/verdict.md; the shapes an implementation may take: docs/adapters.md.
 """
 
 from .dists import GREEDY, SamplingSettings

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -248,3 +249,24 @@ def test_unit_interval_rejects_infinities():
     # argparse turns 'inf' into a float; the validator must not let it through
     r = run_cli("audit", "--alpha", "inf")
     assert r.returncode == 2 and "--alpha inf is outside (0, 1)" in r.stderr
+
+
+def test_docs_references_resolve():
+    """Every file README.md, docs/ and the package's docstrings point to exists."""
+    texts = {p: p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+    texts.update({p: p.read_text() for p in sorted((ROOT / "specverify").rglob("*.py"))})
+    missing = []
+    for path, text in texts.items():
+        base = path.parent if path.suffix == ".md" else ROOT
+        for m in re.finditer(r"\]\(([^)#\s]+)\)", text if path.suffix == ".md" else ""):  # markdown links
+            if not m.group(1).startswith("http") and not (base / m.group(1)).exists():
+                missing.append((path.name, m.group(1)))
+        for m in re.finditer(r"(?<![\w/.])((?:docs|scripts|tests|reference|gpu_runs)/[\w./-]+\.(?:md|py|js))", text):
+            if not (ROOT / m.group(1)).exists():
+                missing.append((path.name, m.group(1)))
+        if "DESIGN.md" in text:
+            missing.append((path.name, "DESIGN.md"))
+    assert not missing, missing
+    readme = texts[ROOT / "README.md"]
+    for opt in ("--full-rule", "--rounds", "--workers", "--logits", "--greedy", "--endpoint"):
+        assert opt in readme

@@ -118,8 +118,12 @@ class Verdict:
             more = sum(x.status == FAIL for x in self.checks) - 1
             tail = f"; {more} more check{'s' if more > 1 else ''} failed" if more else ""
             return f"FAIL{tag} in {where}: {collapse_repeated_cells(body)} (false-fail <= {self.alpha:g}; seed {self.seed}{tail})"
-        needed = ", ".join(f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v}"
-                           for k, v in (self.needed or {}).items())
+        nd = self.needed or {}
+        if isinstance(nd.get("statement"), str):
+            needed = nd["statement"]
+        else:
+            needed = ", ".join(f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v}"
+                               for k, v in nd.items() if isinstance(v, (int, float, str)))
         reach = (f"the samples collected detect TV >= {self.eps:.4g}, above the requested {self.eps_requested:g}"
                  if self.eps is not None and self.eps < 1 else
                  f"too few samples to detect any deviation (requested TV {self.eps_requested:g})")
