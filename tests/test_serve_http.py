@@ -162,7 +162,7 @@ def test_two_sample_states_an_honest_eps(servers):
     assert h.startswith("INCONCLUSIVE: too few samples to detect any deviation") and "sequences per endpoint" in h, h
 
 
-def test_two_sample_function_never_passes_at_large_tv(servers):
+def test_two_sample_function_never_passes_beyond_what_it_detects(servers):
     from specverify import SamplingSettings
     from specverify.audit.http_adapter import http_generator, two_sample_endpoints
 
@@ -170,7 +170,7 @@ def test_two_sample_function_never_passes_at_large_tv(servers):
     prompts = [[1, 2], [3, 4]]
     v = two_sample_endpoints(gen_spec, gen_plain, prompts=prompts, settings=SamplingSettings(), n_sequences=40, length=2,
                              eps=0.9, vocab_size=VOCAB)
-    assert v.status == "INCONCLUSIVE" and v.eps >= 0.5  # the eps requested is generous, but TV >= 0.5 is no PASS
+    assert v.status == "INCONCLUSIVE" and v.eps > 0.9  # 40 sequences cannot reach even a generous eps: no PASS
     assert v.needed["sequences_per_endpoint"] > 40
     with_other = two_sample_endpoints(http_generator(servers["other_model"]), gen_plain, prompts=prompts,
                                       settings=SamplingSettings(temperature=0.7), n_sequences=150, length=2, alpha=1e-3)

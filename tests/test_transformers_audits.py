@@ -63,8 +63,9 @@ def test_http_endpoint_audit_and_two_sample(models, servers):
     v = audit_lm(http_generator(spec_url), t, prompts=PROMPTS, settings=(s,), eps=0.25, length=4, name="http")
     assert v.status == "PASS", v.headline()
     v2 = two_sample_endpoints(http_generator(spec_url), http_generator(plain_url), prompts=PROMPTS, settings=s, vocab_size=96,
-                              n_sequences=300, length=3)
-    assert v2.status == "PASS" and v2.eps is not None
+                              n_sequences=300, length=3, eps=0.7)
+    # 300 sequences per endpoint detect only coarse deviations: the verdict states it (eps <= 0.7)
+    assert v2.status == "PASS" and v2.eps <= 0.7, v2.headline()
 
 
 class _Bad(BaseHTTPRequestHandler):
@@ -135,8 +136,9 @@ def test_serve_command_as_a_real_process(models):
                 except OSError:
                     time.sleep(0.1)
         spec, plain = (http_generator(f"http://127.0.0.1:{p}") for p in ports)
-        v = two_sample_endpoints(spec, plain, prompts=PROMPTS, settings=SamplingSettings(temperature=0.9), vocab_size=64, n_sequences=200, length=3)
-        assert v.status == "PASS"
+        v = two_sample_endpoints(spec, plain, prompts=PROMPTS, settings=SamplingSettings(temperature=0.9), vocab_size=64, n_sequences=200, length=3,
+                                 eps=0.8)
+        assert v.status == "PASS" and v.eps <= 0.8, v.headline()
     finally:
         for p in procs:
             p.terminate()

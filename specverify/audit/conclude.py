@@ -24,8 +24,11 @@ UNSUPPORTED = "UNSUPPORTED"
 
 
 def failure_message(label: str, stratum: str, test, adjusted: float) -> str:
-    """One line for a failing stream stratum: where, which test, how far, on which cells."""
+    """One line for a failing stream stratum: where, which test, how far, on which cells. An exact
+    failure (tokens the target gives probability 0) says so first: no p-value is needed for it."""
     cells = "; ".join(f"{c.label}: observed {c.observed:.0f}, expected {c.expected:.1f}" for c in test.worst_cells[:3])
+    if test.note.startswith("exact failure"):
+        return f"{label}, {stratum}: {test.note} ({cells})"
     return (f"{label}, {stratum}: {test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); "
             f"TV on its cells {test.tv_estimate:.4f} [{test.tv_interval[0]:.4f}, {test.tv_interval[1]:.4f}]; {cells}")
 
@@ -59,6 +62,9 @@ def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
     if sample.error:
         return CheckOutcome(f"{unit.label}: implementation", FAIL, "exact", sample.error)
     gen, fam = sample.gen, unit.family
+    if not len(gen.tokens):
+        return CheckOutcome(label, INCONCLUSIVE, "statistical", "not sampled: the time cap (--budget) was reached before this "
+                            "unit started", None, math.inf, 0, {"pair": unit.pair_kind})
     law, rows = _law(unit, pair, gen)
     wb = _whitebox(adapter, unit, pair, gen, cfg)
     results, adj = stratified_stream_test(law, gen.tokens, rows, strata_of(gen.position, unit.strata_rule),
@@ -103,7 +109,7 @@ def _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg) -> dict:
         "rounds_or_sequences": sample.units,
         "pit_hist": np.bincount(np.minimum((u * 20).astype(int), 19), minlength=20).tolist(),
         "worst_stratum": results[worst].stratum,
-        "worst_stratum_bins": {"observed": sm.observed, "expected": sm.expected},
+        "worst_stratum_bins": {"observed": sm.observed, "expected": sm.expected, "labels": sm.labels},
         "strata": [{"stratum": r.stratum, "n": r.n, "pvalue_holm": float(a), "min_detectable_tv": r.min_detectable_tv,
                     "components": [str(c) for c in r.components]} for r, a in zip(results, adj)],
         "tokens_per_position": np.bincount(gen.position).tolist() if len(gen.position) else [],
@@ -137,9 +143,11 @@ def decide(checks: list[CheckOutcome]) -> str:
     return PASS
 
 
-def make_verdict(checks, evidence, cfg, *, needed, samples, seconds, subject, lossy_by_design=False) -> Verdict:
+def make_verdict(checks, evidence, *, alpha, beta, eps, seed, needed, samples, seconds, subject, lossy_by_design=False) -> Verdict:
+    """The verdict of table, LM and endpoint audits alike: :func:`decide`, and the eps that covers
+    every statistical check (the largest of theirs; 0 when only exact checks ran)."""
     status = decide(checks)
-    eps = [c.eps for c in checks if c.kind == "statistical" and c.eps is not None]
-    eps_reached = max(eps) if eps else (0.0 if status == PASS else math.inf)
-    return Verdict(status, cfg.alpha, cfg.beta, eps_reached, cfg.eps, cfg.seed, checks, evidence, needed if status == INCONCLUSIVE else None,
+    reached = [c.eps for c in checks if c.kind == "statistical" and c.eps is not None]
+    eps_reached = max(reached) if reached else (0.0 if status == PASS else math.inf)
+    return Verdict(status, alpha, beta, eps_reached, eps, seed, checks, evidence, needed if status == INCONCLUSIVE else None,
                    samples, seconds, subject, lossy_by_design=lossy_by_design)

@@ -80,7 +80,7 @@ def two_sample_endpoints(gen_spec, gen_ref, *, prompts, settings, vocab_size: in
     ``alpha``. The verdict states the eps this sample size detects with false-pass rate ``beta``
     at the first Holm step: TV on the buckets >= sqrt(2 lambda* / n) / 2, lambda* the chi-square
     noncentrality for power 1 - beta (two arms of n each: lambda = (n / 2) w^2 >= 2 n TV^2). It is
-    a PASS only when that eps is at most the requested ``eps`` (and below 0.5); otherwise
+    a PASS only when that eps is at most the requested ``eps``; otherwise
     INCONCLUSIVE, with the sequences per endpoint that would reach ``eps``.
 
     ``vocab_size`` (the endpoints' vocabulary) fixes the buckets in advance; without it the key
@@ -88,6 +88,7 @@ def two_sample_endpoints(gen_spec, gen_ref, *, prompts, settings, vocab_size: in
     samples, so the test keeps its level).
     """
     from ..stats import INCONCLUSIVE, noncentrality_for_power
+    from .conclude import decide
 
     t0 = time.perf_counter()
     settings = tuple(settings) if isinstance(settings, (list, tuple)) else (settings,)
@@ -133,7 +134,7 @@ def two_sample_endpoints(gen_spec, gen_ref, *, prompts, settings, vocab_size: in
             res.append(r)
             labels.append(f"{label}, position {j}")
     adj = holm([r.pvalue for r in res]) if res else []
-    enough = eps_reached <= eps and eps_reached < 0.5
+    enough = eps_reached <= eps
     for lab, r, a in zip(labels, res, adj):
         if a <= alpha:
             msg = f"{lab}: {r.test} p={r.pvalue:.3g} (Holm-adjusted {a:.3g}); {r}"
@@ -149,12 +150,7 @@ def two_sample_endpoints(gen_spec, gen_ref, *, prompts, settings, vocab_size: in
             checks.append(CheckOutcome(lab, INCONCLUSIVE, "statistical",
                                        f"no deviation found in {n_sequences:,} sequences per endpoint, but {reach}; "
                                        f"requested {eps:g} needs {need:,}", float(a), eps_reached, 2 * n_sequences))
-    if any(c.status == FAIL for c in checks):
-        status = FAIL
-    elif not enough:
-        status = INCONCLUSIVE
-    else:
-        status = PASS
+    status = decide(checks)
     needed = {"sequences_per_endpoint": need, "collected": n_sequences} if status == INCONCLUSIVE else None
     return Verdict(status, alpha, beta, eps_reached, eps, seed, checks, evidence, needed,
                    2 * n_sequences * length * len(settings), time.perf_counter() - t0, "two-sample endpoints")

@@ -3,33 +3,43 @@
 ``audit_lm`` drives ``generate(prompt, max_new_tokens, seed, settings) -> list[int]`` (any
 implementation: specverify's runner, transformers' assisted generation, an HTTP endpoint) and
 tests every generated token against the target's processed distribution given its prefix,
-computed by the auditor with one teacher-forced pass in float64 (DESIGN.md: references compute in
-float64). The test is the default stream test on the pooled tokens (round positions are not
-visible to a black-box generator).
+computed by the auditor with one teacher-forced pass in float64 (docs/verdict.md: references compute
+in float64). It shares the table audit's defaults and plan (:mod:`specverify.audit.plan`: alpha 1e-6,
+beta 1e-3, eps 0.05, :data:`DEFAULT_SETTINGS`, one test family per setting, sample size from the
+plan, the budget a cap that gives INCONCLUSIVE) and its conclusion (:mod:`specverify.audit.conclude`).
+Sequences are ``4 (gamma + 1)`` tokens by default, several rounds at the largest gamma in use, so
+bugs that appear from the second round on are in scope. The test is the default stream test on the
+pooled tokens (round positions are not visible to a black-box generator). A setting the
+implementation declines (it raises NotImplementedError) is reported as unsupported, never as a FAIL.
 
 ``greedy_equivalence`` compares greedy output with target-only greedy token for token; a
 divergence is excused only where the target's top-two logits are within ``tie_tol`` (a near-tie
 that kernel numerics may flip), and the report gives the margin at every divergence together with
 the measured difference between batched and one-token-at-a-time logits.
+
+``common_shape_generator`` adapts the usual third-party signature ``generate(target, draft,
+input_ids, max_new_tokens, *, do_sample, temperature, top_p, top_k, seed)``.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 import time
 
 import numpy as np
 import torch
 
 from ..dists import GREEDY, SamplingSettings
-from ..errors import ImplementationError
+from ..errors import ImplementationError, UnsupportedSettingError
 from ..lm.transformers_lm import CausalLM, KVSession
-from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, StreamLaw, Verdict, default_stream_test, min_samples_for_tv
-from ..stats._stream import DEFAULT_BINS, DEFAULT_COMPONENTS
+from ..stats import FAIL, PASS, CheckOutcome, StreamLaw, Verdict, default_stream_test
 from .adapters import call_with_timeout
+from .conclude import UNSUPPORTED, failure_message, make_verdict
+from .plan import DEFAULT_SETTINGS, TestFamily
 
-__all__ = ["audit_lm", "greedy_equivalence", "batched_vs_incremental_logit_gap"]
+__all__ = ["audit_lm", "greedy_equivalence", "batched_vs_incremental_logit_gap", "common_shape_generator"]
+
+GREEDY_NAME = "greedy equivalence (tie-aware)"
 
 
 def _auditor(model):
@@ -37,73 +47,106 @@ def _auditor(model):
     return CausalLM(m)
 
 
-def audit_lm(generate, target_model, *, prompts: list[list[int]], settings=(SamplingSettings(),), length: int = 4,
-             alpha: float = 1e-6, beta: float = 1e-3, eps: float = 0.1, budget_s: float = 120.0, seed: int = 0,
+def common_shape_generator(fn, target, draft=None):
+    """``generate(prompt, n, seed, settings)`` over ``fn(target, draft, input_ids, max_new_tokens, *,
+    do_sample, temperature, top_p, top_k, seed)`` (input_ids a [1, L] LongTensor; the return value
+    the whole sequence or only the new tokens, as a tensor or a list). Settings it cannot express
+    (min-p, penalties) raise NotImplementedError, which the audit reports as unsupported."""
+
+    def generate(prompt, n, seed, s: SamplingSettings):
+        if s.min_p or s.uses_history:
+            raise NotImplementedError(f"the common shape has no min-p or penalties ({s.short()})")
+        ids = torch.tensor([list(prompt)], dtype=torch.long)
+        out = fn(target, draft, ids, n, do_sample=not s.is_greedy, temperature=s.temperature or 1.0, top_p=s.top_p,
+                 top_k=s.top_k, seed=seed)
+        out = out.tolist() if hasattr(out, "tolist") else list(out)
+        if out and isinstance(out[0], list):
+            out = out[0]
+        return out[len(prompt):] if len(out) >= len(prompt) + n and out[: len(prompt)] == list(prompt) else out
+
+    generate.__name__ = getattr(fn, "__name__", "generate")
+    return generate
+
+
+def _sample_setting(generate, aud, prompts, s, *, length, need, rng, deadline, max_sequences, timeout, name):
+    """(tokens, law rows, sequences, error, unsupported, complete) for one setting."""
+    toks, rows, i = [], [], 0
+    while len(toks) < need:
+        if (time.monotonic() > deadline and toks) or (max_sequences and i >= max_sequences):
+            return toks, rows, i, None, None, False
+        prompt = prompts[i % len(prompts)]
+        try:
+            seq = call_with_timeout(generate, list(prompt), length, int(rng.integers(2**31)), s, timeout=timeout, what=name)
+            seq = [int(t) for t in list(seq)[:length]]
+        except UnsupportedSettingError as exc:
+            return toks, rows, i, None, str(exc), False
+        except ImplementationError as exc:
+            return toks, rows, i, str(exc), None, False
+        if len(seq) < length or any(t < 0 or t >= aud.vocab_size for t in seq):
+            return toks, rows, i, f"{name} returned {seq}; expected {length} ids in [0, {aud.vocab_size})", None, False
+        rows.append(aud.sequence_probs(prompt, seq, s))
+        toks.extend(seq)
+        i += 1
+    return toks, rows, i, None, None, True
+
+
+def _conclude_setting(label, fam: TestFamily, toks, rows, n_seq, length, complete, eps, rng) -> CheckOutcome:
+    law = StreamLaw(np.concatenate(rows))
+    res = default_stream_test(law, np.asarray(toks), np.arange(len(toks)), rng=rng, alpha=fam.alpha_fixed, beta=fam.beta,
+                              stratum="all generated tokens")
+    detail = {"components": [str(c) for c in res.components], "sequences": n_seq, "length": length}
+    if res.pvalue <= fam.alpha_fixed:
+        return CheckOutcome(label, FAIL, "statistical", failure_message(label, "all generated tokens", res.worst, res.pvalue),
+                            res.pvalue, res.min_detectable_tv, len(toks), detail)
+    if complete and res.min_detectable_tv <= eps * (1 + 1e-9):
+        return CheckOutcome(label, PASS, "statistical", f"no deviation of TV >= {res.min_detectable_tv:.4f} over {len(toks):,} tokens",
+                            res.pvalue, res.min_detectable_tv, len(toks), detail)
+    return CheckOutcome(label, "INCONCLUSIVE", "statistical", f"not reached: eps {res.min_detectable_tv:.4f} > {eps:g} after "
+                        f"{len(toks):,} tokens ({fam.tokens_per_stratum():,} planned); no deviation found", res.pvalue,
+                        res.min_detectable_tv, len(toks), detail)
+
+
+def audit_lm(generate, target_model, *, prompts: list[list[int]], settings=DEFAULT_SETTINGS, length: int | None = None,
+             gamma: int = 4, alpha: float = 1e-6, beta: float = 1e-3, eps: float = 0.05, budget_s: float = 600.0, seed: int = 0,
              max_sequences: int | None = None, name: str = "generator", call_timeout: float | None = 60.0,
              greedy_check: bool = True, reference_greedy=None, tie_tol: float = 1e-4, lossy_by_design: bool = False) -> Verdict:
-    t0 = time.perf_counter()
+    """Audit ``generate`` against ``target_model`` (module docstring). ``settings=()`` with
+    ``greedy_check=True`` is a greedy-only audit."""
+    t0 = time.monotonic()
+    length = length or 4 * (gamma + 1)
     aud = _auditor(target_model)
-    n_set = len(settings)
-    alpha_s = alpha / n_set
-    need = min_samples_for_tv(eps, df=DEFAULT_BINS - 1, alpha=alpha_s / DEFAULT_COMPONENTS, beta=beta)
-    checks, evidence = [], []
-    eps_reached, total = 0.0, 0
+    fam = TestFamily(alpha / max(len(settings), 1), beta, eps, strata=1, sequential=False)
+    need = fam.tokens_per_stratum()
     rng = np.random.default_rng(seed)
+    checks, evidence, total = [], [], 0
     for idx, s in enumerate(settings):
         label = f"settings[{idx}] {s.short()}"
-        toks, rows, err = [], [], None
-        i = 0
-        while len(toks) < need:
-            if time.perf_counter() - t0 > budget_s * (idx + 1) / n_set and toks:
-                break
-            if max_sequences and i >= max_sequences:
-                break
-            prompt = prompts[i % len(prompts)]
-            try:
-                seq = call_with_timeout(generate, list(prompt), length, int(rng.integers(2**31)), s, timeout=call_timeout, what=name)
-                seq = [int(t) for t in list(seq)[:length]]
-            except ImplementationError as exc:
-                err = str(exc)
-                break
-            if len(seq) < length or any(t < 0 or t >= aud.vocab_size for t in seq):
-                err = f"{name} returned {seq}; expected {length} ids in [0, {aud.vocab_size})"
-                break
-            rows.append(aud.sequence_probs(prompt, seq, s))
-            toks.extend(seq)
-            i += 1
+        toks, rows, n_seq, err, unsup, complete = _sample_setting(
+            generate, aud, prompts, s, length=length, need=need, rng=rng, deadline=t0 + budget_s * (idx + 1) / len(settings),
+            max_sequences=max_sequences, timeout=call_timeout, name=name)
+        if unsup:
+            checks.append(CheckOutcome(f"{label}: implementation", UNSUPPORTED, "exact", unsup))
+            continue
         if err:
             checks.append(CheckOutcome(f"{label}: implementation", FAIL, "exact", err))
             evidence.append(err)
             continue
-        table = np.concatenate(rows)
-        law = StreamLaw(table)
-        res = default_stream_test(law, np.asarray(toks), np.arange(len(toks)), rng=np.random.default_rng([seed, idx]), alpha=alpha_s,
-                                  beta=beta, stratum="all generated tokens")
         total += len(toks)
-        eps_reached = max(eps_reached, res.min_detectable_tv)
-        detail = {"components": [str(c) for c in res.components], "sequences": i, "length": length}
-        if res.pvalue <= alpha_s:
-            w = res.worst
-            cells = "; ".join(f"{c.label}: observed {c.observed:.0f}, expected {c.expected:.1f}" for c in w.worst_cells[:3])
-            msg = f"{label}: {w.test} p={w.pvalue:.3g} (x{DEFAULT_COMPONENTS} Bonferroni {res.pvalue:.3g}); TV on its cells {w.tv_estimate:.4f}; {cells}"
-            checks.append(CheckOutcome(label, FAIL, "statistical", msg, res.pvalue, res.min_detectable_tv, len(toks), detail))
-            evidence.append(msg)
-        else:
-            checks.append(CheckOutcome(label, PASS, "statistical", f"no deviation of TV >= {res.min_detectable_tv:.4f} over {len(toks):,} tokens",
-                                       res.pvalue, res.min_detectable_tv, len(toks), detail))
-    if greedy_check:
-        try:
-            c = greedy_equivalence(generate, target_model, prompts=prompts[:8], length=max(length, 16), name=name, tie_tol=tie_tol,
-                                   reference=reference_greedy, call_timeout=call_timeout)
-        except ImplementationError as exc:
-            c = CheckOutcome("greedy equivalence (tie-aware)", FAIL, "exact", str(exc))
+        c = _conclude_setting(label, fam, toks, rows, n_seq, length, complete, eps, np.random.default_rng([seed, idx]))
         checks.append(c)
         if c.status == FAIL:
             evidence.append(c.summary)
-    status = FAIL if any(c.status == FAIL for c in checks) else (INCONCLUSIVE if eps_reached > eps else PASS)
-    return Verdict(status, alpha, beta, eps_reached or math.inf, eps, seed, checks, evidence,
-                   {"tokens_per_setting": need} if status == INCONCLUSIVE else None, total, time.perf_counter() - t0, name,
-                   lossy_by_design=lossy_by_design)
+    if greedy_check:
+        c = greedy_equivalence(generate, target_model, prompts=prompts[:8], length=max(length, 16), name=name, tie_tol=tie_tol,
+                               reference=reference_greedy, call_timeout=call_timeout)
+        checks.append(c)
+        if c.status == FAIL:
+            evidence.append(c.summary)
+    short = [c for c in checks if c.status == "INCONCLUSIVE"]
+    needed = {"statement": f"{len(short)} setting(s) short of {need:,} tokens: raise --budget or --rounds (sequences of "
+                           f"{length} tokens; about {-(-need // length):,} per setting)", "tokens_per_setting": need} if short else None
+    return make_verdict(checks, evidence, alpha=alpha, beta=beta, eps=eps, seed=seed, needed=needed, samples=total, seconds=time.monotonic() - t0, subject=name,
+                        lossy_by_design=lossy_by_design)
 
 
 def batched_vs_incremental_logit_gap(model, prompt: list[int], continuation: list[int]) -> float:
@@ -127,7 +170,12 @@ def greedy_equivalence(generate, target_model, *, prompts, length=16, name="gene
     divergences, gaps, excused = [], [], 0
     for prompt in prompts:
         want = reference(prompt, length) if reference else target_only_generate(target_model, list(prompt), length, GREEDY, torch.Generator()).tokens
-        got = [int(t) for t in call_with_timeout(generate, list(prompt), length, 0, GREEDY, timeout=call_timeout, what=name)][:length]
+        try:
+            got = [int(t) for t in call_with_timeout(generate, list(prompt), length, 0, GREEDY, timeout=call_timeout, what=name)][:length]
+        except UnsupportedSettingError as exc:
+            return CheckOutcome(GREEDY_NAME, UNSUPPORTED, "exact", str(exc))
+        except ImplementationError as exc:
+            return CheckOutcome(GREEDY_NAME, FAIL, "exact", str(exc))
         gaps.append(batched_vs_incremental_logit_gap(target_model, prompt, want))
         if got == want:
             continue
@@ -142,10 +190,10 @@ def greedy_equivalence(generate, target_model, *, prompts, length=16, name="gene
     gap = max(gaps) if gaps else 0.0
     if divergences:
         p, j, g, w, m = divergences[0]
-        return CheckOutcome("greedy equivalence (tie-aware)", FAIL, "exact",
+        return CheckOutcome(GREEDY_NAME, FAIL, "exact",
                             f"{len(divergences)} of {len(prompts)} prompts diverge from target-only greedy away from any tie; first at "
                             f"token {j}: emitted {g}, target argmax {w}, top-2 logit margin {m:.3g} (> tie tolerance {tie_tol:g}; "
                             f"measured batched-vs-incremental logit gap {gap:.2g})")
     note = f"; {excused} divergence(s) at near-ties (margin <= {tie_tol:g})" if excused else ""
-    return CheckOutcome("greedy equivalence (tie-aware)", PASS, "exact",
+    return CheckOutcome(GREEDY_NAME, PASS, "exact",
                         f"{len(prompts)} prompts x {length} tokens equal to target-only greedy{note}; batched-vs-incremental logit gap {gap:.2g}")

@@ -64,7 +64,7 @@ def audit(adapter, config: AuditConfig | None = None, **overrides) -> Verdict:
     evidence += [f"{c.name}: {c.summary}" if not c.summary.startswith(c.name) else c.summary
                  for c in checks if c.status == FAIL and c.kind == "exact"]
     needed = _needed(plan, samples, cfg, time.monotonic() - t0)
-    v = make_verdict(checks, _first_by_holm(checks, evidence), cfg, needed=needed, samples=sum(len(s.gen.tokens) for s in samples.values()),
+    v = make_verdict(checks, _first_by_holm(checks, evidence), alpha=cfg.alpha, beta=cfg.beta, eps=cfg.eps, seed=cfg.seed, needed=needed, samples=sum(len(s.gen.tokens) for s in samples.values()),
                      seconds=time.monotonic() - t0, subject=adapter.name, lossy_by_design=getattr(adapter, "lossy_by_design", False))
     if cfg.checkpoint and Path(cfg.checkpoint).exists() and v.status != INCONCLUSIVE:
         Path(cfg.checkpoint).unlink()
