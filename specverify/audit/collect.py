@@ -120,8 +120,9 @@ def _sizes(unit, cfg, sample: UnitSample, wave: int) -> list[int]:
 def collect_unit(unit, pair, cfg, need: int, sample: UnitSample, pool: WorkerPool, *, deadline: float,
                  on_batch=None) -> UnitSample:
     """Sample ``unit`` until a stop condition holds (module docstring); returns ``sample`` updated."""
-    # laws that depend on the history (penalties) are per token: no table for the e-process
-    law = None if unit.settings.uses_history else StreamLaw(pair.target_table(unit.settings))
+    # laws that depend on the history (penalties) or on the whole prefix are per token: no e-process
+    tabled = getattr(pair, "tabled", True) and not unit.settings.uses_history
+    law = StreamLaw(pair.target_table(unit.settings)) if tabled else None
     t0 = time.monotonic()
     while not sample.complete and not sample.stopped_early and sample.error is None:
         sizes = _sizes(unit, cfg, sample, pool.workers)

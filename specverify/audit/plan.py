@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..dists import SamplingSettings
-from ..harness import make_context_pair
+from ..harness import make_context_pair, make_model_pair
 from ..lm.synthetic import make_markov_pair, make_positional_pair
 from ..stats import min_samples_for_tv
 from ..stats import WHITEBOX_CONTEXT_STRATA, WHITEBOX_STRATA_WITH_DRAFTS
@@ -99,6 +99,8 @@ class AuditUnit:
     def make_pair(self, harness: str, cfg):
         seed = cfg.seed * 1000 + self.setting_index
         s = self.settings
+        if harness == "context" and cfg.context == "transformers":
+            return make_model_pair(cfg.vocab, self.pair_kind, seed=seed)
         if harness == "context":
             return make_context_pair(cfg.vocab, self.pair_kind, seed=seed, settings=s)
         alpha = KIND_ALPHA.get(self.pair_kind, cfg.target_alpha)

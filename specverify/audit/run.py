@@ -49,6 +49,7 @@ class AuditConfig:
     progress: bool = False
     exact_checks: bool = True
     greedy_ties: str = "lowest-id"  # or 'any': a greedy output may take any exactly tied top token
+    context: str = "tables"  # round steps and generators: 'tables' (hashed order-2) or 'transformers' (tiny models)
 
 
 def audit(adapter, config: AuditConfig | None = None, **overrides) -> Verdict:

@@ -2,17 +2,18 @@
 
 * records: :class:`Generation` (what was emitted, with each token's law row), :class:`RoundOutput`;
 * context models: :class:`ContextPair` (order-k, position-dependent, hashed to a table; kinds
-  ``low``, ``high`` and ``greedy``), beside the order-1 and positional pairs of :mod:`specverify.lm`;
+  ``low``, ``high`` and ``greedy``) and :class:`ModelPair` (two tiny transformers models), beside the order-1 and positional pairs of :mod:`specverify.lm`;
 * drivers: :func:`run_sampler` (vectorised table samplers), :func:`run_round_step` (a round step
   called with whole prefixes, consecutive rounds per sequence), :func:`run_generator`;
 * guarded calls: :func:`call_with_timeout`, :func:`run_guarded`.
 """
 
 from ._contexts import PAIR_KINDS, ContextPair, make_context_pair
+from ._models import ModelPair, make_model_pair
 from ._records import Generation, RoundOutput, concat_generations
 from ._sequences import MODES, SequenceView, run_generator, run_round_step
 from ._tables import run_sampler
 from ._watchdog import call_with_timeout, run_guarded
 
-__all__ = ["Generation", "RoundOutput", "concat_generations", "ContextPair", "PAIR_KINDS", "make_context_pair", "SequenceView",
+__all__ = ["Generation", "RoundOutput", "concat_generations", "ContextPair", "PAIR_KINDS", "make_context_pair", "ModelPair", "make_model_pair", "SequenceView",
            "MODES", "run_round_step", "run_generator", "run_sampler", "call_with_timeout", "run_guarded"]

@@ -100,7 +100,8 @@ class _Recorder:
         self.tokens, self.rows, self.pos, self.seq, self.n_acc, self.laws = [], [], [], [], [], []
         self.drafts, self.draft_rows, self.round_id = [], [], []
         s = view.settings
-        self.per_token_law = view.mode != "greedy" and s.uses_history
+        # laws that a table cannot hold: penalties (history) and untabled models (whole prefix)
+        self.per_token_law = view.mode != "greedy" and (s.uses_history or not getattr(view.pair, "tabled", True))
 
     def emit(self, seq: list, out: list, seq_id: int, gamma: int, limit: int):
         for j, t in enumerate(out):
@@ -118,7 +119,7 @@ class _Recorder:
         pair, s = self.view.pair, self.view.settings
         if self.per_token_law:
             self.rows.append(len(self.laws))
-            self.laws.append(pair.law_probs(seq, s))
+            self.laws.append(pair.law_probs(seq, None if self.view.mode == "greedy" else s))
         else:
             self.rows.append(pair.row_of(seq))
         self.tokens.append(t)

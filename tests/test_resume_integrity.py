@@ -1,0 +1,62 @@
+"""A resumed audit never lies: the checkpoint is keyed on the implementation and the options, the
+units read back keep sampling until their plan is met, and the verdict equals the uninterrupted
+one (the batches are seeded by their index, so a resumed run draws exactly what an uninterrupted
+run draws)."""
+
+import numpy as np
+import pytest
+
+from specverify import SamplingSettings
+from specverify.audit import KernelAdapter, audit
+from specverify.algorithms import verify_chain_batch
+from specverify.errors import SpecVerifyError
+
+OPTS = dict(settings=(SamplingSettings(), SamplingSettings(temperature=0.7)), eps=0.08, exact_checks=False, batch=2000)
+
+
+def kernel(draft_tokens, draft_probs, target_probs, generator):
+    b, g = draft_tokens.shape
+    return verify_chain_batch(draft_tokens, draft_probs, target_probs, generator.random((b, g)), generator.random(b)).tokens
+
+
+def residual_from_p(draft_tokens, draft_probs, target_probs, generator):
+    b, g = draft_tokens.shape
+    return verify_chain_batch(draft_tokens, np.zeros_like(draft_probs) + 1e-300, target_probs, generator.random((b, g)),
+                              generator.random(b)).tokens
+
+
+def test_interrupted_by_the_cap_then_resumed_gives_the_uninterrupted_verdict_and_eps(tmp_path):
+    ck = str(tmp_path / "ck.npz")
+    full = audit(KernelAdapter(kernel), **OPTS)
+    cut = audit(KernelAdapter(kernel), budget_s=0.05, checkpoint=ck, **OPTS)
+    assert cut.status == "INCONCLUSIVE" and full.status == "PASS"
+    # no unit of an INCONCLUSIVE verdict is shown as PASS
+    assert all(c.status != "PASS" or c.eps <= 0.08 for c in cut.checks)
+    assert "not reached" in " ".join(c.summary for c in cut.checks if c.status == "INCONCLUSIVE") or \
+        "not sampled" in " ".join(c.summary for c in cut.checks)
+    resumed = audit(KernelAdapter(kernel), checkpoint=ck, resume=True, **OPTS)
+    assert resumed.status == full.status and resumed.eps == pytest.approx(full.eps)
+    assert resumed.samples == full.samples
+    assert [c.pvalue for c in resumed.checks] == pytest.approx([c.pvalue for c in full.checks])
+
+
+def test_a_checkpoint_of_one_implementation_is_refused_for_another(tmp_path):
+    ck = str(tmp_path / "ck.npz")
+    audit(KernelAdapter(kernel, name="verify"), budget_s=0.05, checkpoint=ck, **OPTS)
+    with pytest.raises(SpecVerifyError, match="belongs to another audit"):
+        audit(KernelAdapter(residual_from_p, name="verify"), checkpoint=ck, resume=True, **OPTS)
+    with pytest.raises(SpecVerifyError, match="belongs to another audit"):  # other options
+        audit(KernelAdapter(kernel, name="verify"), checkpoint=ck, resume=True, **{**OPTS, "eps": 0.1})
+
+
+def test_a_corrupt_checkpoint_is_a_clear_error(tmp_path):
+    ck = tmp_path / "ck.npz"
+    ck.write_bytes(b"not a checkpoint")
+    with pytest.raises(SpecVerifyError, match="cannot be read"):
+        audit(KernelAdapter(kernel), checkpoint=str(ck), resume=True, **OPTS)
+
+
+def test_same_verdict_with_workers():
+    a = audit(KernelAdapter(kernel), **OPTS)
+    b = audit(KernelAdapter(kernel), workers=2, **OPTS)
+    assert a.samples == b.samples and [c.pvalue for c in a.checks] == pytest.approx([c.pvalue for c in b.checks])
