@@ -1,5 +1,9 @@
 """The transformers parity matrix: every speculative mode of transformers' generate() audited under
-each sampling setting, against the target's law computed by specverify (and tie-aware greedy).
+each sampling setting of the audit's parity grid (:data:`specverify.audit.run.PARITY_GRID`: each
+knob alone, then all together), against the target's law computed by specverify (and tie-aware
+greedy). The generators receive the settings and apply them themselves (transformers' own logits
+processors), which is the settings interface of generators; sequences are ``audit_lm``'s default
+4 (gamma + 1) tokens, several rounds each.
 
     .venv/bin/python scripts/transformers_parity.py [--eps 0.1] [--json out.json]
 
@@ -12,7 +16,7 @@ import time
 
 import torch
 
-from specverify import SamplingSettings
+from specverify.audit.run import PARITY_GRID
 from specverify.audit.lm_audit import audit_lm
 from specverify.audit.transformers_adapters import hf_generator
 from specverify.lm.transformers_lm import early_exit_copy, layered_target
@@ -27,12 +31,7 @@ torch.set_num_threads(1)
 t = layered_target("llama", vocab=128, hidden=64, layers=4, heads=4, seed=2, lm_head_scale=6.0, keep=1, damp=0.2)
 d = early_exit_copy(t, layers=1)
 prompts = [[1, 2, 3, 4, 1, 2], [5, 6, 7], [9, 8, 9, 8, 9], [10, 11, 12, 10, 11, 12]]
-settings = [
-    SamplingSettings(temperature=0.3, top_k=0), SamplingSettings(temperature=0.7), SamplingSettings(temperature=1.0),
-    SamplingSettings(temperature=1.5), SamplingSettings(top_k=8), SamplingSettings(top_p=0.8), SamplingSettings(min_p=0.1),
-    SamplingSettings(repetition_penalty=1.3), SamplingSettings(temperature=0.7, top_k=8, top_p=0.9),
-    SamplingSettings(temperature=1.5, min_p=0.1, repetition_penalty=1.2),
-]
+settings = list(PARITY_GRID)
 
 
 def ours(prompt, n, seed, s):
@@ -47,7 +46,7 @@ rows = []
 for mname, gen in modes.items():
     for i, s in enumerate(settings):
         t0 = time.time()
-        v = audit_lm(gen, t, prompts=prompts, settings=(s,), eps=args.eps, length=4, name=mname, budget_s=240, greedy_check=(i == 0))
+        v = audit_lm(gen, t, prompts=prompts, settings=(s,), eps=args.eps, gamma=3, name=mname, budget_s=600, greedy_check=(i == 0))
         row = {"mode": mname, "settings": s.short(), "verdict": v.status, "eps": v.eps, "tokens": v.samples,
                "checks": {c.name: c.status for c in v.checks}, "evidence": v.evidence, "seconds": round(time.time() - t0, 1)}
         rows.append(row)

@@ -8,7 +8,7 @@
     specverify serve [--speculative] [--port 0] [--model-path DIR]
     specverify reference --out DIR
 
-Exit codes: 0 PASS, 1 FAIL, 2 usage or input error, 3 INCONCLUSIVE.
+Exit codes: 0 PASS, 1 FAIL, 2 usage or input error, 3 INCONCLUSIVE, 4 internal error of specverify.
 The verdict's contract: docs/verdict.md; the shapes an implementation may take: docs/adapters.md.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
 
 def _bench(args) -> int:
@@ -124,6 +124,13 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception:  # noqa: BLE001 - a crash of specverify itself must never read as a FAIL (exit 1)
+        import traceback
+
+        traceback.print_exc()
+        print("specverify: internal error (a bug in specverify, not a verdict on your implementation); "
+              "please report it with the traceback above", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -124,6 +124,9 @@ class Adapter:
     harness = "kernel"
     #: the pair kinds audited per setting (see specverify.audit.plan)
     pair_kinds: tuple[str, ...] = ("default",)
+    #: how emitted tokens are stratified: 'positions' in the round (tail under 5% pooled),
+    #: 'first-later' (first token of a round, the rest), 'pooled' (a black box shows no rounds)
+    strata_rule = "positions"
     exact_by_design = True
     rule: str | None = None  # 'full' enables the white-box strata
     call_timeout: float | None = 30.0
@@ -285,6 +288,7 @@ class _SequenceAdapter(Adapter):
 
     harness = "context"
     pair_kinds = ("low", "high")
+    strata_rule = "first-later"  # positions past the first are rare on the low-overlap pair
 
     def _setup(self, fn, name, spec, logits, greedy, call_timeout, length, default_name):
         self.fn, self.spec, self.logits, self.greedy = fn, spec, logits, greedy
@@ -327,6 +331,8 @@ class GeneratorAdapter(_SequenceAdapter):
     ``draft_logits``, ``settings`` and ``vocab_size``; with ``logits=True`` only the logits are
     handed over and the generator applies ``model.settings`` itself. Every token is tested against
     the target's law given its true prefix; a black box shows no round positions, so one stratum."""
+
+    strata_rule = "pooled"
 
     def __init__(self, fn, *, name: str | None = None, spec: str | None = None, logits: bool = False, greedy: bool = False,
                  call_timeout: float | None = 30.0, length: int = 32):

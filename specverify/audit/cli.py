@@ -81,7 +81,9 @@ def add_commands(sub):
     a.add_argument("--alpha", type=float, default=1e-6, help="family-wise false-fail rate (default 1e-6)")
     a.add_argument("--beta", type=float, default=1e-3, help="false-pass rate at eps (default 1e-3)")
     a.add_argument("--eps", type=float, default=0.05, help="total variation to detect (default 0.05)")
-    a.add_argument("--budget", type=float, default=60.0, help="time budget in seconds (default 60)")
+    a.add_argument("--budget", type=float, default=600.0,
+                   help="time cap in seconds (default 600): sampling stops at the plan or --rounds, never at a time, "
+                        "unless this cap is reached, which makes the verdict INCONCLUSIVE")
     a.add_argument("--rounds", type=int, default=None, metavar="N",
                    help="rounds (or sequences) per audit unit; makes the verdict a function of implementation, seed and "
                         "options only; the budget becomes a cap")

@@ -18,9 +18,10 @@ from ..stats import whitebox_context_tests, whitebox_round_tests
 from ..theory import accepted_length_law_position_dependent, expected_tokens_position_dependent
 from .collect import UnitSample, strata_of
 
-__all__ = ["conclude_unit", "decide", "failure_message", "UNSUPPORTED"]
+__all__ = ["conclude_unit", "decide", "failure_message", "make_verdict", "UNSUPPORTED", "SKIPPED"]
 
-UNSUPPORTED = "UNSUPPORTED"
+UNSUPPORTED = "UNSUPPORTED"  # the implementation declined a setting: reported, never a FAIL
+SKIPPED = "SKIPPED"  # a setting the plan leaves out, with the reason
 
 
 def failure_message(label: str, stratum: str, test, adjusted: float) -> str:

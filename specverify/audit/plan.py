@@ -119,13 +119,8 @@ class AuditPlan:
         return unit.family.tokens_per_stratum()
 
 
-def _strata_rule(adapter) -> tuple[str, int]:
-    """(rule, number of stream strata incl. pooled) for an adapter's harness."""
-    if adapter.harness == "context":
-        if type(adapter).__name__ == "GeneratorAdapter":
-            return "pooled", 1
-        return "first-later", 3
-    return "positions", None  # gamma + 2, filled in by the caller
+#: stream strata (pooled included) of each rule, None: positions 0..gamma plus pooled
+_STRATA = {"positions": None, "first-later": 3, "pooled": 1}
 
 
 def plan_audit(adapter, cfg) -> AuditPlan:
@@ -142,8 +137,8 @@ def plan_audit(adapter, cfg) -> AuditPlan:
             skipped.append(f"{s.short()}: penalties need a history; kernels and the catalogue see none")
         else:
             keep.append(s)
-    rule, strata = _strata_rule(adapter)
-    strata = strata or cfg.gamma + 2
+    rule = adapter.strata_rule
+    strata = _STRATA[rule] or cfg.gamma + 2
     whitebox = 0
     if getattr(adapter, "rule", None) == "full":
         whitebox = WHITEBOX_CONTEXT_STRATA if adapter.harness == "context" else WHITEBOX_STRATA_WITH_DRAFTS
@@ -160,9 +155,3 @@ def _kinds_for(adapter, kinds, setting_index):
     if adapter.logits and len(kinds) > 1 and setting_index > 0:
         return (kinds[setting_index % len(kinds)],)
     return kinds
-
-
-def units_summary(plan: AuditPlan) -> str:
-    n = len(plan.units)
-    return f"{n} unit{'s' * (n != 1)}" + (f"; need {plan.need(plan.units[0]):,} tokens per stratum" if n else "")
-

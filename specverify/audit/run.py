@@ -22,7 +22,7 @@ from ..errors import ImplementationError, SpecVerifyError
 from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, Verdict
 from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from .collect import UnitSample, WorkerPool, collect_unit, smallest_stratum
-from .conclude import conclude_unit, make_verdict
+from .conclude import SKIPPED, conclude_unit, make_verdict
 from .exact_checks import EXACT_CHECKS
 from .plan import DEFAULT_SETTINGS, PARITY_GRID, AuditPlan, plan_audit
 
@@ -62,6 +62,7 @@ def audit(adapter, config: AuditConfig | None = None, **overrides) -> Verdict:
     pairs = {u.index: u.make_pair(adapter.harness, cfg) for u in plan.units}
     checks, evidence = _collect_all(adapter, cfg, plan, pairs, samples, fp, deadline=t0 + cfg.budget_s)
     checks += _exact(adapter, cfg, plan, pairs)
+    checks += [CheckOutcome(f"plan: {why.split(':')[0]}", SKIPPED, "exact", why) for why in plan.skipped]
     evidence += [f"{c.name}: {c.summary}" if not c.summary.startswith(c.name) else c.summary
                  for c in checks if c.status == FAIL and c.kind == "exact"]
     needed = _needed(plan, samples, cfg, time.monotonic() - t0)
