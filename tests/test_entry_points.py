@@ -175,7 +175,7 @@ BAD = [
     (["--kernel", "kernel:verify", "--full-rule", "--one-hot"], "--full-rule and --one-hot exclude each other"),
     (["--round", "round_step:step", "--one-hot"], "--one-hot applies to --kernel only"),
     (["--kernel", "kernel:verify", "--greedy"], "--greedy applies to --round and --generator"),
-    (["--logits"], "--logits applies to --kernel, --round and --generator"),
+    (["--logits"], "--logits applies to --kernel, --round, --generator and --cmd"),
     (["--cmd", f"{sys.executable} -c pass", "--workers", "2"], "--workers applies to importable implementations, not --cmd"),
     (["reference", "--kernel", "kernel:verify"], "both a target ('reference') and --kernel were given"),
     (["nosuch_target"], "unknown audit target 'nosuch_target'"),

@@ -351,20 +351,24 @@ class SubprocessAdapter(Adapter):
     stdout). Request: {"op": "verify", "draft_tokens": [[...]], "draft_probs": [[[...]]],
     "target_probs": [[[...]]], "seed": int}. Reply: {"tokens": [[...]]} (-1 padded) or
     {"error": "message"}. The first line sent is {"op": "hello"}; the reply names the
-    implementation: {"name": "...", "one_hot": false}."""
+    implementation: {"name": "...", "one_hot": false}. With ``logits=True`` (CLI ``--cmd ...
+    --logits``) the request carries "draft_logits" and "target_logits" (finite floats) and
+    "settings" (temperature, top_k, top_p, min_p, repetition_penalty, ...) instead of the
+    probabilities, and the process applies the settings itself."""
 
     harness = "kernel"
     pair_kinds = ("low", "high")
 
-    def __init__(self, cmd: str, *, call_timeout: float | None = 30.0):
+    def __init__(self, cmd: str, *, call_timeout: float | None = 30.0, logits: bool = False):
         self.cmd = cmd
         self.call_timeout = call_timeout
+        self.logits = self.takes_settings = logits
         self.proc = None
         self.name = cmd
         self.one_hot = False
 
     def identity(self) -> dict:
-        return {"adapter": "SubprocessAdapter", "cmd": self.cmd}
+        return {"adapter": "SubprocessAdapter", "cmd": self.cmd, "logits": self.logits}
 
     def _start(self):
         if self.proc is None or self.proc.poll() is not None:
@@ -407,9 +411,17 @@ class SubprocessAdapter(Adapter):
             raise MalformedOutputError(f"{self.cmd!r} reply has no 'tokens': {str(reply)[:200]}")
         return np.asarray(reply["tokens"])
 
+    def kernel_logits(self, X, DL, TL, settings, gen):
+        reply = self._ask({"op": "verify", "draft_tokens": X.tolist(), "draft_logits": np.asarray(DL).tolist(),
+                           "target_logits": np.asarray(TL).tolist(), "settings": settings.to_dict(), "seed": int(gen.integers(2**31))})
+        if "tokens" not in reply:
+            raise MalformedOutputError(f"{self.cmd!r} reply has no 'tokens': {str(reply)[:200]}")
+        return np.asarray(reply["tokens"])
+
     def generate(self, pair, n, gamma, rng, settings):
         self._start()
-        inner = KernelAdapter(self.kernel, name=self.name, one_hot=self.one_hot, call_timeout=None)
+        inner = KernelAdapter(self.kernel_logits if self.logits else self.kernel, name=self.name, one_hot=self.one_hot,
+                              logits=self.logits, call_timeout=None)
         return inner.generate(pair, n, gamma, rng, settings)
 
     def close(self):

@@ -283,8 +283,8 @@ def validate(args):
         raise UsageError("--full-rule and --one-hot exclude each other: the one-hot rule has no draft probabilities; drop one")
     if args.one_hot and shape != "kernel":
         raise UsageError("--one-hot applies to --kernel only; drop it")
-    if args.logits and shape not in ("kernel", "round", "generator"):
-        raise UsageError("--logits applies to --kernel, --round and --generator; drop it")
+    if args.logits and shape not in ("kernel", "round", "generator", "cmd"):
+        raise UsageError("--logits applies to --kernel, --round, --generator and --cmd; drop it")
     if args.greedy and shape not in ("round", "generator"):
         raise UsageError("--greedy applies to --round and --generator; drop it")
     if args.greedy and args.logits:
@@ -345,7 +345,7 @@ def _adapter(args, fn):
         return _construct(GeneratorAdapter, fn, flags(logits=args.logits, greedy=args.greedy),
                           {"call_timeout": t, "spec": args.generator.strip()})
     if args.cmd:
-        return SubprocessAdapter(args.cmd, call_timeout=t)
+        return SubprocessAdapter(args.cmd, call_timeout=t, logits=args.logits)
     name = args.target or "reference"
     table = {c.name: c for c in [ChainSampler, *BUGS, *DECOYS]}
     if name not in table:
