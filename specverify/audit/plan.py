@@ -139,8 +139,11 @@ def plan_audit(adapter, cfg) -> AuditPlan:
             keep.append(s)
     rule = adapter.strata_rule
     strata = _STRATA[rule] or cfg.gamma + 2
+    # White-box strata for a declared full rule: on positional rows (kernels, the catalogue's kernel
+    # samplers) and on context rows (round steps); the catalogue's order-1 sequence samplers carry
+    # their own context and are tested on their output stream only.
     whitebox = 0
-    if getattr(adapter, "rule", None) == "full":
+    if getattr(adapter, "rule", None) == "full" and adapter.harness != "sequence":
         whitebox = WHITEBOX_CONTEXT_STRATA if adapter.harness == "context" else WHITEBOX_STRATA_WITH_DRAFTS
     kinds = adapter.pair_kinds
     cells = [(i, s, k) for i, s in enumerate(settings) if s in keep for k in _kinds_for(adapter, kinds, i)]

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..dists import SamplingSettings
 from ..lm.synthetic import MarkovPair, TablePair
-from ._records import Generation
+from ._records import Generation, concat_generations
 
 __all__ = ["run_sampler"]
 
@@ -34,51 +34,43 @@ def run_sampler(
     computed from the emitted tokens themselves (previous token, or position in round), never
     from the sampler's internal state, so a state bug cannot hide itself.
     """
-    v = pair.vocab_size
-    chunk = max(1, chunk_bytes // (8 * v * (2 * gamma + 2)))
-    toks, rows, poss, seqs, accs, drafts = [], [], [], [], [], []
-    if not isinstance(pair, MarkovPair):
-        done = 0
-        while done < n:
-            b = min(chunk, n - done)
-            out = sampler.round(pair, np.zeros(b, dtype=np.int64), gamma, rng, settings)
-            valid = out.tokens >= 0
-            r, pos = np.nonzero(valid)
-            toks.append(out.tokens[r, pos])
-            rows.append(pos)
-            poss.append(pos)
-            seqs.append(r + done)
-            accs.append(out.num_accepted)
-            drafts.append(out.drafts)
-            done += b
-        return Generation(np.concatenate(toks), np.concatenate(rows), np.concatenate(poss), np.concatenate(seqs), np.concatenate(accs), n,
-                          np.concatenate(drafts), bool(getattr(sampler, "draws_drafts", True)))
-    length = length or 2 * gamma + 2
-    done = 0
-    rounds = 0
-    while done < n:
+    chunk = max(1, chunk_bytes // (8 * pair.vocab_size * (2 * gamma + 2)))
+    parts = []
+    for done in range(0, n, chunk):
         b = min(chunk, n - done)
-        ctx = np.full(b, pair.start_context, dtype=np.int64)
-        buf = np.full((b, length + gamma + 17), -1, dtype=np.int64)  # room for a round's overshoot
-        posb = np.full_like(buf, -1)
-        fill = np.zeros(b, dtype=np.int64)
-        while (fill < length).any():
-            active = np.nonzero(fill < length)[0]
-            out = sampler.round(pair, ctx[active], gamma, rng, settings)
-            rounds += len(active)
-            accs.append(out.num_accepted)
-            n_emit = (out.tokens >= 0).sum(1)
-            for k in range(out.tokens.shape[1]):
-                m = k < n_emit
-                buf[active[m], fill[active[m]] + k] = out.tokens[m, k]
-                posb[active[m], fill[active[m]] + k] = k
-            fill[active] += n_emit
-            ctx[active] = out.next_context
-        buf, posb = buf[:, :length], posb[:, :length]
-        prev = np.concatenate([np.full((b, 1), pair.start_context), buf[:, :-1]], axis=1)
-        toks.append(buf.ravel())
-        rows.append(prev.ravel())
-        poss.append(posb.ravel())
-        seqs.append(np.repeat(np.arange(done, done + b), length))
-        done += b
-    return Generation(np.concatenate(toks), np.concatenate(rows), np.concatenate(poss), np.concatenate(seqs), np.concatenate(accs), rounds)
+        if isinstance(pair, MarkovPair):
+            parts.append(_markov_sequences(sampler, pair, b, gamma, rng, settings, length or 2 * gamma + 2))
+        else:
+            parts.append(_positional_rounds(sampler, pair, b, gamma, rng, settings))
+    return concat_generations(parts)
+
+
+def _positional_rounds(sampler, pair, b, gamma, rng, settings) -> Generation:
+    """``b`` independent rounds; a token's law row is its position in the round."""
+    out = sampler.round(pair, np.zeros(b, dtype=np.int64), gamma, rng, settings)
+    r, pos = np.nonzero(out.tokens >= 0)
+    return Generation(out.tokens[r, pos], pos, pos, r, out.num_accepted, b, out.drafts, bool(getattr(sampler, "draws_drafts", True)))
+
+
+def _markov_sequences(sampler, pair, b, gamma, rng, settings, length) -> Generation:
+    """``b`` sequences of ``length`` tokens from the start context; law row = the previous token."""
+    ctx = np.full(b, pair.start_context, dtype=np.int64)
+    buf = np.full((b, length + gamma + 17), -1, dtype=np.int64)  # room for a round's overshoot
+    posb = np.full_like(buf, -1)
+    fill = np.zeros(b, dtype=np.int64)
+    accs, rounds = [], 0
+    while (fill < length).any():
+        active = np.nonzero(fill < length)[0]
+        out = sampler.round(pair, ctx[active], gamma, rng, settings)
+        rounds += len(active)
+        accs.append(out.num_accepted)
+        n_emit = (out.tokens >= 0).sum(1)
+        for k in range(out.tokens.shape[1]):
+            m = k < n_emit
+            buf[active[m], fill[active[m]] + k] = out.tokens[m, k]
+            posb[active[m], fill[active[m]] + k] = k
+        fill[active] += n_emit
+        ctx[active] = out.next_context
+    buf, posb = buf[:, :length], posb[:, :length]
+    prev = np.concatenate([np.full((b, 1), pair.start_context), buf[:, :-1]], axis=1)
+    return Generation(buf.ravel(), prev.ravel(), posb.ravel(), np.repeat(np.arange(b), length), np.concatenate(accs), rounds)

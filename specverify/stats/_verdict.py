@@ -87,10 +87,10 @@ class Verdict:
             raise ValueError("a PASS verdict must state the eps it could have detected")
 
     def first_failure(self) -> tuple[CheckOutcome, str | None, str] | None:
-        """(check, stratum or None, what was seen) of the first failed check, in the order of ``checks``."""
-        for c in self.checks:
-            if c.status != FAIL:
-                continue
+        """(check, stratum or None, what was seen) of the failed check that comes first by Holm order:
+        the smallest family-wise adjusted p-value, exact failures (no p-value: certain) before all."""
+        failed = sorted((c for c in self.checks if c.status == FAIL), key=lambda c: c.pvalue if c.pvalue is not None else -1.0)
+        for c in failed:
             body, stratum = c.summary, None
             if body.startswith(c.name + ", ") and ": " in body[len(c.name) + 2:]:
                 stratum, body = body[len(c.name) + 2:].split(": ", 1)
