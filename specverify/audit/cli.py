@@ -91,6 +91,12 @@ def add_commands(sub):
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--gamma", type=int, default=4, help="draft tokens per round (default 4)")
     a.add_argument("--vocab", type=int, default=64, help="vocabulary size of the audit's synthetic models (default 64)")
+    a.add_argument("--context", choices=["tables", "transformers"], default="tables",
+                   help="the models round steps and generators are audited on: hashed order-2, position-dependent "
+                        "tables (default, fast) or two seeded tiny transformers models (the law depends on the whole prefix)")
+    a.add_argument("--greedy-ties", choices=["lowest-id", "any"], default="lowest-id",
+                   help="greedy reference on exact ties of the top probability: the lowest id (target-only greedy "
+                        "decoding, default) or any of the tied tokens")
     a.add_argument("--temperature", type=float, action="append", help="audit these temperatures (repeatable)")
     a.add_argument("--top-k", type=int, default=0)
     a.add_argument("--top-p", type=float, default=1.0)
@@ -362,7 +368,7 @@ def _config(args, settings):
     fields = _accepted(AuditConfig)
     kw = dict(alpha=args.alpha, beta=args.beta, eps=args.eps, budget_s=args.budget, seed=args.seed, gamma=args.gamma,
               vocab=args.vocab, settings=settings, checkpoint=args.checkpoint, resume=args.resume,
-              progress=not args.no_progress and sys.stderr.isatty())
+              progress=not args.no_progress and sys.stderr.isatty(), context=args.context, greedy_ties=args.greedy_ties)
     for opt, value, default in (("rounds", args.rounds, None), ("workers", args.workers, 1)):
         if value != default:
             if opt not in fields:
