@@ -55,6 +55,14 @@ class ContextPair(TablePair):
     def __post_init__(self):
         for t in (self.target_logits, self.draft_logits):
             t.flags.writeable = False
+        self._rows: dict = {}  # (length, window) -> row: the hash is the driver's hot spot
+
+    def target_table(self, settings: SamplingSettings | None = None) -> np.ndarray:
+        """[M, V] processed target probabilities, read-only (rows handed over are views of it)."""
+        return _frozen(super().target_table(settings))
+
+    def draft_table(self, settings: SamplingSettings | None = None) -> np.ndarray:
+        return _frozen(super().draft_table(settings))
 
     @property
     def n_rows(self) -> int:
@@ -70,15 +78,35 @@ class ContextPair(TablePair):
 
     def row_of(self, prefix) -> int:
         """Row of the law of the token that follows ``prefix`` (a sequence of ids)."""
+        key = (len(prefix), tuple(prefix[-self.order:]) if self.order else ())
+        row = self._rows.get(key)
+        if row is None:
+            if len(self._rows) > 1_000_000:
+                self._rows.clear()
+            row = self._rows[key] = self._row_of(key[0], key[1])
+        return row
+
+    def rows_along(self, seq, start: int, stop: int) -> list[int]:
+        """Rows of the prefixes ``seq[:t]`` for t in [start, stop)."""
+        k, rows, get = self.order, self._rows, self._rows.get
+        out = []
+        for t in range(start, stop):
+            key = (t, tuple(seq[max(0, t - k) : t]) if k else ())
+            row = get(key)
+            if row is None:
+                row = rows[key] = self._row_of(t, key[1])
+            out.append(row)
+        return out
+
+    def _row_of(self, length: int, last: tuple) -> int:
         v, k = self.vocab_size, self.order
-        window = [int(t) for t in prefix[-k:]] if k else []
-        window = [v] * (k - len(window)) + window
+        window = [v] * (k - len(last)) + [int(t) for t in last]
         if not self.positional and (v + 1) ** k <= self.n_rows:
             idx = 0
             for t in window:
                 idx = idx * (v + 1) + t
             return idx
-        h = self.salt ^ (len(prefix) if self.positional else 0)
+        h = self.salt ^ (length if self.positional else 0)
         for t in window:
             h = _splitmix64(h ^ (t + 1))
         return _splitmix64(h) % self.n_rows
@@ -95,6 +123,11 @@ class ContextPair(TablePair):
             return probs_from_logits(self.law_logits(prefix, draft=draft), settings, seen_counts=seen, output_counts=seen)
         table = self.draft_table(settings) if draft else self.target_table(settings)
         return table[self.row_of(prefix)]
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 def _mask_rows(rng, target, draft, rows, frac):

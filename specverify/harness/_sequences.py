@@ -56,7 +56,15 @@ class SequenceView:
     def vocab_size(self) -> int:
         return self.pair.vocab_size
 
+    def __post_init__(self):
+        # the processed tables, looked up once (rows handed over are read-only views of them)
+        s = None if self.mode == "greedy" else self.settings
+        tabled = getattr(self.pair, "tabled", True) and self.mode != "logits" and not (s is not None and s.uses_history)
+        self._tables = {False: self.pair.target_table(s), True: self.pair.draft_table(s)} if tabled else None
+
     def _row(self, prefix, *, draft: bool) -> np.ndarray:
+        if self._tables is not None:
+            return self._tables[draft][self.pair.row_of(prefix)]
         if self.mode == "logits":
             return self.pair.law_logits(prefix, draft=draft)
         s = None if self.mode == "greedy" else self.settings
@@ -68,6 +76,11 @@ class SequenceView:
     def target(self, prefix, proposed) -> np.ndarray:
         prefix, proposed = list(prefix), [int(t) for t in proposed]
         self.proposed = proposed
+        if self._tables is not None:  # one gather of the pass's rows
+            full = prefix + proposed
+            rows = self._tables[False][self.pair.rows_along(full, len(prefix), len(full) + 1)]
+            rows.flags.writeable = False
+            return rows
         rows = np.stack([self._row(prefix + proposed[:j], draft=False) for j in range(len(proposed) + 1)])
         rows.flags.writeable = False
         return rows
