@@ -34,6 +34,10 @@ def test_interrupted_by_the_cap_then_resumed_gives_the_uninterrupted_verdict_and
     assert all(c.status != "PASS" or c.eps <= 0.08 for c in cut.checks)
     assert "not reached" in " ".join(c.summary for c in cut.checks if c.status == "INCONCLUSIVE") or \
         "not sampled" in " ".join(c.summary for c in cut.checks)
+    # what would settle it is a sentence, consistent with what was collected
+    statement = cut.needed["statement"]
+    assert "--rounds" in statement and "--budget of at least" in statement
+    assert all(u["needed"] is None or u["needed"] > u["collected"] for u in cut.needed["units"])
     resumed = audit(KernelAdapter(kernel), checkpoint=ck, resume=True, **OPTS)
     assert resumed.status == full.status and resumed.eps == pytest.approx(full.eps)
     assert resumed.samples == full.samples
