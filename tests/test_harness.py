@@ -92,3 +92,20 @@ def test_tiny_transformers_context():
     assert "tiny transformers" in good.checks[0].name
     bad = audit(RoundAdapter(_full_rule_step(always_accept=True), name="always_accept"), **opts)
     assert bad.status == "FAIL", bad.headline()
+
+
+def test_drafts_are_what_the_pass_held_beyond_the_true_prefix():
+    """A step may re-send context tokens in the proposal (KV block logic); its drafts are still
+    the tokens beyond the true prefix, so the white-box strata test the right tokens."""
+    pair = make_context_pair(32, "high", seed=5)
+    seen = []
+
+    def step(prefix, draft, target, gamma, rng):
+        xs = [int(rng.integers(32)) for _ in range(gamma)]
+        target(prefix[:-1], [prefix[-1]] + xs)
+        seen.append(xs)
+        return xs[:1]
+
+    gen = run_round_step(step, SequenceView(pair, SamplingSettings()), n=2, length=4, gamma=3, rng=np.random.default_rng(1),
+                         pass_settings=False, timeout=None, name="s")
+    assert gen.drafts.tolist() == seen

@@ -50,7 +50,7 @@ class SequenceView:
     pair: ContextPair
     settings: SamplingSettings
     mode: str = "probs"
-    proposed: list = dataclasses.field(default_factory=list)  # the drafts of the last target() call
+    asked: list = dataclasses.field(default_factory=list)  # prefix + proposed of the last target() call
 
     @property
     def vocab_size(self) -> int:
@@ -75,7 +75,7 @@ class SequenceView:
 
     def target(self, prefix, proposed) -> np.ndarray:
         prefix, proposed = list(prefix), [int(t) for t in proposed]
-        self.proposed = proposed
+        self.asked = prefix + proposed
         if self._tables is not None:  # one gather of the pass's rows
             full = prefix + proposed
             rows = self._tables[False][self.pair.rows_along(full, len(prefix), len(full) + 1)]
@@ -122,10 +122,13 @@ class _Recorder:
                 self._record(seq, t, j, seq_id)
             seq.append(t)
         self.n_acc.append(len(out) - 1)
-        d = self.view.proposed[:gamma]
+        base = seq[: len(seq) - len(out)]
+        # The round's drafts: what the last verification pass held beyond the true prefix (a step
+        # may re-send context tokens as part of the proposal, e.g. at a KV block boundary).
+        asked = self.view.asked
+        d = asked[len(base):][:gamma] if asked[: len(base)] == base else []
         pad = [-1] * (gamma - len(d))
         self.drafts.append(d + pad)
-        base = seq[: len(seq) - len(out)]
         self.draft_rows.append([self.view.pair.row_of(base + d[:j]) for j in range(len(d))] + pad)
 
     def _record(self, seq, t, j, seq_id):
@@ -179,7 +182,7 @@ def run_round_step(step, view: SequenceView, *, n: int, length: int, gamma: int,
             limit = len(seq) + length
             step_rng = np.random.default_rng(rng.integers(2**63))
             while len(seq) < limit:
-                view.proposed = []
+                view.asked = []
                 tick()
                 out = step(list(seq), view.draft, view.target, gamma, step_rng, *extra)
                 rec.emit(seq, _check_step_output(out, gamma, v, name), i, gamma, limit)
