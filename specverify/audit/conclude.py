@@ -27,7 +27,11 @@ SKIPPED = "SKIPPED"  # a setting the plan leaves out, with the reason
 def failure_message(label: str, stratum: str, test, adjusted: float) -> str:
     """One line for a failing stream stratum: where, which test, how far, on which cells. An exact
     failure (tokens the target gives probability 0) says so first: no p-value is needed for it."""
-    cells = "; ".join(f"{c.label}: observed {c.observed:.0f}, expected {c.expected:.1f}" for c in test.worst_cells[:3])
+    merged: dict = {}  # a cell named twice (one token seen in several places) is counted once
+    for c in test.worst_cells:
+        o, e = merged.get(c.label, (0.0, 0.0))
+        merged[c.label] = (o + c.observed, e + c.expected)
+    cells = "; ".join(f"{k}: observed {o:.0f}, expected {e:.1f}" for k, (o, e) in list(merged.items())[:3])
     if test.note.startswith("exact failure"):
         return f"{label}, {stratum}: {test.note} ({cells})"
     return (f"{label}, {stratum}: {test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); "
