@@ -89,7 +89,7 @@ def test_tiny_transformers_context():
     opts = dict(context="transformers", settings=(SamplingSettings(),), vocab=32, eps=0.5, rounds=40, exact_checks=False, gamma=3)
     good = audit(RoundAdapter(_full_rule_step(), name="good"), **opts)
     assert good.status == "PASS", good.headline()
-    assert "tiny transformers" in good.checks[0].name
+    assert "tiny transformers" in good.checks[0].summary
     bad = audit(RoundAdapter(_full_rule_step(always_accept=True), name="always_accept"), **opts)
     assert bad.status == "FAIL", bad.headline()
 

@@ -61,7 +61,8 @@ def _whitebox(adapter, unit, pair, gen, cfg):
 
 def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
     """The unit's CheckOutcome (module docstring)."""
-    label = unit.label + (f" [{pair.label()}]" if hasattr(pair, "label") else "")
+    label = unit.label  # short, for tables; the pair's description ends each summary
+    about = f" [pair: {pair.label()}]" if hasattr(pair, "label") else ""
     if sample.unsupported:
         return CheckOutcome(f"{unit.label}: implementation", UNSUPPORTED, "exact", sample.unsupported)
     if sample.error:
@@ -90,19 +91,19 @@ def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
         p, what, r = failing[0]
         msg = (failure_message(label, r.stratum, r.worst, p) if what == "stream"
                else f"{label}, white-box {r.stratum}: {r.result} (Holm-adjusted {p:.3g})")
-        return CheckOutcome(label, FAIL, "statistical", msg, p, eps_here, len(gen.tokens), detail)
+        return CheckOutcome(label, FAIL, "statistical", msg + about, p, eps_here, len(gen.tokens), detail)
     if ep_fail:
         msg = (f"{label}: sequential e-process crossed 1/alpha (max e = {math.exp(min(sample.eprocess.max_log_e, 700)):.3g}) "
                f"after {sample.eprocess.t:,} tokens")
-        return CheckOutcome(label, FAIL, "statistical", msg, None, eps_here, len(gen.tokens), detail)
+        return CheckOutcome(label, FAIL, "statistical", msg + about, None, eps_here, len(gen.tokens), detail)
     worst = int(np.argmin(adj))
     if sample.complete and eps_here <= cfg.eps * (1 + 1e-9):
         return CheckOutcome(label, PASS, "statistical", f"no deviation of TV >= {eps_here:.4f} in any of {len(results)} strata "
-                            f"(sorted-mass projection; pooled {results[0].min_detectable_tv:.4f})", float(adj[worst]), eps_here,
+                            f"(sorted-mass projection; pooled {results[0].min_detectable_tv:.4f}){about}", float(adj[worst]), eps_here,
                             len(gen.tokens), detail)
     why = "the time cap stopped sampling" if not sample.complete else "the rounds given by --rounds were not enough"
     return CheckOutcome(label, INCONCLUSIVE, "statistical", f"not reached: eps {eps_here:.4f} > {cfg.eps:g} ({why}); no "
-                        f"deviation found in {len(gen.tokens):,} tokens", float(adj[worst]), eps_here, len(gen.tokens), detail)
+                        f"deviation found in {len(gen.tokens):,} tokens{about}", float(adj[worst]), eps_here, len(gen.tokens), detail)
 
 
 def _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg) -> dict:
