@@ -82,3 +82,17 @@ def test_greedy_equivalence_reports_a_crash(models):
 
     c = greedy_equivalence(crashes, t, prompts=PROMPTS)
     assert c.status == "FAIL" and "RuntimeError: CUDA error" in c.summary
+
+
+def test_two_sample_reports_a_failing_endpoint():
+    from specverify.audit.http_adapter import two_sample_endpoints
+    from specverify.errors import ImplementationError
+
+    def fine(prompt, n, seed, s):
+        return [1] * n
+
+    def down(prompt, n, seed, s):
+        raise ImplementationError("http://spec:8000 answered HTTP 503")
+
+    v = two_sample_endpoints(down, fine, prompts=[[1, 2]], settings=SamplingSettings(), vocab_size=8, n_sequences=10, length=2)
+    assert v.status == "FAIL" and "HTTP 503" in v.evidence[0]

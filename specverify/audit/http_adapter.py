@@ -69,6 +69,19 @@ def http_generator(base_url: str, *, model: str = "default", timeout: float = 30
     return generate
 
 
+def _sample_both(endpoints, prompts, length, settings):
+    """[A, B]: [n, length] tokens from each (generator, seeds, name), prompts in rotation; or
+    (name, error) of the first endpoint that failed."""
+    out = []
+    for gen, seeds, name in endpoints:
+        try:
+            out.append(np.array([list(gen(prompts[i % len(prompts)], length, int(seed), settings))[:length]
+                                 for i, seed in enumerate(seeds)]))
+        except ImplementationError as exc:
+            return name, exc
+    return out
+
+
 def two_sample_endpoints(gen_spec, gen_ref, *, prompts, settings, vocab_size: int | None = None, n_sequences: int = 400,
                          length: int = 4, alpha: float = 1e-6, beta: float = 1e-3, eps: float = 0.05, seed: int = 0,
                          n_bins: int = 32, names: tuple[str, str] = ("speculative endpoint", "baseline endpoint")) -> Verdict:
@@ -104,18 +117,13 @@ def two_sample_endpoints(gen_spec, gen_ref, *, prompts, settings, vocab_size: in
     for k, s in enumerate(settings):
         label = f"settings[{k}] {s.short()}"
         seeds = rng.integers(2**31, size=(2, n_sequences))
-        try:
-            A = np.array([list(gen_spec(prompts[i % len(prompts)], length, int(seeds[0, i]), s))[:length] for i in range(n_sequences)])
-        except ImplementationError as exc:
-            checks.append(CheckOutcome(f"{label}: {names[0]}", FAIL, "exact", str(exc)))
-            evidence.append(f"{label}: {names[0]}: {exc}")
+        samples = _sample_both(((gen_spec, seeds[0], names[0]), (gen_ref, seeds[1], names[1])), prompts, length, s)
+        if isinstance(samples, tuple) and isinstance(samples[1], ImplementationError):
+            name, exc = samples
+            checks.append(CheckOutcome(f"{label}: {name}", FAIL, "exact", str(exc)))
+            evidence.append(f"{label}: {name}: {exc}")
             continue
-        try:
-            B = np.array([list(gen_ref(prompts[i % len(prompts)], length, int(seeds[1, i]), s))[:length] for i in range(n_sequences)])
-        except ImplementationError as exc:
-            checks.append(CheckOutcome(f"{label}: {names[1]}", FAIL, "exact", str(exc)))
-            evidence.append(f"{label}: {names[1]}: {exc}")
-            continue
+        A, B = samples
         if A.shape != (n_sequences, length) or B.shape != (n_sequences, length) or (A < 0).any() or (B < 0).any():
             msg = f"{label}: an endpoint returned fewer than {length} tokens or a negative id"
             checks.append(CheckOutcome(f"{label}: output", FAIL, "exact", msg))
