@@ -238,6 +238,28 @@ def _settings(args):
 
 def validate(args):
     """Every check that needs no sampling; raises UsageError with the problem and its fix."""
+    _check_numbers(args)
+    settings = _settings(args)
+    shape = _shape(args)
+    _check_targets(args, shape)
+    _check_shape_options(args, shape)
+    for opt in ("checkpoint", "json", "html"):
+        if getattr(args, opt) is not None:
+            _writable(f"--{opt}", getattr(args, opt))
+    if shape in ("round", "kernel", "generator"):
+        from .adapters import load_callable
+
+        spec = getattr(args, shape)
+        fn = load_callable(spec)
+        _check_signature(shape, fn, spec.strip(), args.logits)
+        return settings, fn
+    return settings, None
+
+
+
+
+def _check_numbers(args):
+    """Rates, sizes, budgets and timeouts in their ranges."""
     _in_unit_interval("alpha", args.alpha, "1e-6")
     _in_unit_interval("beta", args.beta, "1e-3")
     _in_unit_interval("eps", args.eps, "0.05")
@@ -257,9 +279,10 @@ def validate(args):
         raise UsageError(f"--length {args.length} is below 1; pass the tokens per request (>= 1)")
     if args.seed < 0:
         raise UsageError(f"--seed {args.seed} is negative; pass a seed >= 0")
-    settings = _settings(args)
 
-    shape = _shape(args)
+
+def _check_targets(args, shape):
+    """What is audited: non-empty specs, a runnable --cmd, endpoints and --model."""
     for k in ("round", "kernel", "generator"):
         v = getattr(args, k)
         if v is not None and not v.strip():
@@ -279,7 +302,10 @@ def validate(args):
     elif args.model != "builtin":
         raise UsageError("--model applies to --endpoint; drop it, or audit an endpoint")
 
-    # Options that only some shapes can use.
+
+
+def _check_shape_options(args, shape):
+    """Options that only some shapes can use."""
     if args.full_rule and shape not in ("kernel", "round"):
         what = {"catalogue": "a reference or catalogue target (catalogue samplers declare their own rule)",
                 "generator": "--generator (a black box shows no rounds)", "cmd": "--cmd (the JSON-lines protocol carries no rule)",
@@ -299,17 +325,6 @@ def validate(args):
         raise UsageError(f"--workers applies to importable implementations, not --{shape}; drop it")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint FILE; pass the checkpoint file to continue from")
-    for opt in ("checkpoint", "json", "html"):
-        if getattr(args, opt) is not None:
-            _writable(f"--{opt}", getattr(args, opt))
-    if shape in ("round", "kernel", "generator"):
-        from .adapters import load_callable
-
-        spec = getattr(args, shape)
-        fn = load_callable(spec)
-        _check_signature(shape, fn, spec.strip(), args.logits)
-        return settings, fn
-    return settings, None
 
 
 # ---------------------------------------------------------------------------------------------
