@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specverify import strategies as svst
-from specverify.algorithms import chain_reference as ref
 from specverify.algorithms import chain_numpy as vec
+from specverify.algorithms import chain_reference as ref
 from specverify.algorithms import chain_torch as tch
 
 
@@ -111,7 +111,13 @@ def test_zero_drafts_is_a_plain_target_step():
     p = np.array([[[0.2, 0.8]]])
     x = np.zeros((1, 0), dtype=np.int64)
     r = vec.verify_chain_batch(x, np.zeros((1, 0, 2)), p, np.zeros((1, 0)), np.array([0.5]))
-    t, n = tch.verify_chain_torch(torch.from_numpy(x), torch.zeros((1, 0, 2), dtype=torch.float64), torch.from_numpy(p), torch.zeros((1, 0)), torch.tensor([0.5]))
+    t, n = tch.verify_chain_torch(
+        torch.from_numpy(x),
+        torch.zeros((1, 0, 2), dtype=torch.float64),
+        torch.from_numpy(p),
+        torch.zeros((1, 0)),
+        torch.tensor([0.5]),
+    )
     assert r.as_lists() == [[1]] == [t[0, : int(n[0]) + 1].tolist()]
 
 
@@ -127,5 +133,8 @@ def test_two_level_inverse_cdf_agrees_in_every_form(w, us):
     want = [inverse_cdf_sample_scalar(w, x) for x in u]
     assert inverse_cdf_sample(np.broadcast_to(w, (len(u), len(w))), u).tolist() == want
     assert inverse_cdf_sample_many(w, u).tolist() == want
-    assert inverse_cdf_sample_torch(torch.tensor(np.broadcast_to(w, (len(u), len(w))).copy()), torch.tensor(u)).tolist() == want
+    assert (
+        inverse_cdf_sample_torch(torch.tensor(np.broadcast_to(w, (len(u), len(w))).copy()), torch.tensor(u)).tolist()
+        == want
+    )
     assert all(w[t] > 0 for t in want)

@@ -33,7 +33,9 @@ def test_identical_settings_keep_the_processed_target_law(pl, ql, s, gamma):
 
 def misreported_q_rule(actual_q):
     """The draft samples from ``actual_q`` but the verifier is told the reported q."""
-    return PositionRule("misreported_q", lambda q: {x: v for x, v in enumerate(actual_q) if v}, _full_accept, _full_replacement)
+    return PositionRule(
+        "misreported_q", lambda q: {x: v for x, v in enumerate(actual_q) if v}, _full_accept, _full_replacement
+    )
 
 
 def _one_sided_deviation(case):
@@ -49,8 +51,14 @@ def _one_sided_deviation(case):
 
 
 def test_one_sided_settings_give_an_exact_counterexample(capsys):
-    cases = st.tuples(svst.logits(size=4, ties=False), svst.logits(size=4, ties=False), svst.sampling_settings(penalties=False))
-    found = find(cases, lambda c: min(_one_sided_deviation(c)) > 0, settings=settings(database=None, derandomize=True, max_examples=500))
+    cases = st.tuples(
+        svst.logits(size=4, ties=False), svst.logits(size=4, ties=False), svst.sampling_settings(penalties=False)
+    )
+    found = find(
+        cases,
+        lambda c: min(_one_sided_deviation(c)) > 0,
+        settings=settings(database=None, derandomize=True, max_examples=500),
+    )
     tv_target, tv_misreported = _one_sided_deviation(found)
     print(f"counterexample: target logits {found[0]}, draft logits {found[1]}, settings {found[2].short()}")
     print(f"  target at default settings: TV {float(tv_target):.4f}; raw q reported: TV {float(tv_misreported):.4f}")

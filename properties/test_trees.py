@@ -15,8 +15,11 @@ INEXACT = [p for p in PAIRINGS if not p.exact]
 
 @pytest.mark.parametrize("pairing", EXACT, ids=lambda p: p.name)
 @settings(max_examples=25)
-@given(pair=svst.markov_pairs(min_vocab=2, max_vocab=3, max_order=1), branching=st.sampled_from([[1], [2], [3], [2, 1], [2, 2]]),
-       length=st.integers(1, 2))
+@given(
+    pair=svst.markov_pairs(min_vocab=2, max_vocab=3, max_order=1),
+    branching=st.sampled_from([[1], [2], [3], [2, 1], [2, 2]]),
+    length=st.integers(1, 2),
+)
 def test_exact_pairings_preserve_the_target_law(pairing, pair, branching, length):
     got = tree_first_tokens_law(pair.target, pair.draft, (), branching, pairing.mechanism, pairing.rule, length)
     assert got == target_law(pair.target, (), length)
@@ -28,10 +31,15 @@ def test_inexact_pairings_have_an_exact_counterexample(pairing, capsys):
         law = tree_first_tokens_law(pair.target, pair.draft, (), [2, 2], pairing.mechanism, pairing.rule, 2)
         return total_variation(law, target_law(pair.target, (), 2))
 
-    found = find(svst.markov_pairs(min_vocab=3, max_vocab=4, max_order=0), lambda pr: tv(pr) > 0,
-                 settings=settings(database=None, derandomize=True, max_examples=300))
+    found = find(
+        svst.markov_pairs(min_vocab=3, max_vocab=4, max_order=0),
+        lambda pr: tv(pr) > 0,
+        settings=settings(database=None, derandomize=True, max_examples=300),
+    )
     dev = tv(found)
-    print(f"{pairing.name}: TV {float(dev):.4f} on target {[str(x) for x in found.target(())]}, draft {[str(x) for x in found.draft(())]}")
+    print(
+        f"{pairing.name}: TV {float(dev):.4f} on target {[str(x) for x in found.target(())]}, draft {[str(x) for x in found.draft(())]}"
+    )
     assert dev > 0
 
 

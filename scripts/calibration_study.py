@@ -45,9 +45,17 @@ def subjects():
         # full rule with drafts from q and a bonus token (mixture drafts, first-row drafts and a dropped
         # bonus are exact but not the full rule, so a declared full rule would rightly fail them)
         not_full = ("mixture_draft", "same_row_drafts", "no_bonus")
-        if c["shape"] == "round" and not c["buggy"] and not c["flags"] and not c.get("rounds") and not c["spec"].endswith(not_full):
+        if (
+            c["shape"] == "round"
+            and not c["buggy"]
+            and not c["flags"]
+            and not c.get("rounds")
+            and not c["spec"].endswith(not_full)
+        ):
             mod, fn = c["spec"].split(":")
-            out.append((c["spec"], lambda mod=mod, fn=fn: RoundAdapter(getattr(importlib.import_module(mod), fn), rule="full")))
+            out.append(
+                (c["spec"], lambda mod=mod, fn=fn: RoundAdapter(getattr(importlib.import_module(mod), fn), rule="full"))
+            )
     return out
 
 
@@ -57,8 +65,14 @@ per = {}
 subj = subjects()
 for i in range(args.audits):
     name, make = subj[i % len(subj)]
-    v = audit(make(), seed=10_000 + i, alpha=args.alpha, eps=args.eps, exact_checks=False,
-              settings=(SamplingSettings(), SamplingSettings(temperature=0.7, top_p=0.9)))
+    v = audit(
+        make(),
+        seed=10_000 + i,
+        alpha=args.alpha,
+        eps=args.eps,
+        exact_checks=False,
+        settings=(SamplingSettings(), SamplingSettings(temperature=0.7, top_p=0.9)),
+    )
     f = v.status == "FAIL"
     fails += f
     per.setdefault(name, [0, 0])
@@ -66,8 +80,10 @@ for i in range(args.audits):
     per[name][1] += 1
     pvals.append(min(c.pvalue for c in v.checks if c.pvalue is not None))
 ci = stats.binomtest(fails, args.audits).proportion_ci(0.99, method="exact")
-print(f"{args.audits} audits of exact {args.shape} implementations at family-wise alpha {args.alpha}: {fails} FAIL "
-      f"({fails / args.audits:.4f}; 99% CI [{ci.low:.4f}, {ci.high:.4f}]) in {time.time() - t0:.0f} s")
+print(
+    f"{args.audits} audits of exact {args.shape} implementations at family-wise alpha {args.alpha}: {fails} FAIL "
+    f"({fails / args.audits:.4f}; 99% CI [{ci.low:.4f}, {ci.high:.4f}]) in {time.time() - t0:.0f} s"
+)
 for k, (f, n) in per.items():
     print(f"  {k:32s} {f}/{n}")
 p = np.array(pvals)

@@ -43,7 +43,9 @@ def outcomes(junit: Path) -> dict[str, str]:
         cls, name = case.get("classname", ""), case.get("name", "")
         parts = cls.split(".")
         # 'tests.test_x.TestClass' -> 'tests/test_x.py::TestClass'
-        idx = next((i for i in range(len(parts), 0, -1) if (ROOT / Path(*parts[:i])).with_suffix(".py").exists()), len(parts))
+        idx = next(
+            (i for i in range(len(parts), 0, -1) if (ROOT / Path(*parts[:i])).with_suffix(".py").exists()), len(parts)
+        )
         node = str(Path(*parts[:idx]).with_suffix(".py")) + "".join(f"::{p}" for p in parts[idx:]) + f"::{name}"
         if case.find("failure") is not None or case.find("error") is not None:
             out[node] = "failed"
@@ -59,9 +61,15 @@ def summarise(runs: list[dict], seen: dict[str, list[int]]) -> dict:
     for node, ran in sorted(seen.items()):
         failed = [r["run"] for r in runs if node in r["failed"]]
         if failed:
-            tests[node] = {"ran": len(ran), "failed": len(failed), "failed_runs": failed,
-                           "seeds": [{"specverify_seed": runs[i]["specverify_seed"], "hypothesis_seed": runs[i]["hypothesis_seed"]}
-                                     for i in failed]}
+            tests[node] = {
+                "ran": len(ran),
+                "failed": len(failed),
+                "failed_runs": failed,
+                "seeds": [
+                    {"specverify_seed": runs[i]["specverify_seed"], "hypothesis_seed": runs[i]["hypothesis_seed"]}
+                    for i in failed
+                ],
+            }
     return {
         "tests": tests,
         "flaky": sorted(n for n, t in tests.items() if t["failed"] < t["ran"]),
@@ -71,13 +79,15 @@ def summarise(runs: list[dict], seen: dict[str, list[int]]) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("paths", nargs="*", default=["tests", "properties"], help="what pytest runs (default: tests properties)")
+    ap.add_argument(
+        "paths", nargs="*", default=["tests", "properties"], help="what pytest runs (default: tests properties)"
+    )
     ap.add_argument("--runs", type=int, default=20, help="how many runs (default 20)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the seeds (default 0)")
     ap.add_argument("--out", type=Path, default=ROOT / "scripts" / "results" / "flakiness.json")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per run (default 3600)")
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     a = ap.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if a.runs < 1:
         ap.error(f"--runs {a.runs} is below 1; pass the number of runs")
@@ -101,15 +111,33 @@ def main(argv=None) -> int:
             if status != "skipped":
                 seen.setdefault(node, []).append(i)
         failed = sorted(n for n, s in res.items() if s == "failed")
-        runs.append({"run": i, "specverify_seed": sv, "hypothesis_seed": hy, "exit_code": rc, "seconds": round(seconds, 1),
-                     "tests_run": sum(s != "skipped" for s in res.values()), "failed": failed})
-        report = {"command": base + ["--specverify-seed=S", "--hypothesis-seed=H"], "runs_requested": a.runs, "runs": runs,
-                  **summarise(runs, seen)}
+        runs.append(
+            {
+                "run": i,
+                "specverify_seed": sv,
+                "hypothesis_seed": hy,
+                "exit_code": rc,
+                "seconds": round(seconds, 1),
+                "tests_run": sum(s != "skipped" for s in res.values()),
+                "failed": failed,
+            }
+        )
+        report = {
+            "command": base + ["--specverify-seed=S", "--hypothesis-seed=H"],
+            "runs_requested": a.runs,
+            "runs": runs,
+            **summarise(runs, seen),
+        }
         a.out.write_text(json.dumps(report, indent=1) + "\n")
-        print(f"run {i + 1}/{a.runs}: seeds {sv}/{hy}, exit {rc}, {len(failed)} failed of {runs[-1]['tests_run']} "
-              f"({seconds:.0f} s){': ' + ', '.join(failed[:5]) if failed else ''}", flush=True)
+        print(
+            f"run {i + 1}/{a.runs}: seeds {sv}/{hy}, exit {rc}, {len(failed)} failed of {runs[-1]['tests_run']} "
+            f"({seconds:.0f} s){': ' + ', '.join(failed[:5]) if failed else ''}",
+            flush=True,
+        )
     s = summarise(runs, seen)
-    print(f"flakiness: {len(s['flaky'])} flaky, {len(s['always_failing'])} always failing over {a.runs} runs; wrote {a.out}")
+    print(
+        f"flakiness: {len(s['flaky'])} flaky, {len(s['always_failing'])} always failing over {a.runs} runs; wrote {a.out}"
+    )
     return 0 if not s["tests"] else 1
 
 

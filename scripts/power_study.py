@@ -10,9 +10,9 @@ import numpy as np
 
 from specverify import stats as S
 from specverify.catalogue import bugs
-from specverify.harness import run_sampler
-from specverify.lm import make_positional_pair, llm_like_logits
 from specverify.dists import softmax
+from specverify.harness import run_sampler
+from specverify.lm import llm_like_logits, make_positional_pair
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--replicates", type=int, default=200)
@@ -25,7 +25,13 @@ V, G = 64, 4
 pair = make_positional_pair(V, G, alpha=0.7, seed=1)
 law = S.StreamLaw(pair.target_table(None))
 cell_of, mass, _ = law.cells("sorted_mass", S.DEFAULT_BINS)
-for cls in [bugs.ReplacementFromP, bugs.ResidualSoftmax, bugs.ReuseAcceptUniform, bugs.SharedNoise, bugs.ArgmaxDraftSoftQ]:
+for cls in [
+    bugs.ReplacementFromP,
+    bugs.ResidualSoftmax,
+    bugs.ReuseAcceptUniform,
+    bugs.SharedNoise,
+    bugs.ArgmaxDraftSoftQ,
+]:
     # The bug's exact law at position 0, projected onto the bins, from a very large run.
     big = run_sampler(cls(), pair, n=400_000, gamma=G, rng=np.random.default_rng(123))
     m0 = big.position == 0
@@ -54,7 +60,9 @@ for cls in [bugs.ReplacementFromP, bugs.ResidualSoftmax, bugs.ReuseAcceptUniform
         hits += res.pvalue <= 1e-3
     rate = hits / R
     se = np.sqrt(max(pred * (1 - pred), 1e-4) / R)
-    print(f"  {cls.name:28s} n={n:6d} rounds  w^2={w2:.5f}  predicted {pred:.3f}  simulated {rate:.3f} +- {2 * se:.3f} (2 SE)")
+    print(
+        f"  {cls.name:28s} n={n:6d} rounds  w^2={w2:.5f}  predicted {pred:.3f}  simulated {rate:.3f} +- {2 * se:.3f} (2 SE)"
+    )
 
 # (2) PIT uniformity tests: power against small deviations, 50 contexts, V = 1000, 5,000 tokens;
 # and the log-likelihood score test that sits beside them in the default test.
@@ -75,8 +83,10 @@ def run(alt_table, label):
             res[m] += S.pit_test(law, toks, rows, rng, method=m).pvalue <= 0.01
         res["score"] += S.loglik_score_test(law, toks, rows).pvalue <= 0.01
     tv = 0.5 * np.abs(alt_table - table).sum(1).mean()
-    print(f"  {label:28s} TV {tv:.3f}: AD {res['ad'] / R:.2f}  KS {res['ks'] / R:.2f}  binned {res['binned'] / R:.2f}"
-          f"  | log-likelihood score (Chernoff) {res['score'] / R:.2f}")
+    print(
+        f"  {label:28s} TV {tv:.3f}: AD {res['ad'] / R:.2f}  KS {res['ks'] / R:.2f}  binned {res['binned'] / R:.2f}"
+        f"  | log-likelihood score (Chernoff) {res['score'] / R:.2f}"
+    )
 
 
 run(table, "null (no deviation)")

@@ -37,8 +37,24 @@ def chromium() -> str | None:
 
 def audit(case, args, want_code, out: Path, budget: float) -> tuple[Path, str]:
     html_path, json_path = out / f"{case}.html", out / f"{case}.json"
-    r = subprocess.run([str(CLI), "audit", *args, "--html", str(html_path), "--json", str(json_path), "--budget", str(budget),
-                        "--no-progress"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=600)
+    r = subprocess.run(
+        [
+            str(CLI),
+            "audit",
+            *args,
+            "--html",
+            str(html_path),
+            "--json",
+            str(json_path),
+            "--budget",
+            str(budget),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=600,
+    )
     if r.returncode != want_code:
         raise SystemExit(f"{case}: exit code {r.returncode}, expected {want_code}\n{r.stdout}\n{r.stderr}")
     terminal = [ln for ln in r.stdout.splitlines() if ln.startswith(("PASS", "FAIL", "INCONCLUSIVE"))][-1]
@@ -53,11 +69,28 @@ def audit(case, args, want_code, out: Path, budget: float) -> tuple[Path, str]:
 def screenshot(browser: str, page: Path, png: Path) -> list[str]:
     """Screenshot the page; return the console errors Chromium logged."""
     with tempfile.TemporaryDirectory() as profile:
-        r = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={profile}",
-                            "--enable-logging=stderr", "--v=0", "--window-size=1280,2400", f"--screenshot={png}", page.as_uri()],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--user-data-dir={profile}",
+                "--enable-logging=stderr",
+                "--v=0",
+                "--window-size=1280,2400",
+                f"--screenshot={png}",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     log = r.stdout + r.stderr
-    errors = [ln for ln in log.splitlines() if "Uncaught" in ln or "ERROR:CONSOLE" in ln or ("CONSOLE" in ln and "rror" in ln)]
+    errors = [
+        ln for ln in log.splitlines() if "Uncaught" in ln or "ERROR:CONSOLE" in ln or ("CONSOLE" in ln and "rror" in ln)
+    ]
     if r.returncode != 0:
         errors.append(f"chromium exited {r.returncode}: {log[-500:]}")
     if not png.exists() or png.stat().st_size < 10_000:
@@ -68,7 +101,9 @@ def screenshot(browser: str, page: Path, png: Path) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "scripts" / "results" / "screenshots")
-    ap.add_argument("--reports", type=Path, help="keep the HTML and JSON reports in this folder (default: a temporary one)")
+    ap.add_argument(
+        "--reports", type=Path, help="keep the HTML and JSON reports in this folder (default: a temporary one)"
+    )
     ap.add_argument("--budget", type=float, default=30.0, help="seconds per audit")
     a = ap.parse_args(argv)
     browser = chromium()

@@ -16,8 +16,8 @@ import time
 
 import torch
 
-from specverify.audit.run import PARITY_GRID
 from specverify.audit.lm_audit import audit_lm
+from specverify.audit.run import PARITY_GRID
 from specverify.audit.transformers_adapters import hf_generator
 from specverify.lm.transformers_lm import early_exit_copy, layered_target
 from specverify.runners import speculative_generate
@@ -38,19 +38,42 @@ def ours(prompt, n, seed, s):
     return speculative_generate(t, d, prompt, n, s, torch.Generator().manual_seed(seed), gamma=3).tokens
 
 
-modes = {"transformers assisted": hf_generator(t, mode="assisted", assistant=d, gamma=3),
-         "transformers prompt lookup": hf_generator(t, mode="prompt_lookup", gamma=3),
-         "transformers early exit": hf_generator(t, mode="early_exit", exit_layer=1, gamma=3),
-         "specverify runner": ours}
+modes = {
+    "transformers assisted": hf_generator(t, mode="assisted", assistant=d, gamma=3),
+    "transformers prompt lookup": hf_generator(t, mode="prompt_lookup", gamma=3),
+    "transformers early exit": hf_generator(t, mode="early_exit", exit_layer=1, gamma=3),
+    "specverify runner": ours,
+}
 rows = []
 for mname, gen in modes.items():
     for i, s in enumerate(settings):
         t0 = time.time()
-        v = audit_lm(gen, t, prompts=prompts, settings=(s,), eps=args.eps, gamma=3, name=mname, budget_s=600, greedy_check=(i == 0))
-        row = {"mode": mname, "settings": s.short(), "verdict": v.status, "eps": v.eps, "tokens": v.samples,
-               "checks": {c.name: c.status for c in v.checks}, "evidence": v.evidence, "seconds": round(time.time() - t0, 1)}
+        v = audit_lm(
+            gen,
+            t,
+            prompts=prompts,
+            settings=(s,),
+            eps=args.eps,
+            gamma=3,
+            name=mname,
+            budget_s=600,
+            greedy_check=(i == 0),
+        )
+        row = {
+            "mode": mname,
+            "settings": s.short(),
+            "verdict": v.status,
+            "eps": v.eps,
+            "tokens": v.samples,
+            "checks": {c.name: c.status for c in v.checks},
+            "evidence": v.evidence,
+            "seconds": round(time.time() - t0, 1),
+        }
         rows.append(row)
-        print(f"{mname:28s} {s.short():50s} {v.status:12s} eps {v.eps:.3f} tokens {v.samples:6d} {row['seconds']:6.1f}s "
-              + ("; ".join(v.evidence)[:150] if v.evidence else ""), flush=True)
+        print(
+            f"{mname:28s} {s.short():50s} {v.status:12s} eps {v.eps:.3f} tokens {v.samples:6d} {row['seconds']:6.1f}s "
+            + ("; ".join(v.evidence)[:150] if v.evidence else ""),
+            flush=True,
+        )
 if args.json:
     json.dump(rows, open(args.json, "w"), indent=1)

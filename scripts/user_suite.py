@@ -42,10 +42,19 @@ def run_case(case: dict, rounds: dict, extra=(), timeout: float = 900) -> dict:
     t = time.perf_counter()
     r = subprocess.run(command(case, rounds, extra), capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
     verdict = EXIT.get(r.returncode, f"exit {r.returncode}")
-    headline = next((ln for ln in reversed(r.stdout.splitlines()) if ln.startswith(("PASS", "FAIL", "INCONCLUSIVE"))), r.stderr[-300:])
+    headline = next(
+        (ln for ln in reversed(r.stdout.splitlines()) if ln.startswith(("PASS", "FAIL", "INCONCLUSIVE"))),
+        r.stderr[-300:],
+    )
     expected = "FAIL" if case["buggy"] else "PASS"
-    return {**case, "verdict": verdict, "expected": expected, "ok": verdict == expected, "seconds": round(time.perf_counter() - t, 1),
-            "headline": headline[:300]}
+    return {
+        **case,
+        "verdict": verdict,
+        "expected": expected,
+        "ok": verdict == expected,
+        "seconds": round(time.perf_counter() - t, 1),
+        "headline": headline[:300],
+    }
 
 
 def main(argv=None) -> int:
@@ -61,11 +70,15 @@ def main(argv=None) -> int:
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
         rows = list(ex.map(lambda c: run_case(c, rounds), cases))
     for r in rows:
-        print(f"{'ok ' if r['ok'] else 'BAD'} {r['verdict']:12s} {r['expected']:5s} {r['seconds']:6.1f}s  {r['spec']:55s} "
-              f"{r['bug_class'] or ''}  {r['headline'][:90]}")
+        print(
+            f"{'ok ' if r['ok'] else 'BAD'} {r['verdict']:12s} {r['expected']:5s} {r['seconds']:6.1f}s  {r['spec']:55s} "
+            f"{r['bug_class'] or ''}  {r['headline'][:90]}"
+        )
     bad = [r for r in rows if not r["ok"]]
-    print(f"{len(rows) - len(bad)}/{len(rows)} as expected; {sum(r['buggy'] for r in rows)} buggy, "
-          f"{sum(not r['buggy'] for r in rows)} correct; {sum(r['seconds'] for r in rows):.0f} s of audits")
+    print(
+        f"{len(rows) - len(bad)}/{len(rows)} as expected; {sum(r['buggy'] for r in rows)} buggy, "
+        f"{sum(not r['buggy'] for r in rows)} correct; {sum(r['seconds'] for r in rows):.0f} s of audits"
+    )
     Path(a.out).write_text(json.dumps(rows, indent=1))
     return 1 if bad else 0
 

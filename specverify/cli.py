@@ -57,19 +57,28 @@ def _serve(args) -> int:
     if args.gamma < 1:
         return _usage_error(f"--gamma {args.gamma} is below 1; pass the number of draft tokens per round (>= 1)")
     if args.model_path and not os.path.isdir(args.model_path):
-        return _usage_error(f"--model-path {args.model_path!r} is not a folder; pass a local model directory (nothing is downloaded)")
+        return _usage_error(
+            f"--model-path {args.model_path!r} is not a folder; pass a local model directory (nothing is downloaded)"
+        )
     import torch
 
     from .runners.serve import default_models, make_server, serve_forever
 
     torch.set_num_threads(1)
-    target, draft = default_models(model_path=args.model_path, vocab=args.vocab, seed=args.seed, speculative=args.speculative)
+    target, draft = default_models(
+        model_path=args.model_path, vocab=args.vocab, seed=args.seed, speculative=args.speculative
+    )
     try:
         server = make_server(target, draft, host=args.host, port=args.port, gamma=args.gamma)
     except OSError as exc:
-        return _usage_error(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; pass another --port (0 picks a free one)")
-    print(f"serving on http://{server.server_address[0]}:{server.server_address[1]}/v1/completions "
-          f"({'speculative' if draft is not None else 'target-only'})", flush=True)
+        return _usage_error(
+            f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; pass another --port (0 picks a free one)"
+        )
+    print(
+        f"serving on http://{server.server_address[0]}:{server.server_address[1]}/v1/completions "
+        f"({'speculative' if draft is not None else 'target-only'})",
+        flush=True,
+    )
     serve_forever(server)
     return 0
 
@@ -83,7 +92,9 @@ def _reference(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="specverify", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="specverify", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="benchmarks, printed as ratios against a baseline from the same run")
@@ -101,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_reference)
 
     sv = sub.add_parser("serve", help="serve a local model on an OpenAI-compatible /v1/completions endpoint")
-    sv.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one, printed on start)")
+    sv.add_argument(
+        "--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one, printed on start)"
+    )
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--speculative", action="store_true", help="decode speculatively with a 2-layer early-exit draft")
     sv.add_argument("--model-path", help="a local model directory (else a seeded tiny Llama)")
@@ -128,8 +141,11 @@ def main(argv=None) -> int:
         import traceback
 
         traceback.print_exc()
-        print("specverify: internal error (a bug in specverify, not a verdict on your implementation); "
-              "please report it with the traceback above", file=sys.stderr)
+        print(
+            "specverify: internal error (a bug in specverify, not a verdict on your implementation); "
+            "please report it with the traceback above",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 

@@ -17,7 +17,12 @@ def pytest_addoption(parser):
     g = parser.getgroup("specverify")
     g.addoption("--specverify-seed", type=int, default=20261129, help="base seed for specverify checks")
     g.addoption("--specverify-alpha", type=float, default=1e-6, help="false-fail rate per check")
-    g.addoption("--specverify-budget", type=float, default=600.0, help="time cap per audit in seconds (reaching it: INCONCLUSIVE)")
+    g.addoption(
+        "--specverify-budget",
+        type=float,
+        default=600.0,
+        help="time cap per audit in seconds (reaching it: INCONCLUSIVE)",
+    )
 
 
 def derive_seed(base: int, nodeid: str) -> int:
@@ -36,8 +41,16 @@ def specverify_rng(specverify_seed) -> np.random.Generator:
     return np.random.default_rng(specverify_seed)
 
 
-def assert_lossless(impl, *, kind: str = "kernel", seed: int = 0, alpha: float = 1e-6, eps: float = 0.05,
-                    budget_s: float = 600.0, **config):
+def assert_lossless(
+    impl,
+    *,
+    kind: str = "kernel",
+    seed: int = 0,
+    alpha: float = 1e-6,
+    eps: float = 0.05,
+    budget_s: float = 600.0,
+    **config,
+):
     """Audit ``impl`` and raise AssertionError with the evidence unless the verdict is PASS.
 
     ``impl`` is an Adapter, a ChainSampler, or a callable of the given ``kind``

@@ -145,9 +145,7 @@ def pq_pairs(
 def uniforms(n: int):
     """n uniforms in [0, 1) that include the edges 0 and 1 - 2**-53 and simple fractions."""
     edge = st.sampled_from([0.0, 0.5, 0.25, 1.0 - 2**-53])
-    return st.lists(
-        st.one_of(edge, st.floats(0.0, 1.0, exclude_max=True, allow_nan=False)), min_size=n, max_size=n
-    )
+    return st.lists(st.one_of(edge, st.floats(0.0, 1.0, exclude_max=True, allow_nan=False)), min_size=n, max_size=n)
 
 
 @st.composite

@@ -2,7 +2,6 @@
 
 import json
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specverify.algorithms import verify_chain, verify_chain_batch
+from specverify.algorithms import verify_chain_batch
 from specverify.audit import GeneratorAdapter, KernelAdapter, RoundAdapter, SamplerAdapter, SubprocessAdapter, audit
 from specverify.catalogue import ChainSampler, bugs
 from specverify.cli import main
@@ -22,7 +21,9 @@ FAST = dict(settings=(__import__("specverify").SamplingSettings(),), eps=0.08)
 
 def good_kernel(draft_tokens, draft_probs, target_probs, generator):
     b, g = draft_tokens.shape
-    return verify_chain_batch(draft_tokens, draft_probs, target_probs, generator.random((b, g)), generator.random(b)).tokens
+    return verify_chain_batch(
+        draft_tokens, draft_probs, target_probs, generator.random((b, g)), generator.random(b)
+    ).tokens
 
 
 def always_accept_kernel(draft_tokens, draft_probs, target_probs, generator):
@@ -48,8 +49,14 @@ def test_kernel_adapter_pass_and_fail():
     assert v.status == "FAIL" and "settings[0]" in v.evidence[0]
 
 
-@pytest.mark.parametrize("fn, words", [(crashing_kernel, "raised ValueError: boom"), (hanging_kernel, "did not return within"),
-                                       (wrong_shape_kernel, "returned shape")])
+@pytest.mark.parametrize(
+    "fn, words",
+    [
+        (crashing_kernel, "raised ValueError: boom"),
+        (hanging_kernel, "did not return within"),
+        (wrong_shape_kernel, "returned shape"),
+    ],
+)
 def test_bad_implementations_become_findings(fn, words):
     v = audit(KernelAdapter(fn, call_timeout=0.5), **FAST)
     assert v.status == "FAIL"
@@ -91,9 +98,12 @@ def test_generator_adapter():
         for _ in range(n):
             p = model.target_probs(out)
             out.append(int(rng.choice(len(p), p=p)))
-        return out[len(prompt):]
+        return out[len(prompt) :]
 
-    assert audit(GeneratorAdapter(gen), batch=2000, max_units=20000, eps=0.2, settings=FAST["settings"]).status in ("PASS", "INCONCLUSIVE")
+    assert audit(GeneratorAdapter(gen), batch=2000, max_units=20000, eps=0.2, settings=FAST["settings"]).status in (
+        "PASS",
+        "INCONCLUSIVE",
+    )
 
     def bad(prompt, n, seed, model):
         rng = np.random.default_rng(seed)
@@ -147,7 +157,24 @@ def test_checkpoint_and_resume_lose_no_sample(tmp_path):
 
 def test_cli_exit_codes_json_and_html(tmp_path, capsys):
     j, h = tmp_path / "v.json", tmp_path / "v.html"
-    assert main(["audit", "reference", "--no-progress", "--eps", "0.08", "--temperature", "1.0", "--json", str(j), "--html", str(h)]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                "reference",
+                "--no-progress",
+                "--eps",
+                "0.08",
+                "--temperature",
+                "1.0",
+                "--json",
+                str(j),
+                "--html",
+                str(h),
+            ]
+        )
+        == 0
+    )
     d = json.loads(j.read_text())
     assert d["schema"] == "specverify.verdict/1" and d["status"] == "PASS" and d["eps"] <= 0.08
     assert "<html" in h.read_text().lower() or "<!doctype html>" in h.read_text().lower()
@@ -216,7 +243,9 @@ def test_exact_checks_with_injected_uniforms():
     assert names["boundary: u = 0 against p(x) = 0"].status == "FAIL"
     assert names["differential: injected uniforms against the reference"].status == "FAIL"
     sampling = [c for n, c in names.items() if n.startswith("settings[0] default")]
-    assert len(sampling) == 2 and all(c.status == "PASS" for c in sampling)  # the sampling test cannot see it: only exact checks can
+    assert len(sampling) == 2 and all(
+        c.status == "PASS" for c in sampling
+    )  # the sampling test cannot see it: only exact checks can
 
 
 def test_greedy_check_catches_a_non_greedy_kernel():
@@ -264,9 +293,19 @@ def test_cli_full_rule_adds_the_white_box_strata(tmp_path):
     out = tmp_path / "v.json"
     args = ["audit", "--no-progress", "--eps", "0.08", "--temperature", "1.0", "--json", str(out)]
     assert main(args + ["--kernel", f"{f}:kernel", "--full-rule"]) == 0
-    strata = [w["stratum"] for c in json.loads(out.read_text())["checks"] if c.get("details") for w in c["details"].get("whitebox", [])]
-    assert "acceptance given draft ~ Bernoulli(min(1, p/q))" in strata and "rejected draft and replacement independent" in strata
+    strata = [
+        w["stratum"]
+        for c in json.loads(out.read_text())["checks"]
+        if c.get("details")
+        for w in c["details"].get("whitebox", [])
+    ]
+    assert (
+        "acceptance given draft ~ Bernoulli(min(1, p/q))" in strata
+        and "rejected draft and replacement independent" in strata
+    )
     assert main(args + ["--kernel", f"{f}:kernel"]) == 0
-    assert not [w for c in json.loads(out.read_text())["checks"] if c.get("details") for w in c["details"].get("whitebox", [])]
+    assert not [
+        w for c in json.loads(out.read_text())["checks"] if c.get("details") for w in c["details"].get("whitebox", [])
+    ]
     assert main(args + ["--kernel", f"{f}:bad", "--full-rule"]) == 1
     assert main(args + ["--kernel", f"{f}:kernel", "--full-rule", "--one-hot"]) == 2

@@ -22,7 +22,14 @@ def _fails(classes):
     fails = 0
     for i in range(N):
         cls = classes[i % len(classes)]
-        v = audit(SamplerAdapter(cls()), seed=500 + i, alpha=ALPHA, eps=0.15, exact_checks=False, settings=(SamplingSettings(),))
+        v = audit(
+            SamplerAdapter(cls()),
+            seed=500 + i,
+            alpha=ALPHA,
+            eps=0.15,
+            exact_checks=False,
+            settings=(SamplingSettings(),),
+        )
         fails += v.status == "FAIL"
     return fails
 

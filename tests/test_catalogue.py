@@ -16,8 +16,20 @@ def test_catalogue_size_and_documentation():
         assert cls.__doc__ and len(cls.__doc__) > 40 and not cls.exact, cls.name
     names = [c.name for c in BUGS + DECOYS]
     assert len(names) == len(set(names))
-    for ref in ("transformers#28508", "transformers#32867", "transformers#47932", "vllm#9834", "vllm-ascend#16370",
-                "vllm#47386", "vllm-ascend#13470", "vllm#42744", "sglang#36173", "sglang#35771", "DeepSpec#31", "rtp-llm#1295"):
+    for ref in (
+        "transformers#28508",
+        "transformers#32867",
+        "transformers#47932",
+        "vllm#9834",
+        "vllm-ascend#16370",
+        "vllm#47386",
+        "vllm-ascend#13470",
+        "vllm#42744",
+        "sglang#36173",
+        "sglang#35771",
+        "DeepSpec#31",
+        "rtp-llm#1295",
+    ):
         assert any(ref in (c.reference or "") for c in BUGS), ref
 
 

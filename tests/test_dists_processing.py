@@ -75,14 +75,18 @@ def test_matches_transformers_processors(x, s, hist, rep):
 def test_boundary_ties_match_transformers(x, s, kept):
     x = np.asarray(x)
     t = torch.tensor(x[None, :], dtype=torch.float64)
-    want = transformers_pipeline(s, torch.zeros(1, 1, dtype=torch.long))(torch.zeros(1, 1, dtype=torch.long), t)[0].numpy()
+    want = transformers_pipeline(s, torch.zeros(1, 1, dtype=torch.long))(torch.zeros(1, 1, dtype=torch.long), t)[
+        0
+    ].numpy()
     got = process_logits(x, s)
     assert np.nonzero(np.isfinite(got))[0].tolist() == kept
     assert np.isfinite(got).sum() == np.isfinite(want).sum()
 
 
 @settings(settings.get_profile("dists"))
-@given(x=svst.logits(min_size=2, max_size=32), s=svst.sampling_settings(), hist=st.lists(st.integers(0, 31), max_size=8))
+@given(
+    x=svst.logits(min_size=2, max_size=32), s=svst.sampling_settings(), hist=st.lists(st.integers(0, 31), max_size=8)
+)
 def test_numpy_and_torch_forms_agree(x, s, hist):
     v = len(x)
     hist = [h % v for h in hist]
@@ -92,7 +96,9 @@ def test_numpy_and_torch_forms_agree(x, s, hist):
     t = process_logits_torch(
         torch.tensor(x),
         s,
-        seen_counts=token_counts_torch(torch.tensor([hist], dtype=torch.long), v)[0] if hist else torch.zeros(v, dtype=torch.float64),
+        seen_counts=token_counts_torch(torch.tensor([hist], dtype=torch.long), v)[0]
+        if hist
+        else torch.zeros(v, dtype=torch.float64),
         output_counts=torch.tensor(out),
     ).numpy()
     assert (np.isfinite(got) == np.isfinite(t)).all()
@@ -106,5 +112,7 @@ def test_greedy_is_one_hot_at_lowest_id():
 
 def test_presence_and_frequency_penalties():
     x = np.zeros(4)
-    got = process_logits(x, SamplingSettings(presence_penalty=0.5, frequency_penalty=0.25), output_counts=token_counts([1, 1, 2], 4))
+    got = process_logits(
+        x, SamplingSettings(presence_penalty=0.5, frequency_penalty=0.25), output_counts=token_counts([1, 1, 2], 4)
+    )
     assert got.tolist() == [0.0, -1.0, -0.75, 0.0]

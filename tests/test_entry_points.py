@@ -30,7 +30,9 @@ def run_cli(*args, path=(), cwd=None, timeout=180, env_extra=None):
     env["PYTHONPATH"] = os.pathsep.join([*map(str, path), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["COLUMNS"] = "200"
     env.update(env_extra or {})
-    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+    return subprocess.run(
+        [str(CLI), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
+    )
 
 
 @pytest.fixture(scope="module")
@@ -40,13 +42,16 @@ def mods(tmp_path_factory):
     for f in ("kernel.py", "round_step.py", "generator.py", "round_step_logits.py", "greedy_step.py"):
         shutil.copy(EXAMPLES / f, d / f)
     (d / "notcallable.py").write_text("verify = 42\n")
-    (d / "badsig.py").write_text("def step(prefix, draft):\n    return [0]\n\n"
-                                 "def verify(draft_tokens, target_probs):\n    return draft_tokens\n\n"
-                                 "def generate(prompt):\n    return []\n")
+    (d / "badsig.py").write_text(
+        "def step(prefix, draft):\n    return [0]\n\n"
+        "def verify(draft_tokens, target_probs):\n    return draft_tokens\n\n"
+        "def generate(prompt):\n    return []\n"
+    )
     (d / "imports_missing.py").write_text("import nosuch_dependency_xyz\n\ndef verify(*a):\n    pass\n")
     (d / "kernel_rmdir.py").write_text(
         "import os, shutil\nfrom kernel import verify as _verify\n\n"
-        "def verify(*a):\n    shutil.rmtree(os.environ['SV_TEST_RMDIR'], ignore_errors=True)\n    return _verify(*a)\n")
+        "def verify(*a):\n    shutil.rmtree(os.environ['SV_TEST_RMDIR'], ignore_errors=True)\n    return _verify(*a)\n"
+    )
     return d
 
 
@@ -60,8 +65,10 @@ def _headline(stdout: str) -> str:
 # The three importable shapes, each in the module form MOD:FN, with a correct implementation.
 
 
-@pytest.mark.parametrize("option, spec", [("--kernel", "kernel:verify"), ("--round", "round_step:step"),
-                                          ("--generator", "generator:generate")])
+@pytest.mark.parametrize(
+    "option, spec",
+    [("--kernel", "kernel:verify"), ("--round", "round_step:step"), ("--generator", "generator:generate")],
+)
 def test_module_form_passes(mods, option, spec):
     r = run_cli("audit", option, spec, *SMALL, path=[mods])
     assert r.returncode == 0, r.stdout + r.stderr
@@ -76,7 +83,18 @@ def test_logits_round_step_passes(mods):
 
 
 def test_greedy_round_step_passes_the_exact_check(mods):
-    r = run_cli("audit", "--round", "greedy_step:step", "--greedy", "--vocab", "16", "--gamma", "2", "--no-progress", path=[mods])
+    r = run_cli(
+        "audit",
+        "--round",
+        "greedy_step:step",
+        "--greedy",
+        "--vocab",
+        "16",
+        "--gamma",
+        "2",
+        "--no-progress",
+        path=[mods],
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert _headline(r.stdout).startswith("PASS (exact checks only, no sampling error): greedy equivalence")
 
@@ -104,8 +122,14 @@ def test_file_path_form_passes(mods):
 
 def test_module_of_the_current_folder_resolves(mods):
     env_path = os.environ.get("PYTHONPATH", "")
-    r = subprocess.run([str(CLI), "audit", "--kernel", "kernel:verify", *SMALL], capture_output=True, text=True, timeout=180,
-                       cwd=mods, env={**os.environ, "PYTHONPATH": env_path})
+    r = subprocess.run(
+        [str(CLI), "audit", "--kernel", "kernel:verify", *SMALL],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=mods,
+        env={**os.environ, "PYTHONPATH": env_path},
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -136,9 +160,15 @@ BAD = [
     (["--round", "badsig:step"], "cannot be called as step(prefix, draft, target, gamma, rng)"),
     (["--kernel", "badsig:verify"], "cannot be called as kernel(draft_tokens, draft_probs, target_probs, generator)"),
     (["--generator", "badsig:generate"], "cannot be called as generate(prompt, max_new_tokens, seed, model)"),
-    (["--round", "round_step:step", "--logits"], "cannot be called as step(prefix, draft, target, gamma, rng, settings) "
-                                                 "(it takes one argument fewer: drop --logits"),
-    (["--kernel", "kernel:verify", "--logits"], "cannot be called as kernel(draft_tokens, draft_logits, target_logits, settings, generator)"),
+    (
+        ["--round", "round_step:step", "--logits"],
+        "cannot be called as step(prefix, draft, target, gamma, rng, settings) "
+        "(it takes one argument fewer: drop --logits",
+    ),
+    (
+        ["--kernel", "kernel:verify", "--logits"],
+        "cannot be called as kernel(draft_tokens, draft_logits, target_logits, settings, generator)",
+    ),
     # --cmd
     (["--cmd", ""], "--cmd is empty"),
     (["--cmd", "   "], "--cmd is empty"),
@@ -162,7 +192,10 @@ BAD = [
     (["--top-p", "0"], "--top-p: top_p must lie in (0, 1]"),
     (["--temperature", "-1"], "--temperature: temperature must be a finite number >= 0"),
     # files
-    (["--json", "/nonexistent_dir_xyz/v.json"], "--json '/nonexistent_dir_xyz/v.json': the folder '/nonexistent_dir_xyz' does not exist"),
+    (
+        ["--json", "/nonexistent_dir_xyz/v.json"],
+        "--json '/nonexistent_dir_xyz/v.json': the folder '/nonexistent_dir_xyz' does not exist",
+    ),
     (["--html", "/nonexistent_dir_xyz/r.html"], "the folder '/nonexistent_dir_xyz' does not exist"),
     (["--checkpoint", "/nonexistent_dir_xyz/c.npz"], "the folder '/nonexistent_dir_xyz' does not exist"),
     (["--json", "/tmp"], "--json '/tmp' is a folder"),
@@ -176,7 +209,10 @@ BAD = [
     (["--round", "round_step:step", "--one-hot"], "--one-hot applies to --kernel only"),
     (["--kernel", "kernel:verify", "--greedy"], "--greedy applies to --round and --generator"),
     (["--logits"], "--logits applies to --kernel, --round, --generator and --cmd"),
-    (["--cmd", f"{sys.executable} -c pass", "--workers", "2"], "--workers applies to importable implementations, not --cmd"),
+    (
+        ["--cmd", f"{sys.executable} -c pass", "--workers", "2"],
+        "--workers applies to importable implementations, not --cmd",
+    ),
     (["reference", "--kernel", "kernel:verify"], "both a target ('reference') and --kernel were given"),
     (["nosuch_target"], "unknown audit target 'nosuch_target'"),
     (["always_acept"], "unknown audit target 'always_acept'"),
@@ -184,8 +220,14 @@ BAD = [
     (["--baseline-endpoint", "http://127.0.0.1:9"], "--baseline-endpoint needs --endpoint"),
     (["--endpoint", "ftp://x"], "--endpoint 'ftp://x' is not an http(s) URL"),
     (["--endpoint", ""], "--endpoint is empty"),
-    (["--endpoint", "http://127.0.0.1:9", "--model", "/nonexistent_model"], "--model '/nonexistent_model' is not a folder"),
-    (["--endpoint", "http://127.0.0.1:9", "--model", "builtin:x"], "write builtin, builtin:VOCAB or builtin:VOCAB:SEED"),
+    (
+        ["--endpoint", "http://127.0.0.1:9", "--model", "/nonexistent_model"],
+        "--model '/nonexistent_model' is not a folder",
+    ),
+    (
+        ["--endpoint", "http://127.0.0.1:9", "--model", "builtin:x"],
+        "write builtin, builtin:VOCAB or builtin:VOCAB:SEED",
+    ),
     (["--endpoint", "http://127.0.0.1:9"], "nothing answers at http://127.0.0.1:9"),
     (["--model", "builtin:32"], "--model applies to --endpoint"),
 ]
@@ -198,7 +240,7 @@ def test_bad_input_is_one_line_and_exit_2(mods, args, message):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("specverify: error: "), r.stderr
     assert message in lines[0], lines[0]
-    assert "; " in lines[0][len("specverify: error: "):], "the line says the problem and its fix"
+    assert "; " in lines[0][len("specverify: error: ") :], "the line says the problem and its fix"
     assert r.stdout == "", "nothing is sampled before the options are checked"
 
 
@@ -225,8 +267,16 @@ def test_fail_headline_same_in_terminal_and_json(tmp_path):
 def test_output_write_failure_after_the_audit_keeps_the_verdict(mods, tmp_path):
     doomed = tmp_path / "doomed"
     doomed.mkdir()
-    r = run_cli("audit", "--kernel", "kernel_rmdir:verify", *SMALL, "--json", doomed / "v.json", path=[mods],
-                env_extra={"SV_TEST_RMDIR": str(doomed)})
+    r = run_cli(
+        "audit",
+        "--kernel",
+        "kernel_rmdir:verify",
+        *SMALL,
+        "--json",
+        doomed / "v.json",
+        path=[mods],
+        env_extra={"SV_TEST_RMDIR": str(doomed)},
+    )
     assert r.returncode == 0, r.stdout + r.stderr  # the verdict's code, not 2
     assert _headline(r.stdout).startswith("PASS")
     assert "specverify: error: could not write --json" in r.stderr and "the verdict above stands" in r.stderr

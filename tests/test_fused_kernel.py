@@ -20,7 +20,7 @@ def _case(rng, b, g, v, dtype):
     q = 0.6 * p[:, :g] + 0.4 * rng.dirichlet(np.full(v, 0.3), size=(b, g))
     p[: b // 8, :, : v // 2] = 0.0  # zeros in p
     p /= p.sum(-1, keepdims=True)
-    q[b // 8: b // 4] = p[b // 8: b // 4, :g]  # q == p: the residual vanishes
+    q[b // 8 : b // 4] = p[b // 8 : b // 4, :g]  # q == p: the residual vanishes
     x = rng.integers(0, v, (b, g))
     bi, gi = np.arange(b)[:, None], np.arange(g)[None, :]
     q[bi, gi, x] = np.maximum(q[bi, gi, x], 1e-3)  # drafts must have q > 0
@@ -80,4 +80,3 @@ def test_fused_one_hot_draw_equals_every_other_form(v):
     tok_plain, _ = _fallback(CT.verify_one_hot_torch, t(x), t(p), t(ua), t(uf))
     np.testing.assert_array_equal(tok.numpy(), fused.tokens)
     np.testing.assert_array_equal(tok_plain.numpy(), fused.tokens)
-

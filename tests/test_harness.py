@@ -57,7 +57,9 @@ def test_a_step_sees_whole_prefixes_as_consecutive_calls_and_read_only_rows():
         calls.append((list(prefix), out))
         return out
 
-    gen = run_round_step(step, view, n=3, length=5, gamma=2, rng=np.random.default_rng(0), pass_settings=False, timeout=None, name="s")
+    gen = run_round_step(
+        step, view, n=3, length=5, gamma=2, rng=np.random.default_rng(0), pass_settings=False, timeout=None, name="s"
+    )
     assert len(gen.tokens) == 15 and gen.rounds == 15
     for (p0, o0), (p1, _) in zip(calls, calls[1:]):
         assert p1 == p0 + o0 or len(p1) < len(p0) + len(o0)  # the same sequence goes on, or a new one starts
@@ -77,6 +79,7 @@ def _full_rule_step(always_accept=False):
                 r = np.maximum(p[j] - qs[j], 0)
                 return xs[:j] + [int(rng.choice(len(r), p=r / r.sum()))]
         return xs + [int(rng.choice(p.shape[1], p=p[gamma]))]
+
     return step
 
 
@@ -86,7 +89,15 @@ def test_tiny_transformers_context():
     pytest.importorskip("transformers")
     from specverify.audit import RoundAdapter, audit
 
-    opts = dict(context="transformers", settings=(SamplingSettings(),), vocab=32, eps=0.5, rounds=40, exact_checks=False, gamma=3)
+    opts = dict(
+        context="transformers",
+        settings=(SamplingSettings(),),
+        vocab=32,
+        eps=0.5,
+        rounds=40,
+        exact_checks=False,
+        gamma=3,
+    )
     good = audit(RoundAdapter(_full_rule_step(), name="good"), **opts)
     assert good.status == "PASS", good.headline()
     assert "tiny transformers" in good.checks[0].summary
@@ -106,6 +117,15 @@ def test_drafts_are_what_the_pass_held_beyond_the_true_prefix():
         seen.append(xs)
         return xs[:1]
 
-    gen = run_round_step(step, SequenceView(pair, SamplingSettings()), n=2, length=4, gamma=3, rng=np.random.default_rng(1),
-                         pass_settings=False, timeout=None, name="s")
+    gen = run_round_step(
+        step,
+        SequenceView(pair, SamplingSettings()),
+        n=2,
+        length=4,
+        gamma=3,
+        rng=np.random.default_rng(1),
+        pass_settings=False,
+        timeout=None,
+        name="s",
+    )
     assert gen.drafts.tolist() == seen

@@ -26,7 +26,9 @@ def third_party(target, draft, input_ids, max_new_tokens, *, do_sample, temperat
     """The usual package signature; returns the whole sequence as a [1, L] tensor."""
     s = SamplingSettings(temperature=temperature if do_sample else 0.0, top_p=top_p, top_k=top_k)
     prompt = input_ids[0].tolist()
-    out = speculative_generate(target, draft, prompt, max_new_tokens, s, torch.Generator().manual_seed(seed), gamma=3).tokens
+    out = speculative_generate(
+        target, draft, prompt, max_new_tokens, s, torch.Generator().manual_seed(seed), gamma=3
+    ).tokens
     return torch.tensor([prompt + list(out)])
 
 
@@ -35,7 +37,11 @@ def realigns_badly(target, draft, input_ids, max_new_tokens, *, do_sample, tempe
     last token of the first round and shifts the rest by one (off by one in a padding offset)."""
     s = SamplingSettings(temperature=temperature if do_sample else 0.0, top_p=top_p, top_k=top_k)
     prompt = input_ids[0].tolist()
-    out = list(speculative_generate(target, draft, prompt, max_new_tokens, s, torch.Generator().manual_seed(seed), gamma=3).tokens)
+    out = list(
+        speculative_generate(
+            target, draft, prompt, max_new_tokens, s, torch.Generator().manual_seed(seed), gamma=3
+        ).tokens
+    )
     out = out[:4] + [out[3]] + out[4:-1]
     return torch.tensor([prompt + out])
 
@@ -61,8 +67,15 @@ def test_a_bug_from_the_second_round_on_fails_at_the_default_length(models):
 def test_a_declined_setting_is_unsupported_not_fail(models):
     t, d = models
     gen = common_shape_generator(third_party, t, d)
-    v = audit_lm(gen, t, prompts=PROMPTS, gamma=3, eps=0.3, greedy_check=False,
-                 settings=(SamplingSettings(temperature=0.8), SamplingSettings(min_p=0.1)))
+    v = audit_lm(
+        gen,
+        t,
+        prompts=PROMPTS,
+        gamma=3,
+        eps=0.3,
+        greedy_check=False,
+        settings=(SamplingSettings(temperature=0.8), SamplingSettings(min_p=0.1)),
+    )
     status = {c.name: c.status for c in v.checks}
     assert status["settings[1] min_p=0.1: implementation"] == "UNSUPPORTED"
     assert v.status == "PASS", v.headline()
@@ -94,5 +107,7 @@ def test_two_sample_reports_a_failing_endpoint():
     def down(prompt, n, seed, s):
         raise ImplementationError("http://spec:8000 answered HTTP 503")
 
-    v = two_sample_endpoints(down, fine, prompts=[[1, 2]], settings=SamplingSettings(), vocab_size=8, n_sequences=10, length=2)
+    v = two_sample_endpoints(
+        down, fine, prompts=[[1, 2]], settings=SamplingSettings(), vocab_size=8, n_sequences=10, length=2
+    )
     assert v.status == "FAIL" and "HTTP 503" in v.evidence[0]

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from specverify import SamplingSettings
-from specverify.audit import KernelAdapter, audit
 from specverify.algorithms import verify_chain_batch
+from specverify.audit import KernelAdapter, audit
 from specverify.errors import SpecVerifyError
 
 OPTS = dict(settings=(SamplingSettings(), SamplingSettings(temperature=0.7)), eps=0.08, exact_checks=False, batch=2000)
@@ -16,13 +16,16 @@ OPTS = dict(settings=(SamplingSettings(), SamplingSettings(temperature=0.7)), ep
 
 def kernel(draft_tokens, draft_probs, target_probs, generator):
     b, g = draft_tokens.shape
-    return verify_chain_batch(draft_tokens, draft_probs, target_probs, generator.random((b, g)), generator.random(b)).tokens
+    return verify_chain_batch(
+        draft_tokens, draft_probs, target_probs, generator.random((b, g)), generator.random(b)
+    ).tokens
 
 
 def residual_from_p(draft_tokens, draft_probs, target_probs, generator):
     b, g = draft_tokens.shape
-    return verify_chain_batch(draft_tokens, np.zeros_like(draft_probs) + 1e-300, target_probs, generator.random((b, g)),
-                              generator.random(b)).tokens
+    return verify_chain_batch(
+        draft_tokens, np.zeros_like(draft_probs) + 1e-300, target_probs, generator.random((b, g)), generator.random(b)
+    ).tokens
 
 
 def test_interrupted_by_the_cap_then_resumed_gives_the_uninterrupted_verdict_and_eps(tmp_path):
@@ -32,8 +35,9 @@ def test_interrupted_by_the_cap_then_resumed_gives_the_uninterrupted_verdict_and
     assert cut.status == "INCONCLUSIVE" and full.status == "PASS"
     # no unit of an INCONCLUSIVE verdict is shown as PASS
     assert all(c.status != "PASS" or c.eps <= 0.08 for c in cut.checks)
-    assert "not reached" in " ".join(c.summary for c in cut.checks if c.status == "INCONCLUSIVE") or \
-        "not sampled" in " ".join(c.summary for c in cut.checks)
+    assert "not reached" in " ".join(
+        c.summary for c in cut.checks if c.status == "INCONCLUSIVE"
+    ) or "not sampled" in " ".join(c.summary for c in cut.checks)
     # what would settle it is a sentence, consistent with what was collected
     statement = cut.needed["statement"]
     assert "--rounds" in statement and "--budget of at least" in statement

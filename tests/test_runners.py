@@ -6,7 +6,14 @@ import torch
 
 from specverify import GREEDY, SamplingSettings
 from specverify.audit.lm_audit import audit_lm, batched_vs_incremental_logit_gap
-from specverify.lm.transformers_lm import CausalLM, KVSession, build_model, early_exit_copy, layered_target, perturbed_copy
+from specverify.lm.transformers_lm import (
+    CausalLM,
+    KVSession,
+    build_model,
+    early_exit_copy,
+    layered_target,
+    perturbed_copy,
+)
 from specverify.runners import acceptance_z, speculative_generate, target_only_generate
 
 torch.set_num_threads(1)
@@ -51,7 +58,9 @@ def test_runner_audit_passes_and_a_no_rollback_runner_fails(pair, monkeypatch):
     v = audit_lm(runner, t, prompts=prompts, settings=s, eps=0.2, length=6, name="runner")
     assert v.status == "PASS", v.headline()
     monkeypatch.setattr(KVSession, "rollback", lambda self, n: None)  # the bug: rejected drafts stay in the caches
-    v = audit_lm(runner, t, prompts=prompts, settings=s, eps=0.2, length=6, name="runner-no-rollback", greedy_check=False)
+    v = audit_lm(
+        runner, t, prompts=prompts, settings=s, eps=0.2, length=6, name="runner-no-rollback", greedy_check=False
+    )
     assert v.status == "FAIL", v.headline()
 
 
@@ -73,7 +82,12 @@ def test_acceptance_check_catches_a_misreported_q(pair, monkeypatch):
     t, d = pair
     orig = loops.verify_chain_torch
     monkeypatch.setattr(loops, "verify_chain_torch", lambda X, Q, P, ua, uf: orig(X, Q, P, ua / 1.5, uf))
-    runs = [speculative_generate(t, d, [i, i + 1], 40, SamplingSettings(temperature=0.9), torch.Generator().manual_seed(i), gamma=4) for i in range(12)]
+    runs = [
+        speculative_generate(
+            t, d, [i, i + 1], 40, SamplingSettings(temperature=0.9), torch.Generator().manual_seed(i), gamma=4
+        )
+        for i in range(12)
+    ]
     z, _ = acceptance_z(runs)
     assert z > 5.3
 

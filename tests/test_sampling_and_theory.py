@@ -1,7 +1,8 @@
+from fractions import Fraction
+
 import numpy as np
 import pytest
 import torch
-from fractions import Fraction
 from scipy import stats
 
 from specverify import theory
@@ -41,7 +42,10 @@ def test_race_torch_matches_numpy():
     rng = np.random.default_rng(3)
     w = rng.random((50, 7))
     e = rng.exponential(size=(50, 7))
-    assert exponential_race_sample(w, e).tolist() == exponential_race_sample_torch(torch.tensor(w), torch.tensor(e)).tolist()
+    assert (
+        exponential_race_sample(w, e).tolist()
+        == exponential_race_sample_torch(torch.tensor(w), torch.tensor(e)).tolist()
+    )
 
 
 def test_theory_values():

@@ -23,8 +23,13 @@ VOCAB = 32
 
 def _start(*args):
     """Start `specverify serve --port 0 ...`; return (process, base URL) once it prints its address."""
-    p = subprocess.Popen([str(CLI), "serve", "--port", "0", "--vocab", str(VOCAB), *args], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    p = subprocess.Popen(
+        [str(CLI), "serve", "--port", "0", "--vocab", str(VOCAB), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     box = {}
     t = threading.Thread(target=lambda: box.setdefault("line", p.stdout.readline()), daemon=True)
     t.start()
@@ -32,7 +37,9 @@ def _start(*args):
     m = re.search(r"http://[0-9.]+:(\d+)/", box.get("line", ""))
     if not m:
         p.kill()
-        pytest.fail(f"serve did not report its address: {box.get('line')!r} {p.stderr.read() if p.poll() is not None else ''}")
+        pytest.fail(
+            f"serve did not report its address: {box.get('line')!r} {p.stderr.read() if p.poll() is not None else ''}"
+        )
     return p, f"http://127.0.0.1:{m.group(1)}"
 
 
@@ -62,7 +69,11 @@ BAD = [
     ({"prompt": [1, -1], "max_tokens": 2}, "prompt", "prompt[1] = -1 is outside the vocabulary [0, 32)"),
     ({"prompt": [VOCAB], "max_tokens": 2}, "prompt", "prompt[0] = 32 is outside the vocabulary [0, 32)"),
     ({"prompt": [], "max_tokens": 2}, "prompt", "prompt must be a non-empty list of token ids"),
-    ({"prompt": "hello", "max_tokens": 2}, "prompt", "prompt must be a non-empty list of token ids (this server takes no text)"),
+    (
+        {"prompt": "hello", "max_tokens": 2},
+        "prompt",
+        "prompt must be a non-empty list of token ids (this server takes no text)",
+    ),
     ({"prompt": {"a": 1}}, "prompt", "prompt must be a non-empty list"),
     ({"prompt": [1.5]}, "prompt", "prompt[0] = 1.5 is not a token id"),
     ({"prompt": [True]}, "prompt", "prompt[0] = True is not a token id"),
@@ -98,13 +109,17 @@ def test_bad_request_is_400_with_json_error(servers, body, param, message):
 
 def test_good_request_after_bad_ones(servers):
     for url in (servers["spec"], servers["plain"]):
-        code, reply = post(url, {"prompt": [1, 2, 3], "max_tokens": 5, "seed": 7, "temperature": 0.8, "top_k": -1, "logprobs": 1})
+        code, reply = post(
+            url, {"prompt": [1, 2, 3], "max_tokens": 5, "seed": 7, "temperature": 0.8, "top_k": -1, "logprobs": 1}
+        )
         assert code == 200, reply
         toks = [int(t.split("token_id:")[1]) for t in reply["choices"][0]["logprobs"]["tokens"]]
         assert len(toks) == 5 and all(0 <= t < VOCAB for t in toks)
         assert len(reply["choices"][0]["logprobs"]["token_logprobs"]) == 5
-        assert post(url, {"prompt": [1, 2, 3], "max_tokens": 5, "seed": 7, "temperature": 0.8})[1]["choices"][0]["text"] == \
-            reply["choices"][0]["text"], "same seed, same tokens"
+        assert (
+            post(url, {"prompt": [1, 2, 3], "max_tokens": 5, "seed": 7, "temperature": 0.8})[1]["choices"][0]["text"]
+            == reply["choices"][0]["text"]
+        ), "same seed, same tokens"
 
 
 def test_unknown_route_is_404_json(servers):
@@ -122,8 +137,13 @@ def test_unknown_route_is_404_json(servers):
 
 
 def cli(*args, timeout=300):
-    return subprocess.run([str(CLI), "audit", *map(str, args), "--no-progress"], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"})
+    return subprocess.run(
+        [str(CLI), "audit", *map(str, args), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"},
+    )
 
 
 def headline(stdout):
@@ -131,8 +151,20 @@ def headline(stdout):
 
 
 def test_endpoint_one_sample_against_the_builtin_model(servers):
-    r = cli("--endpoint", servers["spec"], "--model", f"builtin:{VOCAB}", "--rounds", "40", "--length", "2", "--temperature", "1",
-            "--eps", "0.5")
+    r = cli(
+        "--endpoint",
+        servers["spec"],
+        "--model",
+        f"builtin:{VOCAB}",
+        "--rounds",
+        "40",
+        "--length",
+        "2",
+        "--temperature",
+        "1",
+        "--eps",
+        "0.5",
+    )
     assert r.returncode in (0, 3), r.stdout + r.stderr  # never FAIL on the served model itself
     assert "greedy equivalence (tie-aware)" in r.stdout
     h = headline(r.stdout)
@@ -141,8 +173,18 @@ def test_endpoint_one_sample_against_the_builtin_model(servers):
 
 def test_endpoint_one_sample_catches_another_model(servers):
     """The server's model has seed 1; the audit computes the law of seed 0's: a different law."""
-    r = cli("--endpoint", servers["other_model"], "--model", f"builtin:{VOCAB}:0", "--rounds", "60", "--length", "2",
-            "--temperature", "1")
+    r = cli(
+        "--endpoint",
+        servers["other_model"],
+        "--model",
+        f"builtin:{VOCAB}:0",
+        "--rounds",
+        "60",
+        "--length",
+        "2",
+        "--temperature",
+        "1",
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     assert headline(r.stdout).startswith("FAIL in ")
 
@@ -150,13 +192,25 @@ def test_endpoint_one_sample_catches_another_model(servers):
 def test_endpoint_vocabulary_mismatch_is_a_usage_error(servers):
     r = cli("--endpoint", servers["spec"], "--model", "builtin")
     assert r.returncode == 2
-    assert r.stderr.strip() == (f"specverify: error: the endpoint serves a vocabulary of {VOCAB} but --model builtin has 256; "
-                                f"pass the model the endpoint serves (for `specverify serve --vocab {VOCAB}`: --model builtin:{VOCAB})")
+    assert r.stderr.strip() == (
+        f"specverify: error: the endpoint serves a vocabulary of {VOCAB} but --model builtin has 256; "
+        f"pass the model the endpoint serves (for `specverify serve --vocab {VOCAB}`: --model builtin:{VOCAB})"
+    )
 
 
 def test_two_sample_states_an_honest_eps(servers):
-    r = cli("--endpoint", servers["spec"], "--baseline-endpoint", servers["plain"], "--rounds", "30", "--length", "2",
-            "--temperature", "1")
+    r = cli(
+        "--endpoint",
+        servers["spec"],
+        "--baseline-endpoint",
+        servers["plain"],
+        "--rounds",
+        "30",
+        "--length",
+        "2",
+        "--temperature",
+        "1",
+    )
     assert r.returncode == 3, r.stdout + r.stderr  # 30 sequences cannot reach eps 0.05: never PASS
     h = headline(r.stdout)
     assert h.startswith("INCONCLUSIVE: too few samples to detect any deviation") and "sequences per endpoint" in h, h
@@ -168,10 +222,25 @@ def test_two_sample_function_never_passes_beyond_what_it_detects(servers):
 
     gen_spec, gen_plain = http_generator(servers["spec"]), http_generator(servers["plain"])
     prompts = [[1, 2], [3, 4]]
-    v = two_sample_endpoints(gen_spec, gen_plain, prompts=prompts, settings=SamplingSettings(), n_sequences=40, length=2,
-                             eps=0.9, vocab_size=VOCAB)
+    v = two_sample_endpoints(
+        gen_spec,
+        gen_plain,
+        prompts=prompts,
+        settings=SamplingSettings(),
+        n_sequences=40,
+        length=2,
+        eps=0.9,
+        vocab_size=VOCAB,
+    )
     assert v.status == "INCONCLUSIVE" and v.eps > 0.9  # 40 sequences cannot reach even a generous eps: no PASS
     assert v.needed["sequences_per_endpoint"] > 40
-    with_other = two_sample_endpoints(http_generator(servers["other_model"]), gen_plain, prompts=prompts,
-                                      settings=SamplingSettings(temperature=0.7), n_sequences=150, length=2, alpha=1e-3)
+    with_other = two_sample_endpoints(
+        http_generator(servers["other_model"]),
+        gen_plain,
+        prompts=prompts,
+        settings=SamplingSettings(temperature=0.7),
+        n_sequences=150,
+        length=2,
+        alpha=1e-3,
+    )
     assert with_other.status == "FAIL", with_other.headline()

@@ -192,20 +192,35 @@ def test_whitebox_with_drafts_passes_exact_and_names_each_bug():
     # bounds; the family is Holm-adjusted in audits).
     for seed in range(5):
         g, P, Q = _rounds(ChainSampler, 3000, seed)
-        out = S.whitebox_round_tests(g.tokens, g.position, g.sequence, g.num_accepted, P, Q, drafts=g.drafts,
-                                     drafts_from_implementation=True, rng=np.random.default_rng(seed))
+        out = S.whitebox_round_tests(
+            g.tokens,
+            g.position,
+            g.sequence,
+            g.num_accepted,
+            P,
+            Q,
+            drafts=g.drafts,
+            drafts_from_implementation=True,
+            rng=np.random.default_rng(seed),
+        )
         names = [s.stratum for s in out]
         assert "rejected draft and replacement independent" in names and "draft tokens ~ q" in names
         assert min(s.result.pvalue for s in out) > 1e-6, [(s.stratum, s.result.pvalue) for s in out]
     # Each bug is named by the stratum that sees it, at a few hundred rounds.
-    expect = {"shared_noise": "rejected draft and replacement independent",
-              "always_accept": "acceptance given draft ~ Bernoulli(min(1, p/q))",
-              "argmax_draft_soft_q": "draft tokens ~ q",
-              "replacement_from_p": "replacements ~ (p - q)+ / (1 - beta)"}
+    expect = {
+        "shared_noise": "rejected draft and replacement independent",
+        "always_accept": "acceptance given draft ~ Bernoulli(min(1, p/q))",
+        "argmax_draft_soft_q": "draft tokens ~ q",
+        "replacement_from_p": "replacements ~ (p - q)+ / (1 - beta)",
+    }
     for name, stratum in expect.items():
         g, P, Q = _rounds(_by_name(name), 400, 0)
-        out = {s.stratum: s.result.pvalue for s in S.whitebox_round_tests(
-            g.tokens, g.position, g.sequence, g.num_accepted, P, Q, drafts=g.drafts, drafts_from_implementation=True)}
+        out = {
+            s.stratum: s.result.pvalue
+            for s in S.whitebox_round_tests(
+                g.tokens, g.position, g.sequence, g.num_accepted, P, Q, drafts=g.drafts, drafts_from_implementation=True
+            )
+        }
         assert out[stratum] < 1e-8, (name, out)
 
 

@@ -27,7 +27,23 @@ def test_a_correct_logits_process_passes_and_a_draft_only_temperature_fails():
 
 def test_cli_cmd_with_logits():
     exe = Path(sys.executable).with_name("specverify")
-    r = subprocess.run([str(exe), "audit", "--cmd", CLIENT + " --bug", "--logits", "--temperature", "0.6", "--eps", "0.1",
-                        "--no-progress"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    r = subprocess.run(
+        [
+            str(exe),
+            "audit",
+            "--cmd",
+            CLIENT + " --bug",
+            "--logits",
+            "--temperature",
+            "0.6",
+            "--eps",
+            "0.1",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
     assert "FAIL in " in r.stdout

@@ -41,7 +41,15 @@ def test_a_settings_mismatch_is_caught(models):
     t, d = models
     inner = hf_generator(t, mode="assisted", assistant=d, gamma=3)
     gen = lambda p, n, seed, s: inner(p, n, seed, SamplingSettings(top_k=s.top_k))
-    v = audit_lm(gen, t, prompts=PROMPTS, settings=(SamplingSettings(temperature=0.5, top_k=20),), eps=0.25, length=4, greedy_check=False)
+    v = audit_lm(
+        gen,
+        t,
+        prompts=PROMPTS,
+        settings=(SamplingSettings(temperature=0.5, top_k=20),),
+        eps=0.25,
+        length=4,
+        greedy_check=False,
+    )
     assert v.status == "FAIL"
 
 
@@ -62,8 +70,16 @@ def test_http_endpoint_audit_and_two_sample(models, servers):
     s = SamplingSettings(temperature=0.8)
     v = audit_lm(http_generator(spec_url), t, prompts=PROMPTS, settings=(s,), eps=0.25, length=4, name="http")
     assert v.status == "PASS", v.headline()
-    v2 = two_sample_endpoints(http_generator(spec_url), http_generator(plain_url), prompts=PROMPTS, settings=s, vocab_size=96,
-                              n_sequences=300, length=3, eps=0.7)
+    v2 = two_sample_endpoints(
+        http_generator(spec_url),
+        http_generator(plain_url),
+        prompts=PROMPTS,
+        settings=s,
+        vocab_size=96,
+        n_sequences=300,
+        length=3,
+        eps=0.7,
+    )
     # 300 sequences per endpoint detect only coarse deviations: the verdict states it (eps <= 0.7)
     assert v2.status == "PASS" and v2.eps <= 0.7, v2.headline()
 
@@ -88,7 +104,9 @@ class _Bad(BaseHTTPRequestHandler):
             pass
 
 
-@pytest.mark.parametrize("mode, words", [("garbage", "without choices"), ("empty", "without choices"), ("slow", "did not answer")])
+@pytest.mark.parametrize(
+    "mode, words", [("garbage", "without choices"), ("empty", "without choices"), ("slow", "did not answer")]
+)
 def test_bad_endpoints_become_findings(models, mode, words):
     t, _ = models
     handler = type("H", (_Bad,), {"mode": mode})
@@ -125,8 +143,12 @@ def test_serve_command_as_a_real_process(models):
             return s.getsockname()[1]
 
     ports = [free_port(), free_port()]
-    procs = [subprocess.Popen([sys.executable, "-m", "specverify.cli", "serve", "--port", str(ports[0]), "--speculative", "--vocab", "64"]),
-             subprocess.Popen([sys.executable, "-m", "specverify.cli", "serve", "--port", str(ports[1]), "--vocab", "64"])]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "specverify.cli", "serve", "--port", str(ports[0]), "--speculative", "--vocab", "64"]
+        ),
+        subprocess.Popen([sys.executable, "-m", "specverify.cli", "serve", "--port", str(ports[1]), "--vocab", "64"]),
+    ]
     try:
         for port in ports:
             for _ in range(200):
@@ -136,8 +158,16 @@ def test_serve_command_as_a_real_process(models):
                 except OSError:
                     time.sleep(0.1)
         spec, plain = (http_generator(f"http://127.0.0.1:{p}") for p in ports)
-        v = two_sample_endpoints(spec, plain, prompts=PROMPTS, settings=SamplingSettings(temperature=0.9), vocab_size=64, n_sequences=200, length=3,
-                                 eps=0.8)
+        v = two_sample_endpoints(
+            spec,
+            plain,
+            prompts=PROMPTS,
+            settings=SamplingSettings(temperature=0.9),
+            vocab_size=64,
+            n_sequences=200,
+            length=3,
+            eps=0.8,
+        )
         assert v.status == "PASS" and v.eps <= 0.8, v.headline()
     finally:
         for p in procs:

@@ -10,8 +10,16 @@ from specverify import SamplingSettings
 from specverify.algorithms.multi_draft import NODE_RULES
 from specverify.audit.lm_audit import audit_lm
 from specverify.lm.transformers_lm import build_model, early_exit_copy, layered_target
-from specverify.runners.tree import (LookaheadDrafter, ModelTreeDrafter, PromptLookupDrafter, chain_logits_for_tree, train_eagle_head, train_medusa_heads,
-                                     tree_logits, tree_speculative_generate)
+from specverify.runners.tree import (
+    LookaheadDrafter,
+    ModelTreeDrafter,
+    PromptLookupDrafter,
+    chain_logits_for_tree,
+    train_eagle_head,
+    train_medusa_heads,
+    tree_logits,
+    tree_speculative_generate,
+)
 
 torch.set_num_threads(1)
 PROMPTS = [[1, 2, 3, 1, 2, 3, 1], [5, 6, 7], [9, 8, 9, 8, 9]]
@@ -48,9 +56,21 @@ def test_tree_runners_are_audited(target):
         rule = NODE_RULES["rrs"] if "iid" in name else NODE_RULES["one_hot"]
 
         def gen(prompt, n, seed, settings, drafter=drafter, rule=rule):
-            return tree_speculative_generate(target, drafter, prompt, n, settings, np.random.default_rng(seed), rule).tokens
+            return tree_speculative_generate(
+                target, drafter, prompt, n, settings, np.random.default_rng(seed), rule
+            ).tokens
 
-        v = audit_lm(gen, target, prompts=PROMPTS, settings=s, eps=0.3, length=4, name=name, greedy_check=False, max_sequences=400)
+        v = audit_lm(
+            gen,
+            target,
+            prompts=PROMPTS,
+            settings=s,
+            eps=0.3,
+            length=4,
+            name=name,
+            greedy_check=False,
+            max_sequences=400,
+        )
         assert v.status in ("PASS", "INCONCLUSIVE") and not v.evidence, (name, v.headline())
 
 
@@ -58,17 +78,32 @@ def test_medusa_typical_acceptance_is_flagged_lossy(target):
     heads = train_medusa_heads(target, steps=80)
 
     def gen(prompt, n, seed, settings):
-        return tree_speculative_generate(target, heads, prompt, n, settings, np.random.default_rng(seed), NODE_RULES["typical"]).tokens
+        return tree_speculative_generate(
+            target, heads, prompt, n, settings, np.random.default_rng(seed), NODE_RULES["typical"]
+        ).tokens
 
-    v = audit_lm(gen, target, prompts=PROMPTS, settings=(SamplingSettings(temperature=0.8),), eps=0.3, length=4,
-                 name="medusa typical", greedy_check=False, lossy_by_design=True, max_sequences=400)
+    v = audit_lm(
+        gen,
+        target,
+        prompts=PROMPTS,
+        settings=(SamplingSettings(temperature=0.8),),
+        eps=0.3,
+        length=4,
+        name="medusa typical",
+        greedy_check=False,
+        lossy_by_design=True,
+        max_sequences=400,
+    )
     assert v.status == "FAIL" and "[lossy by design]" in v.headline()
 
 
 def test_measured_tokens_per_pass_match_the_exact_expectation(target):
     drafter = ModelTreeDrafter(early_exit_copy(target, layers=1), (2, 2), "top_k")
     rng = np.random.default_rng(5)
-    runs = [tree_speculative_generate(target, drafter, p, 30, SamplingSettings(temperature=0.8), rng, NODE_RULES["one_hot"]) for p in PROMPTS * 3]
+    runs = [
+        tree_speculative_generate(target, drafter, p, 30, SamplingSettings(temperature=0.8), rng, NODE_RULES["one_hot"])
+        for p in PROMPTS * 3
+    ]
     em = sum(sum(r.emitted_per_round) for r in runs)
     ex = sum(sum(r.expected_per_round) for r in runs)
     sd = np.sqrt(sum(sum(r.var_per_round) for r in runs))

@@ -8,7 +8,13 @@ import pytest
 from scipy import stats
 
 from specverify import SamplingSettings
-from specverify.algorithms.multi_draft import PAIRINGS, candidate_law, draw_candidates, node_outcome_law, verify_node_procedural
+from specverify.algorithms.multi_draft import (
+    PAIRINGS,
+    candidate_law,
+    draw_candidates,
+    node_outcome_law,
+    verify_node_procedural,
+)
 from specverify.audit import SamplerAdapter, audit
 from specverify.catalogue import TreeSampler
 
@@ -39,7 +45,14 @@ def test_procedural_node_sampler_follows_the_exact_node_law(pairing):
 
 @pytest.mark.parametrize("pairing", PAIRINGS, ids=lambda p: p.name)
 def test_audit_verdicts_for_every_pairing(pairing):
-    v = audit(SamplerAdapter(TreeSampler(pairing)), eps=0.1, vocab=6, target_alpha=0.4, settings=(SamplingSettings(),), batch=1000)
+    v = audit(
+        SamplerAdapter(TreeSampler(pairing)),
+        eps=0.1,
+        vocab=6,
+        target_alpha=0.4,
+        settings=(SamplingSettings(),),
+        batch=1000,
+    )
     assert v.status == ("PASS" if pairing.exact else "FAIL"), v.headline()
     dev = {c.name: c for c in v.checks}["deviation of the rule, computed exactly"]
     assert (dev.status == "PASS") == pairing.exact

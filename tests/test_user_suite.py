@@ -26,8 +26,16 @@ def test_the_suite_covers_what_users_write():
     buggy = [c for c in CASES if c["buggy"]]
     assert len(CASES) >= 40 and len(buggy) >= 25 and len(CASES) - len(buggy) >= 12
     classes = {c["bug_class"] for c in buggy}
-    for needed in ("stale_cache_after_reject", "position_wrong_prefix", "temperature_draft_only", "temperature_in_ratio_only",
-                   "top_p_before_temperature", "greedy_residual_argmax", "greedy_tie_highest_id", "greedy_bonus_wrong_row"):
+    for needed in (
+        "stale_cache_after_reject",
+        "position_wrong_prefix",
+        "temperature_draft_only",
+        "temperature_in_ratio_only",
+        "top_p_before_temperature",
+        "greedy_residual_argmax",
+        "greedy_tie_highest_id",
+        "greedy_bonus_wrong_row",
+    ):
         assert needed in classes, needed
     assert {c["visible"] for c in buggy} >= {"low_overlap", "high_overlap", "greedy"}
     assert {c["shape"] for c in CASES} == {"round", "kernel", "generator"}

@@ -31,4 +31,4 @@ def generate(prompt, max_new_tokens, seed, model, gamma=3):
             break
         else:
             seq.append(_sample(model.target_probs(seq), rng))
-    return seq[len(prompt):][:max_new_tokens]
+    return seq[len(prompt) :][:max_new_tokens]

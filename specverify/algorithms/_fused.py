@@ -121,6 +121,14 @@ def final_draw_fused(p, q, n_acc, u_final, *, zero_tok=None) -> np.ndarray:
     if q is None:
         q = p[:, :1]  # never read: every row takes the zero_tok or bonus branch
     zt = np.full(b, -1, dtype=np.int64) if zero_tok is None else np.asarray(zero_tok, dtype=np.int64)
-    _compiled(p, q, np.asarray(n_acc, dtype=np.int64), np.asarray(u_final, dtype=np.float64), zt,
-              p.shape[0] != 1, q.shape[0] != 1, out)
+    _compiled(
+        p,
+        q,
+        np.asarray(n_acc, dtype=np.int64),
+        np.asarray(u_final, dtype=np.float64),
+        zt,
+        p.shape[0] != 1,
+        q.shape[0] != 1,
+        out,
+    )
     return out

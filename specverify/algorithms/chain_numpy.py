@@ -225,7 +225,9 @@ def verify_sample_and_match_batch(draft_tokens, p, u_target) -> ChainResult:
 def reference_kernel(draft_tokens, draft_probs, target_probs, generator: np.random.Generator) -> np.ndarray:
     """The full rule in the kernel shape the audit's KernelAdapter calls: tokens [B, gamma + 1]."""
     b, g = np.shape(draft_tokens)
-    return verify_chain_batch(draft_tokens, draft_probs, target_probs, generator.random((b, g)), generator.random(b)).tokens
+    return verify_chain_batch(
+        draft_tokens, draft_probs, target_probs, generator.random((b, g)), generator.random(b)
+    ).tokens
 
 
 def draft_and_verify_batch(

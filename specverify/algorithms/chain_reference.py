@@ -31,7 +31,7 @@ tokens given the same uniforms.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -111,9 +111,7 @@ def verify_sample_and_match(p_rows: Sequence[Row], draft: Sequence[int], u_targe
     return out
 
 
-def verify_one_hot(
-    p_rows: Sequence[Row], draft: Sequence[int], u_accept: Sequence[float], u_final: float
-) -> list[int]:
+def verify_one_hot(p_rows: Sequence[Row], draft: Sequence[int], u_accept: Sequence[float], u_final: float) -> list[int]:
     """One round of the one-hot rule (the draft treated as a point mass)."""
     out: list[int] = []
     for i, x in enumerate(draft):

@@ -100,9 +100,7 @@ def _case(rng, idx, *, v, gamma, rule, relation, p_kind="general", q_kind="gener
         "q": None if rule in ("one_hot", "sample_and_match", "greedy") else [[str(f) for f in r] for r in q_rows],
         "q_reported_for_reference": [[str(f) for f in r] for r in q_rows],
         "draft_tokens": draft,
-        "law": [
-            {"accepted": k, "token": y, "prob": str(pr), "prob_float": float(pr)} for (k, y), pr in entries
-        ],
+        "law": [{"accepted": k, "token": y, "prob": str(pr), "prob_float": float(pr)} for (k, y), pr in entries],
         "accepted_count_law": [str(c) for c in count_law],
         "accepted_count_law_float": [float(c) for c in count_law],
         "expected_emitted": str(expected),
@@ -117,7 +115,9 @@ def generate_cases(seed: int = 20261129) -> list[dict]:
     vocabs = [2, 3, 4, 5, 8, 16, 32, 64]
     for rule in ("full", "one_hot", "sample_and_match", "greedy"):
         for relation in ("independent", "equal", "disjoint", "q_positive_p_zero"):
-            for j, (pk, qk) in enumerate([("general", "general"), ("one_hot", "dense"), ("near_tie", "near_tie"), ("sparse", "one_hot")]):
+            for j, (pk, qk) in enumerate(
+                [("general", "general"), ("one_hot", "dense"), ("near_tie", "near_tie"), ("sparse", "one_hot")]
+            ):
                 if rule == "greedy" and relation == "q_positive_p_zero":
                     continue
                 i = len(plan)
@@ -150,28 +150,53 @@ def generate_tree_cases(seed: int = 20261129) -> list[dict]:
             first = {}
             for b, w in law.items():
                 first[b[0]] = first.get(b[0], Fraction(0)) + w
-            cases.append({
-                "id": f"{len(cases):03d}-{pairing.name}-V{v}-b{'x'.join(map(str, branching))}",
-                "pairing": pairing.name, "mechanism": pairing.mechanism, "rule": pairing.rule.name,
-                "rule_params": {"threshold_single": pairing.rule.threshold_single, "threshold_acc": pairing.rule.threshold_acc,
-                                "epsilon": pairing.rule.epsilon, "delta": pairing.rule.delta},
-                "exact": pairing.exact, "lossy_by_design": pairing.lossy_by_design, "vocab_size": v, "branching": branching,
-                "p_by_depth": [[str(f) for f in r] for r in p_rows], "q_by_depth": [[str(f) for f in r] for r in q_rows],
-                "law": [{"block": list(b), "prob": str(w), "prob_float": float(w)} for b, w in sorted(law.items())],
-                "first_token_law": [str(first.get(i, Fraction(0))) for i in range(v)],
-                "first_token_tv_from_p": str(sum(abs(first.get(i, Fraction(0)) - p_rows[0][i]) for i in range(v)) / 2),
-                "expected_emitted": str(exp), "expected_emitted_float": float(exp),
-            })
+            cases.append(
+                {
+                    "id": f"{len(cases):03d}-{pairing.name}-V{v}-b{'x'.join(map(str, branching))}",
+                    "pairing": pairing.name,
+                    "mechanism": pairing.mechanism,
+                    "rule": pairing.rule.name,
+                    "rule_params": {
+                        "threshold_single": pairing.rule.threshold_single,
+                        "threshold_acc": pairing.rule.threshold_acc,
+                        "epsilon": pairing.rule.epsilon,
+                        "delta": pairing.rule.delta,
+                    },
+                    "exact": pairing.exact,
+                    "lossy_by_design": pairing.lossy_by_design,
+                    "vocab_size": v,
+                    "branching": branching,
+                    "p_by_depth": [[str(f) for f in r] for r in p_rows],
+                    "q_by_depth": [[str(f) for f in r] for r in q_rows],
+                    "law": [{"block": list(b), "prob": str(w), "prob_float": float(w)} for b, w in sorted(law.items())],
+                    "first_token_law": [str(first.get(i, Fraction(0))) for i in range(v)],
+                    "first_token_tv_from_p": str(
+                        sum(abs(first.get(i, Fraction(0)) - p_rows[0][i]) for i in range(v)) / 2
+                    ),
+                    "expected_emitted": str(exp),
+                    "expected_emitted_float": float(exp),
+                }
+            )
     return cases
 
 
 def write_vectors(out_dir, seed: int = 20261129) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"format_version": FORMAT_VERSION, "generator": "specverify.algorithms.conformance", "seed": seed, "cases": generate_cases(seed)}
+    doc = {
+        "format_version": FORMAT_VERSION,
+        "generator": "specverify.algorithms.conformance",
+        "seed": seed,
+        "cases": generate_cases(seed),
+    }
     path = out / FILE_NAME
     path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    tdoc = {"format_version": FORMAT_VERSION, "generator": "specverify.algorithms.conformance", "seed": seed, "cases": generate_tree_cases(seed)}
+    tdoc = {
+        "format_version": FORMAT_VERSION,
+        "generator": "specverify.algorithms.conformance",
+        "seed": seed,
+        "cases": generate_tree_cases(seed),
+    }
     (out / TREE_FILE_NAME).write_text(json.dumps(tdoc, indent=1, sort_keys=True) + "\n")
     return path
 

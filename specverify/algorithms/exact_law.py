@@ -28,8 +28,8 @@ first_tokens_law == target_law for every prefix-dependent pair, gamma and L.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
-from typing import Callable, Mapping, Sequence
 
 __all__ = [
     "PositionRule",
@@ -77,9 +77,7 @@ class PositionRule:
     propose: Callable[[Row], dict]
     accept: Callable[[Row, Row, int], object]
     replacement: Callable[[Row, Row, int], dict]
-    bonus: Callable[[Row], dict] = dataclasses.field(
-        default=lambda p: {y: v for y, v in enumerate(p) if v != 0}
-    )
+    bonus: Callable[[Row], dict] = dataclasses.field(default=lambda p: {y: v for y, v in enumerate(p) if v != 0})
     exact: bool = True
 
 

@@ -44,8 +44,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -259,19 +259,58 @@ class Pairing:
 
 PAIRINGS = [
     Pairing("specinfer_iid_rrs", "iid", NODE_RULES["rrs"], True, reference="SpecInfer (Miao et al.)"),
-    Pairing("rsd_without_replacement", "without_replacement", NODE_RULES["rrs_without_replacement"], True, reference="RSD (Jeon et al.), EAGLE-1"),
+    Pairing(
+        "rsd_without_replacement",
+        "without_replacement",
+        NODE_RULES["rrs_without_replacement"],
+        True,
+        reference="RSD (Jeon et al.), EAGLE-1",
+    ),
     Pairing("eagle2_top_k_one_hot", "top_k", NODE_RULES["one_hot"], True, reference="EAGLE-2, lookahead decoding"),
-    Pairing("sglang_target_only", "top_k", NODE_RULES["target_only"], True, reference="sgl-kernel speculative_sampling (thresholds 1)"),
+    Pairing(
+        "sglang_target_only",
+        "top_k",
+        NODE_RULES["target_only"],
+        True,
+        reference="sgl-kernel speculative_sampling (thresholds 1)",
+    ),
     Pairing("iid_rrs_dedup", "iid", NODE_RULES["rrs_dedup"], False, reference="statistics.md 7b"),
-    Pairing("without_replacement_unadjusted_q", "without_replacement", NODE_RULES["rrs"], False, reference="SafeAILab/EAGLE#74"),
+    Pairing(
+        "without_replacement_unadjusted_q",
+        "without_replacement",
+        NODE_RULES["rrs"],
+        False,
+        reference="SafeAILab/EAGLE#74",
+    ),
     Pairing("top_k_with_draft_ratio", "top_k", NODE_RULES["rrs"], False, reference="SafeAILab/EAGLE#110, #221"),
-    Pairing("sglang_thresholds_below_one", "top_k", NODE_RULES["target_only_thresholds"], False, reference="sglang --speculative-accept-threshold-*"),
-    Pairing("sglang_repeated_siblings", "iid", NODE_RULES["target_only"], False, reference="sgl-kernel with duplicate siblings"),
-    Pairing("medusa_typical", "top_k", NODE_RULES["typical"], False, lossy_by_design=True, reference="Medusa (Cai et al.) typical acceptance"),
+    Pairing(
+        "sglang_thresholds_below_one",
+        "top_k",
+        NODE_RULES["target_only_thresholds"],
+        False,
+        reference="sglang --speculative-accept-threshold-*",
+    ),
+    Pairing(
+        "sglang_repeated_siblings",
+        "iid",
+        NODE_RULES["target_only"],
+        False,
+        reference="sgl-kernel with duplicate siblings",
+    ),
+    Pairing(
+        "medusa_typical",
+        "top_k",
+        NODE_RULES["typical"],
+        False,
+        lossy_by_design=True,
+        reference="Medusa (Cai et al.) typical acceptance",
+    ),
 ]
 
 
-def tree_round_law(target, draft, prefix, branching: Sequence[int], mechanism: str, rule: NodeRule) -> dict[tuple, object]:
+def tree_round_law(
+    target, draft, prefix, branching: Sequence[int], mechanism: str, rule: NodeRule
+) -> dict[tuple, object]:
     """Exact law of the block emitted by one tree round: at depth d every node has up to
     branching[d] candidates drawn by ``mechanism`` from the draft row at its path; the walk
     follows accepted candidates; a leaf that is accepted gets a bonus token from the target."""

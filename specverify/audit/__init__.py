@@ -1,7 +1,7 @@
 """Audits of speculative-decoding implementations: adapters, the run, the verdict, the report.
 
-    from specverify.audit import audit, KernelAdapter
-    verdict = audit(KernelAdapter(my_kernel), eps=0.02)
+from specverify.audit import audit, KernelAdapter
+verdict = audit(KernelAdapter(my_kernel), eps=0.02)
 """
 
 from .adapters import (

@@ -37,15 +37,15 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import inspect
-import os
 import importlib.util
+import inspect
 import json
+import os
 import shlex
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -64,7 +64,16 @@ from ..harness import (
 )
 from ..lm.synthetic import PositionalPair, TablePair
 
-__all__ = ["Adapter", "SamplerAdapter", "RoundAdapter", "KernelAdapter", "GeneratorAdapter", "SubprocessAdapter", "load_callable", "call_with_timeout"]
+__all__ = [
+    "Adapter",
+    "SamplerAdapter",
+    "RoundAdapter",
+    "KernelAdapter",
+    "GeneratorAdapter",
+    "SubprocessAdapter",
+    "load_callable",
+    "call_with_timeout",
+]
 
 
 def load_callable(spec: str) -> Callable:
@@ -78,8 +87,10 @@ def load_callable(spec: str) -> Callable:
         raise SpecVerifyError(f"{spec!r} is not MOD:FN; write it as 'package.module:function' or 'file.py:function'")
     mod, fn = spec.rsplit(":", 1)
     if not mod or not fn:
-        raise SpecVerifyError(f"{spec!r} is not MOD:FN (the {'module' if not mod else 'function'} part is empty); "
-                              "write it as 'package.module:function' or 'file.py:function'")
+        raise SpecVerifyError(
+            f"{spec!r} is not MOD:FN (the {'module' if not mod else 'function'} part is empty); "
+            "write it as 'package.module:function' or 'file.py:function'"
+        )
     import os
 
     if mod.endswith(".py"):
@@ -90,7 +101,9 @@ def load_callable(spec: str) -> Callable:
             m = importlib.util.module_from_spec(s)
             s.loader.exec_module(m)
         except Exception as exc:  # noqa: BLE001 - the user's import failing is a usage error
-            raise SpecVerifyError(f"could not import {mod!r}: {type(exc).__name__}: {exc}; fix the error in that file") from exc
+            raise SpecVerifyError(
+                f"could not import {mod!r}: {type(exc).__name__}: {exc}; fix the error in that file"
+            ) from exc
     else:
         import sys
 
@@ -101,17 +114,23 @@ def load_callable(spec: str) -> Callable:
         except ModuleNotFoundError as exc:
             missing = exc.name or mod
             where = "" if missing == mod else f" (imported by {mod!r})"
-            raise SpecVerifyError(f"no module named {missing!r}{where}; check PYTHONPATH (the folder holding it must be on "
-                                  "it) or pass a file path 'path/to/file.py:function'") from exc
+            raise SpecVerifyError(
+                f"no module named {missing!r}{where}; check PYTHONPATH (the folder holding it must be on "
+                "it) or pass a file path 'path/to/file.py:function'"
+            ) from exc
         except Exception as exc:  # noqa: BLE001 - the user's import failing is a usage error
-            raise SpecVerifyError(f"could not import {mod!r}: {type(exc).__name__}: {exc}; fix the error in that module "
-                                  "(check PYTHONPATH if it imports others)") from exc
+            raise SpecVerifyError(
+                f"could not import {mod!r}: {type(exc).__name__}: {exc}; fix the error in that module "
+                "(check PYTHONPATH if it imports others)"
+            ) from exc
     try:
         obj = getattr(m, fn)
     except AttributeError as exc:
         raise SpecVerifyError(f"{mod!r} has no attribute {fn!r}; check the name after ':' (MOD:FN)") from exc
     if not callable(obj):
-        raise SpecVerifyError(f"{spec} is a {type(obj).__name__}, not a function; pass MOD:FN naming a function or callable object")
+        raise SpecVerifyError(
+            f"{spec} is a {type(obj).__name__}, not a function; pass MOD:FN naming a function or callable object"
+        )
     return obj
 
 
@@ -173,7 +192,9 @@ def _check_round_tokens(tokens, drafts, gamma, v, what):
     valid = t >= 0
     n_emit = valid.sum(1)
     if (n_emit == 0).any():
-        raise MalformedOutputError(f"{what} emitted no token in round {int(np.argmin(n_emit))}; every round emits at least one")
+        raise MalformedOutputError(
+            f"{what} emitted no token in round {int(np.argmin(n_emit))}; every round emits at least one"
+        )
     if (valid != (np.arange(gamma + 1)[None, :] < n_emit[:, None])).any():
         r = int(np.nonzero((valid != (np.arange(gamma + 1)[None, :] < n_emit[:, None])).any(1))[0][0])
         raise MalformedOutputError(f"{what}: round {r} has -1 inside its emitted prefix: {t[r].tolist()}")
@@ -183,8 +204,10 @@ def _check_round_tokens(tokens, drafts, gamma, v, what):
     acc_mask = np.arange(gamma)[None, :] < n_acc[:, None]
     if (acc_mask & (t[:, :gamma] != drafts)).any():
         r = int(np.nonzero((acc_mask & (t[:, :gamma] != drafts)).any(1))[0][0])
-        raise MalformedOutputError(f"{what}: round {r} emitted {t[r].tolist()} but the drafts were {drafts[r].tolist()}; "
-                                   "accepted positions must repeat the draft tokens")
+        raise MalformedOutputError(
+            f"{what}: round {r} emitted {t[r].tolist()} but the drafts were {drafts[r].tolist()}; "
+            "accepted positions must repeat the draft tokens"
+        )
     return t.astype(np.int64), n_acc
 
 
@@ -220,11 +243,19 @@ class _KernelSampler(_AdapterSampler):
             X = inverse_cdf_sample(Q, rng.random((b, gamma)))
         gen = np.random.default_rng(rng.integers(2**63))
         if a.logits:
-            TL = np.broadcast_to(pair.target_logits[None, : gamma + 1], P.shape) if isinstance(pair, PositionalPair) else \
-                np.stack([pair.target_logits[pair.row_index(ctx, j)] for j in range(gamma + 1)], 1)
-            DL = np.broadcast_to(pair.draft_logits[None, :gamma], Q.shape) if isinstance(pair, PositionalPair) else \
-                np.stack([pair.draft_logits[pair.row_index(ctx, j)] for j in range(gamma)], 1)
-            out = call_with_timeout(a.fn, X, DL, TL, settings or SamplingSettings(), gen, timeout=a.call_timeout, what=a.name)
+            TL = (
+                np.broadcast_to(pair.target_logits[None, : gamma + 1], P.shape)
+                if isinstance(pair, PositionalPair)
+                else np.stack([pair.target_logits[pair.row_index(ctx, j)] for j in range(gamma + 1)], 1)
+            )
+            DL = (
+                np.broadcast_to(pair.draft_logits[None, :gamma], Q.shape)
+                if isinstance(pair, PositionalPair)
+                else np.stack([pair.draft_logits[pair.row_index(ctx, j)] for j in range(gamma)], 1)
+            )
+            out = call_with_timeout(
+                a.fn, X, DL, TL, settings or SamplingSettings(), gen, timeout=a.call_timeout, what=a.name
+            )
         else:
             out = call_with_timeout(a.fn, X, None if a.one_hot else Q, P, gen, timeout=a.call_timeout, what=a.name)
         if hasattr(out, "detach"):
@@ -239,9 +270,18 @@ class KernelAdapter(Adapter):
     harness = "kernel"
     pair_kinds = ("low", "high")
 
-    def __init__(self, fn, *, name: str | None = None, one_hot: bool = False, logits: bool = False,
-                 accepts_uniforms: bool = False, call_timeout: float | None = 30.0, rule: str | None = None,
-                 spec: str | None = None):
+    def __init__(
+        self,
+        fn,
+        *,
+        name: str | None = None,
+        one_hot: bool = False,
+        logits: bool = False,
+        accepts_uniforms: bool = False,
+        call_timeout: float | None = 30.0,
+        rule: str | None = None,
+        spec: str | None = None,
+    ):
         """``rule='full'`` declares the min(1, p/q) rule with the (p - q)+ residual: the audit then
         adds white-box strata (acceptance rate, accepted tokens, replacements, bonus tokens), which
         localise a bug and detect it with fewer samples. Leave it None for any other exact rule."""
@@ -252,8 +292,14 @@ class KernelAdapter(Adapter):
         self.takes_settings = logits
 
     def identity(self) -> dict:
-        return {"adapter": "KernelAdapter", "spec": self.spec, "one_hot": self.one_hot, "logits": self.logits,
-                "rule": self.rule, **implementation_identity(self.fn)}
+        return {
+            "adapter": "KernelAdapter",
+            "spec": self.spec,
+            "one_hot": self.one_hot,
+            "logits": self.logits,
+            "rule": self.rule,
+            **implementation_identity(self.fn),
+        }
 
     def generate(self, pair, n, gamma, rng, settings):
         return run_sampler(_KernelSampler(self), pair, n=n, gamma=gamma, rng=rng, settings=settings)
@@ -301,8 +347,13 @@ class _SequenceAdapter(Adapter):
         return "greedy" if (self.greedy or settings.is_greedy) else "probs"
 
     def identity(self) -> dict:
-        return {"adapter": type(self).__name__, "spec": self.spec, "logits": self.logits, "greedy": self.greedy,
-                **implementation_identity(self.fn)}
+        return {
+            "adapter": type(self).__name__,
+            "spec": self.spec,
+            "logits": self.logits,
+            "greedy": self.greedy,
+            **implementation_identity(self.fn),
+        }
 
 
 class RoundAdapter(_SequenceAdapter):
@@ -313,16 +364,35 @@ class RoundAdapter(_SequenceAdapter):
     greedy check. A step whose signature has a sixth parameter receives the settings in any mode
     (so a greedy audit on raw rows applies to it too). ``rule='full'`` declares the full rule."""
 
-    def __init__(self, fn, *, name: str | None = None, spec: str | None = None, logits: bool = False, greedy: bool = False,
-                 rule: str | None = None, call_timeout: float | None = 30.0, length: int = 32):
+    def __init__(
+        self,
+        fn,
+        *,
+        name: str | None = None,
+        spec: str | None = None,
+        logits: bool = False,
+        greedy: bool = False,
+        rule: str | None = None,
+        call_timeout: float | None = 30.0,
+        length: int = 32,
+    ):
         self._setup(fn, name, spec, logits, greedy, call_timeout, length, "step")
         self.rule = rule
         self.takes_settings = logits or _positional_capacity(fn) >= 6
 
     def generate(self, pair: ContextPair, n, gamma, rng, settings):
         view = SequenceView(pair, settings, self.mode(settings))
-        return run_round_step(self.fn, view, n=n, length=self.length, gamma=gamma, rng=rng, pass_settings=self.takes_settings,
-                              timeout=self.call_timeout, name=self.name)
+        return run_round_step(
+            self.fn,
+            view,
+            n=n,
+            length=self.length,
+            gamma=gamma,
+            rng=rng,
+            pass_settings=self.takes_settings,
+            timeout=self.call_timeout,
+            name=self.name,
+        )
 
 
 class GeneratorAdapter(_SequenceAdapter):
@@ -334,8 +404,17 @@ class GeneratorAdapter(_SequenceAdapter):
 
     strata_rule = "pooled"
 
-    def __init__(self, fn, *, name: str | None = None, spec: str | None = None, logits: bool = False, greedy: bool = False,
-                 call_timeout: float | None = 30.0, length: int = 32):
+    def __init__(
+        self,
+        fn,
+        *,
+        name: str | None = None,
+        spec: str | None = None,
+        logits: bool = False,
+        greedy: bool = False,
+        call_timeout: float | None = 30.0,
+        length: int = 32,
+    ):
         self._setup(fn, name, spec, logits, greedy, call_timeout, length, "generate")
         # model.settings is always there, but a generator is told to decode greedily on raw rows
         # only when it declares that it reads the settings (logits) or decodes greedily.
@@ -372,7 +451,9 @@ class SubprocessAdapter(Adapter):
 
     def _start(self):
         if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen(shlex.split(self.cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+            self.proc = subprocess.Popen(
+                shlex.split(self.cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+            )
             hello = self._ask({"op": "hello"})
             self.name = hello.get("name", self.cmd)
             self.one_hot = bool(hello.get("one_hot", False))
@@ -392,7 +473,9 @@ class SubprocessAdapter(Adapter):
         if t.is_alive():
             proc.kill()
             self.proc = None
-            raise ImplementationTimeout(f"{self.cmd!r} did not answer within {self.call_timeout} s; the process was killed")
+            raise ImplementationTimeout(
+                f"{self.cmd!r} did not answer within {self.call_timeout} s; the process was killed"
+            )
         line = box.get("line", "")
         if not line:
             raise ImplementationError(f"{self.cmd!r} closed its output (exit code {proc.poll()})")
@@ -405,23 +488,43 @@ class SubprocessAdapter(Adapter):
         return reply
 
     def kernel(self, X, Q, P, gen):
-        reply = self._ask({"op": "verify", "draft_tokens": X.tolist(), "draft_probs": None if Q is None else Q.tolist(),
-                           "target_probs": P.tolist(), "seed": int(gen.integers(2**31))})
+        reply = self._ask(
+            {
+                "op": "verify",
+                "draft_tokens": X.tolist(),
+                "draft_probs": None if Q is None else Q.tolist(),
+                "target_probs": P.tolist(),
+                "seed": int(gen.integers(2**31)),
+            }
+        )
         if "tokens" not in reply:
             raise MalformedOutputError(f"{self.cmd!r} reply has no 'tokens': {str(reply)[:200]}")
         return np.asarray(reply["tokens"])
 
     def kernel_logits(self, X, DL, TL, settings, gen):
-        reply = self._ask({"op": "verify", "draft_tokens": X.tolist(), "draft_logits": np.asarray(DL).tolist(),
-                           "target_logits": np.asarray(TL).tolist(), "settings": settings.to_dict(), "seed": int(gen.integers(2**31))})
+        reply = self._ask(
+            {
+                "op": "verify",
+                "draft_tokens": X.tolist(),
+                "draft_logits": np.asarray(DL).tolist(),
+                "target_logits": np.asarray(TL).tolist(),
+                "settings": settings.to_dict(),
+                "seed": int(gen.integers(2**31)),
+            }
+        )
         if "tokens" not in reply:
             raise MalformedOutputError(f"{self.cmd!r} reply has no 'tokens': {str(reply)[:200]}")
         return np.asarray(reply["tokens"])
 
     def generate(self, pair, n, gamma, rng, settings):
         self._start()
-        inner = KernelAdapter(self.kernel_logits if self.logits else self.kernel, name=self.name, one_hot=self.one_hot,
-                              logits=self.logits, call_timeout=None)
+        inner = KernelAdapter(
+            self.kernel_logits if self.logits else self.kernel,
+            name=self.name,
+            one_hot=self.one_hot,
+            logits=self.logits,
+            call_timeout=None,
+        )
         return inner.generate(pair, n, gamma, rng, settings)
 
     def close(self):

@@ -33,7 +33,9 @@ def fingerprint(adapter, cfg) -> str:
 
     opts = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _PLAN_INDEPENDENT}
     opts["settings"] = [s.short() for s in cfg.settings] if cfg.settings else None
-    blob = json.dumps({"implementation": adapter.identity(), "options": opts, "specverify": __version__}, sort_keys=True, default=str)
+    blob = json.dumps(
+        {"implementation": adapter.identity(), "options": opts, "specverify": __version__}, sort_keys=True, default=str
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -46,9 +48,17 @@ def save_checkpoint(path: str, fp: str, samples: dict[int, UnitSample]) -> None:
         for k in _OPTIONAL:
             if getattr(g, k) is not None:
                 arrays[f"u{i}_{k}"] = getattr(g, k)
-        meta["units"][str(i)] = {"rounds": g.rounds, "drafts_from_implementation": g.drafts_from_implementation,
-                                 "next_batch": s.next_batch, "eprocess": s.eprocess.state(), "stopped_early": s.stopped_early,
-                                 "complete": s.complete, "error": s.error, "unsupported": s.unsupported, "seconds": s.seconds}
+        meta["units"][str(i)] = {
+            "rounds": g.rounds,
+            "drafts_from_implementation": g.drafts_from_implementation,
+            "next_batch": s.next_batch,
+            "eprocess": s.eprocess.state(),
+            "stopped_early": s.stopped_early,
+            "complete": s.complete,
+            "error": s.error,
+            "unsupported": s.unsupported,
+            "seconds": s.seconds,
+        }
     tmp = f"{path}.tmp"
     with open(tmp, "wb") as f:  # a file object: numpy adds no suffix
         np.savez(f, meta=json.dumps(meta), **arrays)  # uncompressed: written after every batch
@@ -62,18 +72,36 @@ def load_checkpoint(path: str, fp: str) -> dict[int, UnitSample]:
             meta = json.loads(str(z["meta"]))
             arrays = {k: z[k] for k in z.files if k != "meta"}
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-        raise SpecVerifyError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); "
-                              "delete it or pass another --checkpoint file") from exc
+        raise SpecVerifyError(
+            f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); "
+            "delete it or pass another --checkpoint file"
+        ) from exc
     if meta.get("fingerprint") != fp:
-        raise SpecVerifyError(f"checkpoint {path} belongs to another audit (a different implementation or source, other "
-                              "options, or another specverify version); delete it, or resume with the same implementation "
-                              "and options")
+        raise SpecVerifyError(
+            f"checkpoint {path} belongs to another audit (a different implementation or source, other "
+            "options, or another specverify version); delete it, or resume with the same implementation "
+            "and options"
+        )
     out = {}
     for key, m in meta["units"].items():
         i = int(key)
-        g = Generation(*(arrays[f"u{i}_{k}"] for k in _ARRAYS), m["rounds"], arrays.get(f"u{i}_drafts"),
-                       m["drafts_from_implementation"], arrays.get(f"u{i}_law"), arrays.get(f"u{i}_draft_rows"),
-                       arrays.get(f"u{i}_round_id"))
-        out[i] = UnitSample(g, m["next_batch"], MultinomialEProcess.from_state(m["eprocess"]), m["stopped_early"], m["complete"],
-                            m["error"], m["unsupported"], m["seconds"])
+        g = Generation(
+            *(arrays[f"u{i}_{k}"] for k in _ARRAYS),
+            m["rounds"],
+            arrays.get(f"u{i}_drafts"),
+            m["drafts_from_implementation"],
+            arrays.get(f"u{i}_law"),
+            arrays.get(f"u{i}_draft_rows"),
+            arrays.get(f"u{i}_round_id"),
+        )
+        out[i] = UnitSample(
+            g,
+            m["next_batch"],
+            MultinomialEProcess.from_state(m["eprocess"]),
+            m["stopped_early"],
+            m["complete"],
+            m["error"],
+            m["unsupported"],
+            m["seconds"],
+        )
     return out

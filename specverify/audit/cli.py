@@ -43,8 +43,10 @@ CHECKS = """checks run by an audit:
 # Positional arguments each shape is called with (docs/adapters.md).
 SIGNATURES = {
     "round": ("step(prefix, draft, target, gamma, rng)", "step(prefix, draft, target, gamma, rng, settings)"),
-    "kernel": ("kernel(draft_tokens, draft_probs, target_probs, generator)",
-               "kernel(draft_tokens, draft_logits, target_logits, settings, generator)"),
+    "kernel": (
+        "kernel(draft_tokens, draft_probs, target_probs, generator)",
+        "kernel(draft_tokens, draft_logits, target_logits, settings, generator)",
+    ),
     "generator": ("generate(prompt, max_new_tokens, seed, model)", "generate(prompt, max_new_tokens, seed, model)"),
 }
 
@@ -54,49 +56,90 @@ class UsageError(SpecVerifyError):
 
 
 def add_commands(sub):
-    a = sub.add_parser("audit", help="audit an implementation; exit 0 PASS, 1 FAIL, 2 usage error, 3 INCONCLUSIVE",
-                       description="Audit a speculative-decoding implementation for losslessness. Exit codes: 0 PASS, 1 FAIL, "
-                                   "2 usage or input error, 3 INCONCLUSIVE. The contract: docs/verdict.md.")
+    a = sub.add_parser(
+        "audit",
+        help="audit an implementation; exit 0 PASS, 1 FAIL, 2 usage error, 3 INCONCLUSIVE",
+        description="Audit a speculative-decoding implementation for losslessness. Exit codes: 0 PASS, 1 FAIL, "
+        "2 usage or input error, 3 INCONCLUSIVE. The contract: docs/verdict.md.",
+    )
     a.add_argument("target", nargs="?", help="'reference', or a catalogue entry name (see selftest)")
     g = a.add_mutually_exclusive_group()
     g.add_argument("--round", metavar="MOD:FN", help="step(prefix, draft, target, gamma, rng) -> tokens of one round")
-    g.add_argument("--kernel", metavar="MOD:FN", help="kernel(draft_tokens, draft_probs, target_probs, generator) -> [B, g+1]")
+    g.add_argument(
+        "--kernel", metavar="MOD:FN", help="kernel(draft_tokens, draft_probs, target_probs, generator) -> [B, g+1]"
+    )
     g.add_argument("--generator", metavar="MOD:FN", help="generate(prompt, max_new_tokens, seed, model) -> ids")
     g.add_argument("--cmd", metavar="COMMAND", help="a process speaking the JSON-lines protocol (docs/protocol.md)")
-    g.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible /v1/completions endpoint (token-id prompts), "
-                                                     "audited against the target's law computed from --model")
-    a.add_argument("--baseline-endpoint", metavar="URL", help="with --endpoint: compare it with this non-speculative endpoint "
-                                                              "(two-sample; no local model needed)")
-    a.add_argument("--model", metavar="DIR|builtin[:VOCAB[:SEED]]", default="builtin",
-                   help="with --endpoint: the target model, a local model directory or 'builtin' (the seeded model "
-                        "`specverify serve` serves by default; builtin:VOCAB:SEED for serve's --vocab and --seed)")
+    g.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="an OpenAI-compatible /v1/completions endpoint (token-id prompts), "
+        "audited against the target's law computed from --model",
+    )
+    a.add_argument(
+        "--baseline-endpoint",
+        metavar="URL",
+        help="with --endpoint: compare it with this non-speculative endpoint (two-sample; no local model needed)",
+    )
+    a.add_argument(
+        "--model",
+        metavar="DIR|builtin[:VOCAB[:SEED]]",
+        default="builtin",
+        help="with --endpoint: the target model, a local model directory or 'builtin' (the seeded model "
+        "`specverify serve` serves by default; builtin:VOCAB:SEED for serve's --vocab and --seed)",
+    )
     a.add_argument("--length", type=int, default=4, help="with --endpoint: tokens per request (default 4)")
     a.add_argument("--one-hot", action="store_true", help="the kernel takes no draft probabilities")
-    a.add_argument("--full-rule", action="store_true",
-                   help="the kernel (or round step) implements accept iff u < p/q with the (p - q)+ residual: also test each "
-                        "stratum of a round (acceptance given the draft, replacements, draft/replacement independence, bonus)")
-    a.add_argument("--logits", action="store_true",
-                   help="the implementation takes raw logits plus the sampling settings and applies them itself")
+    a.add_argument(
+        "--full-rule",
+        action="store_true",
+        help="the kernel (or round step) implements accept iff u < p/q with the (p - q)+ residual: also test each "
+        "stratum of a round (acceptance given the draft, replacements, draft/replacement independence, bonus)",
+    )
+    a.add_argument(
+        "--logits",
+        action="store_true",
+        help="the implementation takes raw logits plus the sampling settings and applies them itself",
+    )
     a.add_argument("--greedy", action="store_true", help="the implementation decodes greedily (--round, --generator)")
     a.add_argument("--alpha", type=float, default=1e-6, help="family-wise false-fail rate (default 1e-6)")
     a.add_argument("--beta", type=float, default=1e-3, help="false-pass rate at eps (default 1e-3)")
     a.add_argument("--eps", type=float, default=0.05, help="total variation to detect (default 0.05)")
-    a.add_argument("--budget", type=float, default=600.0,
-                   help="time cap in seconds (default 600): sampling stops at the plan or --rounds, never at a time, "
-                        "unless this cap is reached, which makes the verdict INCONCLUSIVE")
-    a.add_argument("--rounds", type=int, default=None, metavar="N",
-                   help="rounds (or sequences) per audit unit; makes the verdict a function of implementation, seed and "
-                        "options only; the budget becomes a cap")
-    a.add_argument("--workers", type=int, default=1, metavar="N", help="sample in N processes (importable implementations)")
+    a.add_argument(
+        "--budget",
+        type=float,
+        default=600.0,
+        help="time cap in seconds (default 600): sampling stops at the plan or --rounds, never at a time, "
+        "unless this cap is reached, which makes the verdict INCONCLUSIVE",
+    )
+    a.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="rounds (or sequences) per audit unit; makes the verdict a function of implementation, seed and "
+        "options only; the budget becomes a cap",
+    )
+    a.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="sample in N processes (importable implementations)"
+    )
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--gamma", type=int, default=4, help="draft tokens per round (default 4)")
     a.add_argument("--vocab", type=int, default=64, help="vocabulary size of the audit's synthetic models (default 64)")
-    a.add_argument("--context", choices=["tables", "transformers"], default="tables",
-                   help="the models round steps and generators are audited on: hashed order-2, position-dependent "
-                        "tables (default, fast) or two seeded tiny transformers models (the law depends on the whole prefix)")
-    a.add_argument("--greedy-ties", choices=["lowest-id", "any"], default="lowest-id",
-                   help="greedy reference on exact ties of the top probability: the lowest id (target-only greedy "
-                        "decoding, default) or any of the tied tokens")
+    a.add_argument(
+        "--context",
+        choices=["tables", "transformers"],
+        default="tables",
+        help="the models round steps and generators are audited on: hashed order-2, position-dependent "
+        "tables (default, fast) or two seeded tiny transformers models (the law depends on the whole prefix)",
+    )
+    a.add_argument(
+        "--greedy-ties",
+        choices=["lowest-id", "any"],
+        default="lowest-id",
+        help="greedy reference on exact ties of the top probability: the lowest id (target-only greedy "
+        "decoding, default) or any of the tied tokens",
+    )
     a.add_argument("--temperature", type=float, action="append", help="audit these temperatures (repeatable)")
     a.add_argument("--top-k", type=int, default=0)
     a.add_argument("--top-p", type=float, default=1.0)
@@ -110,7 +153,9 @@ def add_commands(sub):
     a.add_argument("--no-progress", action="store_true")
     a.set_defaults(func=run_audit)
 
-    s = sub.add_parser("selftest", help="audit every catalogued bug and decoy; non-zero unless all bugs FAIL and all decoys PASS")
+    s = sub.add_parser(
+        "selftest", help="audit every catalogued bug and decoy; non-zero unless all bugs FAIL and all decoys PASS"
+    )
     s.add_argument("--eps", type=float, default=0.05)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", metavar="FILE")
@@ -176,8 +221,9 @@ def _check_signature(kind: str, fn, spec: str, logits: bool):
         hint = " (it takes one more argument: pass --logits if it takes raw logits and the settings)"
     elif kind in ("round", "kernel") and logits and _positional_ok(fn, n - 1):
         hint = " (it takes one argument fewer: drop --logits if it takes probabilities)"
-    raise UsageError(f"--{kind} {spec}: {got} cannot be called as {want}{hint}; "
-                     f"give it that signature (docs/adapters.md)")
+    raise UsageError(
+        f"--{kind} {spec}: {got} cannot be called as {want}{hint}; give it that signature (docs/adapters.md)"
+    )
 
 
 def _check_cmd(cmd: str):
@@ -186,12 +232,16 @@ def _check_cmd(cmd: str):
     except ValueError as exc:
         raise UsageError(f"--cmd {cmd!r} cannot be split into words ({exc}); check its quotes") from exc
     if not argv:
-        raise UsageError("--cmd is empty; pass the command line of a process speaking the JSON-lines protocol (docs/protocol.md)")
+        raise UsageError(
+            "--cmd is empty; pass the command line of a process speaking the JSON-lines protocol (docs/protocol.md)"
+        )
     prog = argv[0]
     if os.sep in prog or (os.altsep and os.altsep in prog):
         if not (os.path.isfile(prog) and os.access(prog, os.X_OK)):
-            raise UsageError(f"--cmd: {prog!r} is not an executable file; check the path (or run it through its interpreter, "
-                             "e.g. --cmd \"node kernel.js\")")
+            raise UsageError(
+                f"--cmd: {prog!r} is not an executable file; check the path (or run it through its interpreter, "
+                'e.g. --cmd "node kernel.js")'
+            )
     elif shutil.which(prog) is None:
         raise UsageError(f"--cmd: no program {prog!r} on PATH; install it or pass its full path")
 
@@ -211,13 +261,19 @@ def _parse_model(spec: str):
             vocab = int(parts[1]) if len(parts) > 1 else 256
             seed = int(parts[2]) if len(parts) > 2 else 0
         except ValueError as exc:
-            raise UsageError(f"--model {spec!r} has a part that is not an integer; write builtin, builtin:VOCAB or builtin:VOCAB:SEED") from exc
+            raise UsageError(
+                f"--model {spec!r} has a part that is not an integer; write builtin, builtin:VOCAB or builtin:VOCAB:SEED"
+            ) from exc
         if len(parts) > 3 or vocab < 2:
-            raise UsageError(f"--model {spec!r} is not a builtin model name; write builtin, builtin:VOCAB or builtin:VOCAB:SEED (VOCAB >= 2)")
+            raise UsageError(
+                f"--model {spec!r} is not a builtin model name; write builtin, builtin:VOCAB or builtin:VOCAB:SEED (VOCAB >= 2)"
+            )
         return "builtin", vocab, seed
     if not os.path.isdir(spec):
-        raise UsageError(f"--model {spec!r} is not a folder; pass a local model directory, or 'builtin' for the model "
-                         "`specverify serve` serves by default")
+        raise UsageError(
+            f"--model {spec!r} is not a folder; pass a local model directory, or 'builtin' for the model "
+            "`specverify serve` serves by default"
+        )
     return "dir", spec, None
 
 
@@ -229,7 +285,9 @@ def _settings(args):
         return None
     temps = args.temperature or [1.0]
     try:
-        return tuple(SamplingSettings(temperature=t, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p) for t in temps)
+        return tuple(
+            SamplingSettings(temperature=t, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p) for t in temps
+        )
     except SpecVerifyError as exc:
         opt = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p"}
         first = str(exc).split(" ", 1)[0]
@@ -256,8 +314,6 @@ def validate(args):
     return settings, None
 
 
-
-
 def _check_numbers(args):
     """Rates, sizes, budgets and timeouts in their ranges."""
     _in_unit_interval("alpha", args.alpha, "1e-6")
@@ -270,11 +326,17 @@ def _check_numbers(args):
     if not (args.budget > 0) or math.isinf(args.budget):
         raise UsageError(f"--budget {args.budget:g} is not a positive number of seconds; pass e.g. --budget 60")
     if not (args.call_timeout > 0):
-        raise UsageError(f"--call-timeout {args.call_timeout:g} is not a positive number of seconds; pass e.g. --call-timeout 30")
+        raise UsageError(
+            f"--call-timeout {args.call_timeout:g} is not a positive number of seconds; pass e.g. --call-timeout 30"
+        )
     if args.rounds is not None and args.rounds < 1:
-        raise UsageError(f"--rounds {args.rounds} is below 1; pass the rounds (or sequences) per audit unit, or omit it")
+        raise UsageError(
+            f"--rounds {args.rounds} is below 1; pass the rounds (or sequences) per audit unit, or omit it"
+        )
     if args.workers < 1:
-        raise UsageError(f"--workers {args.workers} is below 1; pass the number of sampling processes (1 = in this process)")
+        raise UsageError(
+            f"--workers {args.workers} is below 1; pass the number of sampling processes (1 = in this process)"
+        )
     if args.length < 1:
         raise UsageError(f"--length {args.length} is below 1; pass the tokens per request (>= 1)")
     if args.seed < 0:
@@ -303,16 +365,20 @@ def _check_targets(args, shape):
         raise UsageError("--model applies to --endpoint; drop it, or audit an endpoint")
 
 
-
 def _check_shape_options(args, shape):
     """Options that only some shapes can use."""
     if args.full_rule and shape not in ("kernel", "round"):
-        what = {"catalogue": "a reference or catalogue target (catalogue samplers declare their own rule)",
-                "generator": "--generator (a black box shows no rounds)", "cmd": "--cmd (the JSON-lines protocol carries no rule)",
-                "endpoint": "--endpoint (a black box shows no rounds)"}[shape]
+        what = {
+            "catalogue": "a reference or catalogue target (catalogue samplers declare their own rule)",
+            "generator": "--generator (a black box shows no rounds)",
+            "cmd": "--cmd (the JSON-lines protocol carries no rule)",
+            "endpoint": "--endpoint (a black box shows no rounds)",
+        }[shape]
         raise UsageError(f"--full-rule does not apply to {what}; use it with --kernel (or --round), or drop it")
     if args.full_rule and args.one_hot:
-        raise UsageError("--full-rule and --one-hot exclude each other: the one-hot rule has no draft probabilities; drop one")
+        raise UsageError(
+            "--full-rule and --one-hot exclude each other: the one-hot rule has no draft probabilities; drop one"
+        )
     if args.one_hot and shape != "kernel":
         raise UsageError("--one-hot applies to --kernel only; drop it")
     if args.logits and shape not in ("kernel", "round", "generator", "cmd"):
@@ -357,14 +423,26 @@ def _adapter(args, fn):
     t = args.call_timeout
     flags = lambda **kw: {k: v for k, v in kw.items() if v}  # noqa: E731 - only the options the user set
     if args.round:
-        return _construct(RoundAdapter, fn, flags(logits=args.logits, greedy=args.greedy, rule="full" if args.full_rule else None),
-                          {"call_timeout": t, "spec": args.round.strip()})
+        return _construct(
+            RoundAdapter,
+            fn,
+            flags(logits=args.logits, greedy=args.greedy, rule="full" if args.full_rule else None),
+            {"call_timeout": t, "spec": args.round.strip()},
+        )
     if args.kernel:
-        return _construct(KernelAdapter, fn, flags(one_hot=args.one_hot, logits=args.logits, rule="full" if args.full_rule else None),
-                          {"call_timeout": t, "spec": args.kernel.strip()})
+        return _construct(
+            KernelAdapter,
+            fn,
+            flags(one_hot=args.one_hot, logits=args.logits, rule="full" if args.full_rule else None),
+            {"call_timeout": t, "spec": args.kernel.strip()},
+        )
     if args.generator:
-        return _construct(GeneratorAdapter, fn, flags(logits=args.logits, greedy=args.greedy),
-                          {"call_timeout": t, "spec": args.generator.strip()})
+        return _construct(
+            GeneratorAdapter,
+            fn,
+            flags(logits=args.logits, greedy=args.greedy),
+            {"call_timeout": t, "spec": args.generator.strip()},
+        )
     if args.cmd:
         return SubprocessAdapter(args.cmd, call_timeout=t, logits=args.logits)
     name = args.target or "reference"
@@ -372,8 +450,10 @@ def _adapter(args, fn):
     if name not in table:
         close = [n for n in sorted(table) if name.lower() in n or n in name.lower()][:3]
         hint = f"did you mean {', '.join(close)}? " if close else ""
-        raise UsageError(f"unknown audit target {name!r}; {hint}use 'reference', a catalogue name (`specverify selftest` lists them), "
-                         "or one of --round/--kernel/--generator/--cmd/--endpoint")
+        raise UsageError(
+            f"unknown audit target {name!r}; {hint}use 'reference', a catalogue name (`specverify selftest` lists them), "
+            "or one of --round/--kernel/--generator/--cmd/--endpoint"
+        )
     return SamplerAdapter(table[name]())
 
 
@@ -381,9 +461,21 @@ def _config(args, settings):
     from .run import AuditConfig
 
     fields = _accepted(AuditConfig)
-    kw = dict(alpha=args.alpha, beta=args.beta, eps=args.eps, budget_s=args.budget, seed=args.seed, gamma=args.gamma,
-              vocab=args.vocab, settings=settings, checkpoint=args.checkpoint, resume=args.resume,
-              progress=not args.no_progress and sys.stderr.isatty(), context=args.context, greedy_ties=args.greedy_ties)
+    kw = dict(
+        alpha=args.alpha,
+        beta=args.beta,
+        eps=args.eps,
+        budget_s=args.budget,
+        seed=args.seed,
+        gamma=args.gamma,
+        vocab=args.vocab,
+        settings=settings,
+        checkpoint=args.checkpoint,
+        resume=args.resume,
+        progress=not args.no_progress and sys.stderr.isatty(),
+        context=args.context,
+        greedy_ties=args.greedy_ties,
+    )
     for opt, value, default in (("rounds", args.rounds, None), ("workers", args.workers, 1)):
         if value != default:
             if opt not in fields:
@@ -405,8 +497,14 @@ def print_verdict(v, console=None):
         table.add_column(col, overflow="fold")
     for c in v.checks:
         color = {"PASS": "green", "FAIL": "red"}.get(c.status, "yellow")
-        table.add_row(escape(c.name), c.kind, f"[{color}]{c.status}[/]", f"{c.n:,}" if c.n else "", f"{c.eps:.4f}" if c.eps else "",
-                      escape(collapse_repeated_cells(c.summary)))
+        table.add_row(
+            escape(c.name),
+            c.kind,
+            f"[{color}]{c.status}[/]",
+            f"{c.n:,}" if c.n else "",
+            f"{c.eps:.4f}" if c.eps else "",
+            escape(collapse_repeated_cells(c.summary)),
+        )
     console.print(table)
     console.print(escape(v.headline()), soft_wrap=True)
 
@@ -418,7 +516,10 @@ def _write_outputs(v, args) -> bool:
             with open(args.json, "w") as f:
                 json.dump(v.to_dict(), f, indent=1)
         except OSError as exc:
-            print(f"specverify: error: could not write --json {args.json!r}: {exc.strerror or exc}; the verdict above stands", file=sys.stderr)
+            print(
+                f"specverify: error: could not write --json {args.json!r}: {exc.strerror or exc}; the verdict above stands",
+                file=sys.stderr,
+            )
             ok = False
     if args.html:
         try:
@@ -426,7 +527,10 @@ def _write_outputs(v, args) -> bool:
 
             write_html(v, args.html)
         except OSError as exc:
-            print(f"specverify: error: could not write --html {args.html!r}: {exc.strerror or exc}; the verdict above stands", file=sys.stderr)
+            print(
+                f"specverify: error: could not write --html {args.html!r}: {exc.strerror or exc}; the verdict above stands",
+                file=sys.stderr,
+            )
             ok = False
     return ok
 
@@ -470,9 +574,19 @@ def _audit_endpoint(args, settings):
                 pass
         prompts = _endpoint_prompts(vocab or args.vocab, args.seed)
         ref = http_generator(args.baseline_endpoint, timeout=args.call_timeout)
-        return two_sample_endpoints(gen, ref, prompts=prompts, settings=settings, vocab_size=vocab,
-                                    n_sequences=args.rounds or 400, length=args.length, alpha=args.alpha, beta=args.beta,
-                                    eps=args.eps, seed=args.seed)
+        return two_sample_endpoints(
+            gen,
+            ref,
+            prompts=prompts,
+            settings=settings,
+            vocab_size=vocab,
+            n_sequences=args.rounds or 400,
+            length=args.length,
+            alpha=args.alpha,
+            beta=args.beta,
+            eps=args.eps,
+            seed=args.seed,
+        )
     kind, a, b = _parse_model(args.model)
     try:
         import torch
@@ -490,11 +604,23 @@ def _audit_endpoint(args, settings):
     except (TypeError, KeyError, IndexError, ValueError):
         served = None
     if served is not None and served != vocab:
-        raise UsageError(f"the endpoint serves a vocabulary of {served} but --model {args.model} has {vocab}; pass the model "
-                         f"the endpoint serves (for `specverify serve --vocab {served}`: --model builtin:{served})")
-    kw = dict(prompts=_endpoint_prompts(vocab, args.seed), settings=settings, length=args.length, alpha=args.alpha, beta=args.beta,
-              eps=args.eps, budget_s=args.budget, seed=args.seed, max_sequences=args.rounds, name=args.endpoint,
-              call_timeout=args.call_timeout)
+        raise UsageError(
+            f"the endpoint serves a vocabulary of {served} but --model {args.model} has {vocab}; pass the model "
+            f"the endpoint serves (for `specverify serve --vocab {served}`: --model builtin:{served})"
+        )
+    kw = dict(
+        prompts=_endpoint_prompts(vocab, args.seed),
+        settings=settings,
+        length=args.length,
+        alpha=args.alpha,
+        beta=args.beta,
+        eps=args.eps,
+        budget_s=args.budget,
+        seed=args.seed,
+        max_sequences=args.rounds,
+        name=args.endpoint,
+        call_timeout=args.call_timeout,
+    )
     params = _accepted(audit_lm)
     return audit_lm(gen, target, **{k: v for k, v in kw.items() if k in params})
 
@@ -547,8 +673,18 @@ def run_selftest(args) -> int:
         expected = "PASS" if cls.exact else "FAIL"
         good = v.status == expected
         ok &= good
-        rows.append((cls.name, "decoy" if cls.exact else "bug", v.status, expected, v.samples, time.perf_counter() - t, good,
-                     (v.evidence[0] if v.evidence else v.headline())[:160]))
+        rows.append(
+            (
+                cls.name,
+                "decoy" if cls.exact else "bug",
+                v.status,
+                expected,
+                v.samples,
+                time.perf_counter() - t,
+                good,
+                (v.evidence[0] if v.evidence else v.headline())[:160],
+            )
+        )
     table = Table(title="specverify selftest: every bug must FAIL, every decoy must PASS")
     for col in ("entry", "kind", "verdict", "expected", "samples", "seconds", "ok"):
         table.add_column(col)
@@ -557,6 +693,13 @@ def run_selftest(args) -> int:
     Console().print(table)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([dict(zip(("entry", "kind", "verdict", "expected", "samples", "seconds", "ok", "evidence"), r)) for r in rows], f, indent=1)
+            json.dump(
+                [
+                    dict(zip(("entry", "kind", "verdict", "expected", "samples", "seconds", "ok", "evidence"), r))
+                    for r in rows
+                ],
+                f,
+                indent=1,
+            )
     print("selftest:", "all bugs caught, all decoys passed" if ok else "MISMATCH (see table)")
     return 0 if ok else 1

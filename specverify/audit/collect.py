@@ -117,8 +117,9 @@ def _sizes(unit, cfg, sample: UnitSample, wave: int) -> list[int]:
     return out
 
 
-def collect_unit(unit, pair, cfg, need: int, sample: UnitSample, pool: WorkerPool, *, deadline: float,
-                 on_batch=None) -> UnitSample:
+def collect_unit(
+    unit, pair, cfg, need: int, sample: UnitSample, pool: WorkerPool, *, deadline: float, on_batch=None
+) -> UnitSample:
     """Sample ``unit`` until a stop condition holds (module docstring); returns ``sample`` updated."""
     # laws that depend on the history (penalties) or on the whole prefix are per token: no e-process
     tabled = getattr(pair, "tabled", True) and not unit.settings.uses_history

@@ -13,8 +13,19 @@ import math
 
 import numpy as np
 
-from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, StreamLaw, Verdict, holm, pit_values, stratified_stream_test
-from ..stats import whitebox_context_tests, whitebox_round_tests
+from ..stats import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    CheckOutcome,
+    StreamLaw,
+    Verdict,
+    holm,
+    pit_values,
+    stratified_stream_test,
+    whitebox_context_tests,
+    whitebox_round_tests,
+)
 from ..theory import accepted_length_law_position_dependent, expected_tokens_position_dependent
 from .collect import UnitSample, strata_of
 
@@ -34,8 +45,10 @@ def failure_message(label: str, stratum: str, test, adjusted: float) -> str:
     cells = "; ".join(f"{k}: observed {o:.0f}, expected {e:.1f}" for k, (o, e) in list(merged.items())[:3])
     if test.note.startswith("exact failure"):
         return f"{label}, {stratum}: {test.note} ({cells})"
-    return (f"{label}, {stratum}: {test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); "
-            f"TV on its cells {test.tv_estimate:.4f} [{test.tv_interval[0]:.4f}, {test.tv_interval[1]:.4f}]; {cells}")
+    return (
+        f"{label}, {stratum}: {test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); "
+        f"TV on its cells {test.tv_estimate:.4f} [{test.tv_interval[0]:.4f}, {test.tv_interval[1]:.4f}]; {cells}"
+    )
 
 
 def _law(unit, pair, gen):
@@ -52,11 +65,29 @@ def _whitebox(adapter, unit, pair, gen, cfg):
     s = unit.settings
     rng = np.random.default_rng([cfg.seed, unit.index, 3])
     if gen.draft_rows is not None:
-        return whitebox_context_tests(gen.tokens, gen.row, gen.position, gen.rounds_of_tokens, gen.num_accepted,
-                                      pair.target_table(s), pair.draft_table(s), drafts=gen.drafts, draft_rows=gen.draft_rows, rng=rng)
-    return whitebox_round_tests(gen.tokens, gen.position, gen.sequence, gen.num_accepted, pair.target_table(s)[: cfg.gamma + 1],
-                                pair.draft_table(s)[: cfg.gamma], drafts=gen.drafts,
-                                drafts_from_implementation=gen.drafts_from_implementation, rng=rng)
+        return whitebox_context_tests(
+            gen.tokens,
+            gen.row,
+            gen.position,
+            gen.rounds_of_tokens,
+            gen.num_accepted,
+            pair.target_table(s),
+            pair.draft_table(s),
+            drafts=gen.drafts,
+            draft_rows=gen.draft_rows,
+            rng=rng,
+        )
+    return whitebox_round_tests(
+        gen.tokens,
+        gen.position,
+        gen.sequence,
+        gen.num_accepted,
+        pair.target_table(s)[: cfg.gamma + 1],
+        pair.draft_table(s)[: cfg.gamma],
+        drafts=gen.drafts,
+        drafts_from_implementation=gen.drafts_from_implementation,
+        rng=rng,
+    )
 
 
 def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
@@ -69,41 +100,80 @@ def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
         return CheckOutcome(f"{unit.label}: implementation", FAIL, "exact", sample.error)
     gen, fam = sample.gen, unit.family
     if not len(gen.tokens):
-        return CheckOutcome(label, INCONCLUSIVE, "statistical", "not sampled: the time cap (--budget) was reached before this "
-                            "unit started", None, math.inf, 0, {"pair": unit.pair_kind})
+        return CheckOutcome(
+            label,
+            INCONCLUSIVE,
+            "statistical",
+            "not sampled: the time cap (--budget) was reached before this unit started",
+            None,
+            math.inf,
+            0,
+            {"pair": unit.pair_kind},
+        )
     law, rows = _law(unit, pair, gen)
     wb = _whitebox(adapter, unit, pair, gen, cfg)
-    results, adj = stratified_stream_test(law, gen.tokens, rows, strata_of(gen.position, unit.strata_rule),
-                                          rng=np.random.default_rng([cfg.seed, unit.index, 1]), alpha=fam.alpha_fixed,
-                                          beta=fam.beta, extra_family=len(wb))
+    results, adj = stratified_stream_test(
+        law,
+        gen.tokens,
+        rows,
+        strata_of(gen.position, unit.strata_rule),
+        rng=np.random.default_rng([cfg.seed, unit.index, 1]),
+        alpha=fam.alpha_fixed,
+        beta=fam.beta,
+        extra_family=len(wb),
+    )
     if wb:
         adj_all = holm([r.pvalue for r in results] + [w.result.pvalue for w in wb])
         adj = adj_all[: len(results)]
-        for w, a in zip(wb, adj_all[len(results):]):
+        for w, a in zip(wb, adj_all[len(results) :]):
             w.adjusted_pvalue = float(a)
     eps_here = max(r.min_detectable_tv for r in results)
     detail = _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg)
     ep_fail = sample.eprocess.rejects(fam.alpha_sequential) if fam.sequential else False
-    failing = sorted([(float(a), "stream", r) for r, a in zip(results, adj) if a <= fam.alpha_fixed]
-                     + [(w.adjusted_pvalue, "whitebox", w) for w in wb if w.adjusted_pvalue <= fam.alpha_fixed],
-                     key=lambda x: x[0])
+    failing = sorted(
+        [(float(a), "stream", r) for r, a in zip(results, adj) if a <= fam.alpha_fixed]
+        + [(w.adjusted_pvalue, "whitebox", w) for w in wb if w.adjusted_pvalue <= fam.alpha_fixed],
+        key=lambda x: x[0],
+    )
     if failing:
         p, what, r = failing[0]
-        msg = (failure_message(label, r.stratum, r.worst, p) if what == "stream"
-               else f"{label}, white-box {r.stratum}: {r.result} (Holm-adjusted {p:.3g})")
+        msg = (
+            failure_message(label, r.stratum, r.worst, p)
+            if what == "stream"
+            else f"{label}, white-box {r.stratum}: {r.result} (Holm-adjusted {p:.3g})"
+        )
         return CheckOutcome(label, FAIL, "statistical", msg + about, p, eps_here, len(gen.tokens), detail)
     if ep_fail:
-        msg = (f"{label}: sequential e-process crossed 1/alpha (max e = {math.exp(min(sample.eprocess.max_log_e, 700)):.3g}) "
-               f"after {sample.eprocess.t:,} tokens")
+        msg = (
+            f"{label}: sequential e-process crossed 1/alpha (max e = {math.exp(min(sample.eprocess.max_log_e, 700)):.3g}) "
+            f"after {sample.eprocess.t:,} tokens"
+        )
         return CheckOutcome(label, FAIL, "statistical", msg + about, None, eps_here, len(gen.tokens), detail)
     worst = int(np.argmin(adj))
     if sample.complete and eps_here <= cfg.eps * (1 + 1e-9):
-        return CheckOutcome(label, PASS, "statistical", f"no deviation of TV >= {eps_here:.4f} in any of {len(results)} strata "
-                            f"(sorted-mass projection; pooled {results[0].min_detectable_tv:.4f}){about}", float(adj[worst]), eps_here,
-                            len(gen.tokens), detail)
+        return CheckOutcome(
+            label,
+            PASS,
+            "statistical",
+            f"no deviation of TV >= {eps_here:.4f} in any of {len(results)} strata "
+            f"(sorted-mass projection; pooled {results[0].min_detectable_tv:.4f}){about}",
+            float(adj[worst]),
+            eps_here,
+            len(gen.tokens),
+            detail,
+        )
     why = "the time cap stopped sampling" if not sample.complete else "the rounds given by --rounds were not enough"
-    return CheckOutcome(label, INCONCLUSIVE, "statistical", f"not reached: eps {eps_here:.4f} > {cfg.eps:g} ({why}); no "
-                        f"deviation found in {len(gen.tokens):,} tokens{about}", float(adj[worst]), eps_here, len(gen.tokens), detail)
+    return CheckOutcome(
+        label,
+        INCONCLUSIVE,
+        "statistical",
+        f"not reached: eps {eps_here:.4f} > {cfg.eps:g} ({why}); no "
+        f"deviation found in {len(gen.tokens):,} tokens{about}",
+        float(adj[worst]),
+        eps_here,
+        len(gen.tokens),
+        detail,
+    )
 
 
 def _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg) -> dict:
@@ -116,10 +186,19 @@ def _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg) -> dict:
         "pit_hist": np.bincount(np.minimum((u * 20).astype(int), 19), minlength=20).tolist(),
         "worst_stratum": results[worst].stratum,
         "worst_stratum_bins": {"observed": sm.observed, "expected": sm.expected, "labels": sm.labels},
-        "strata": [{"stratum": r.stratum, "n": r.n, "pvalue_holm": float(a), "min_detectable_tv": r.min_detectable_tv,
-                    "components": [str(c) for c in r.components]} for r, a in zip(results, adj)],
+        "strata": [
+            {
+                "stratum": r.stratum,
+                "n": r.n,
+                "pvalue_holm": float(a),
+                "min_detectable_tv": r.min_detectable_tv,
+                "components": [str(c) for c in r.components],
+            }
+            for r, a in zip(results, adj)
+        ],
         "tokens_per_position": np.bincount(gen.position).tolist() if len(gen.position) else [],
-        "eprocess_max_log_e": sample.eprocess.max_log_e, "stopped_early": sample.stopped_early,
+        "eprocess_max_log_e": sample.eprocess.max_log_e,
+        "stopped_early": sample.stopped_early,
         "whitebox": [{"stratum": w.stratum, "pvalue_holm": w.adjusted_pvalue, "result": str(w.result)} for w in wb],
         "acceptance": _acceptance(pair, unit.settings, gen, cfg.gamma),
     }
@@ -128,8 +207,11 @@ def _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg) -> dict:
 def _acceptance(pair, s, gen, gamma):
     """Measured accepted drafts per round against the full rule's product-form prediction."""
     acc = gen.num_accepted
-    out = {"rounds": int(len(acc)), "mean_accepted": float(acc.mean()) if len(acc) else None,
-           "accepted_hist": np.bincount(acc, minlength=gamma + 1).tolist() if len(acc) else []}
+    out = {
+        "rounds": int(len(acc)),
+        "mean_accepted": float(acc.mean()) if len(acc) else None,
+        "accepted_hist": np.bincount(acc, minlength=gamma + 1).tolist() if len(acc) else [],
+    }
     if hasattr(pair, "gamma") and len(acc):
         p, q = pair.target_table(s), pair.draft_table(s)
         a = [float(np.minimum(p[j], q[j]).sum()) for j in range(gamma)]
@@ -149,11 +231,26 @@ def decide(checks: list[CheckOutcome]) -> str:
     return PASS
 
 
-def make_verdict(checks, evidence, *, alpha, beta, eps, seed, needed, samples, seconds, subject, lossy_by_design=False) -> Verdict:
+def make_verdict(
+    checks, evidence, *, alpha, beta, eps, seed, needed, samples, seconds, subject, lossy_by_design=False
+) -> Verdict:
     """The verdict of table, LM and endpoint audits alike: :func:`decide`, and the eps that covers
     every statistical check (the largest of theirs; 0 when only exact checks ran)."""
     status = decide(checks)
     reached = [c.eps for c in checks if c.kind == "statistical" and c.eps is not None]
     eps_reached = max(reached) if reached else (0.0 if status == PASS else math.inf)
-    return Verdict(status, alpha, beta, eps_reached, eps, seed, checks, evidence, needed if status == INCONCLUSIVE else None,
-                   samples, seconds, subject, lossy_by_design=lossy_by_design)
+    return Verdict(
+        status,
+        alpha,
+        beta,
+        eps_reached,
+        eps,
+        seed,
+        checks,
+        evidence,
+        needed if status == INCONCLUSIVE else None,
+        samples,
+        seconds,
+        subject,
+        lossy_by_design=lossy_by_design,
+    )

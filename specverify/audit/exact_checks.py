@@ -24,9 +24,8 @@ import numpy as np
 from ..algorithms.chain_numpy import verify_chain_batch
 from ..catalogue import Uniforms
 from ..dists import GREEDY, SamplingSettings
-from ..errors import ImplementationError
-from ..lm.synthetic import make_markov_pair, make_positional_pair
 from ..harness import make_context_pair
+from ..lm.synthetic import make_markov_pair, make_positional_pair
 from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome
 from .adapters import KernelAdapter, SamplerAdapter, _check_round_tokens, call_with_timeout
 
@@ -48,7 +47,16 @@ def boundary_check(adapter, cfg, **_):
             support = zero if len(zero) else np.nonzero(Q[0, j] > 0)[0]
             X[:, j] = rng.choice(support, 256)
         u = (np.zeros((256, cfg.gamma)), rng.random(256))
-        out = call_with_timeout(adapter.fn, X, None if adapter.one_hot else Q, P, rng, uniforms=u, timeout=adapter.call_timeout, what=adapter.name)
+        out = call_with_timeout(
+            adapter.fn,
+            X,
+            None if adapter.one_hot else Q,
+            P,
+            rng,
+            uniforms=u,
+            timeout=adapter.call_timeout,
+            what=adapter.name,
+        )
         tokens, n_acc = _check_round_tokens(np.asarray(out), X, cfg.gamma, cfg.vocab, adapter.name)
         p_emit = np.stack([P[0, j][tokens[:, j].clip(0)] for j in range(cfg.gamma + 1)], 1)
         bad = (tokens >= 0) & (p_emit <= 0)
@@ -72,9 +80,14 @@ def boundary_check(adapter, cfg, **_):
     else:
         return None
     if bad.any():
-        return CheckOutcome(name, FAIL, "exact", f"with every acceptance uniform at 0, {int(bad.sum())} token(s) with target "
-                            f"probability 0 were emitted (first: token {int(np.asarray(tokens)[bad][0])}); the acceptance "
-                            "comparison must be strict: accept iff u < p(x)/q(x)")
+        return CheckOutcome(
+            name,
+            FAIL,
+            "exact",
+            f"with every acceptance uniform at 0, {int(bad.sum())} token(s) with target "
+            f"probability 0 were emitted (first: token {int(np.asarray(tokens)[bad][0])}); the acceptance "
+            "comparison must be strict: accept iff u < p(x)/q(x)",
+        )
     return CheckOutcome(name, PASS, "exact", "no zero-probability token emitted with every acceptance uniform at 0")
 
 
@@ -98,7 +111,9 @@ def _greedy_on_raw_rows(adapter, cfg):
     pair = make_context_pair(cfg.vocab, "greedy", seed=cfg.seed + 99)
     settings = GREEDY
     gen = adapter.generate(pair, 200, cfg.gamma, np.random.default_rng([cfg.seed, 99]), settings)
-    return _greedy_outcome("greedy equivalence (raw rows: ties, near ties, draft disagreements)", pair, gen, cfg, raw=True)
+    return _greedy_outcome(
+        "greedy equivalence (raw rows: ties, near ties, draft disagreements)", pair, gen, cfg, raw=True
+    )
 
 
 def _greedy_outcome(name, pair, gen, cfg, *, raw):
@@ -119,16 +134,30 @@ def _greedy_outcome(name, pair, gen, cfg, *, raw):
         srt = np.sort(logits[i])[::-1]
         margin = srt[0] - srt[1]
         kind = "an exact tie (lowest id wins)" if margin == 0 else f"top-2 logit margin {margin:.3g}"
-        return CheckOutcome(name, FAIL, "exact", f"{int((~ok).sum())} of {len(ok):,} tokens differ from target-only greedy; "
-                            f"first at round position {int(gen.position[i])}: emitted {int(gen.tokens[i])}, target argmax "
-                            f"{int(want[i])} ({kind}); tokens per position {where}")
+        return CheckOutcome(
+            name,
+            FAIL,
+            "exact",
+            f"{int((~ok).sum())} of {len(ok):,} tokens differ from target-only greedy; "
+            f"first at round position {int(gen.position[i])}: emitted {int(gen.tokens[i])}, target argmax "
+            f"{int(want[i])} ({kind}); tokens per position {where}",
+        )
     missing = [j for j, c in enumerate(counts) if c == 0]
     if raw and missing:
-        return CheckOutcome(name, INCONCLUSIVE, "exact", f"every token equals target-only greedy, but round position(s) {missing} "
-                            f"were never reached (tokens per position {where}); raise --gamma's coverage with more --rounds")
+        return CheckOutcome(
+            name,
+            INCONCLUSIVE,
+            "exact",
+            f"every token equals target-only greedy, but round position(s) {missing} "
+            f"were never reached (tokens per position {where}); raise --gamma's coverage with more --rounds",
+        )
     ties = f"; {int(tied.sum()):,} at exact ties" if tied.any() else ""
-    return CheckOutcome(name, PASS, "exact", f"{len(ok):,} tokens, every one the target's argmax given its prefix{ties}; "
-                        f"tokens per position {where}")
+    return CheckOutcome(
+        name,
+        PASS,
+        "exact",
+        f"{len(ok):,} tokens, every one the target's argmax given its prefix{ties}; tokens per position {where}",
+    )
 
 
 def _probe_uniforms(P, Q, X, rng):
@@ -138,7 +167,9 @@ def _probe_uniforms(P, Q, X, rng):
     ar = np.arange(g)
     ratio = np.minimum(P[0, ar, X] / Q[0, ar, X], 1.0)  # [b, g]
     choice = rng.integers(0, 4, (b, g))
-    ua = np.select([choice == 0, choice == 1, choice == 2], [np.zeros((b, g)), np.nextafter(ratio, 0), ratio], rng.random((b, g)))
+    ua = np.select(
+        [choice == 0, choice == 1, choice == 2], [np.zeros((b, g)), np.nextafter(ratio, 0), ratio], rng.random((b, g))
+    )
     ua = np.minimum(ua, np.nextafter(1.0, 0))
     uf = rng.random(b)
     k = rng.integers(0, g + 1, b)
@@ -151,11 +182,15 @@ def _probe_uniforms(P, Q, X, rng):
 
 
 def differential_check(adapter, cfg, **_):
-    if not (isinstance(adapter, KernelAdapter) and adapter.accepts_uniforms and not adapter.one_hot and not adapter.logits):
+    if not (
+        isinstance(adapter, KernelAdapter) and adapter.accepts_uniforms and not adapter.one_hot and not adapter.logits
+    ):
         return None
     name = "differential: injected uniforms against the reference"
     rng = np.random.default_rng(cfg.seed + 5)
-    for trial, s in enumerate([SamplingSettings(), SamplingSettings(top_k=5), SamplingSettings(temperature=0.5, top_p=0.8)]):
+    for trial, s in enumerate(
+        [SamplingSettings(), SamplingSettings(top_k=5), SamplingSettings(temperature=0.5, top_p=0.8)]
+    ):
         pair = make_positional_pair(cfg.vocab, cfg.gamma, alpha=0.6, seed=cfg.seed + 200 + trial)
         b = 512
         P = np.broadcast_to(pair.target_table(s)[None, : cfg.gamma + 1], (b, cfg.gamma + 1, cfg.vocab))
@@ -163,22 +198,46 @@ def differential_check(adapter, cfg, **_):
         X = np.stack([rng.choice(cfg.vocab, b, p=Q[0, j]) for j in range(cfg.gamma)], 1)
         ua, uf = _probe_uniforms(P, Q, X, rng)
         want = verify_chain_batch(X, Q, P, ua, uf).tokens
-        got = np.asarray(call_with_timeout(adapter.fn, X, Q, P, rng, uniforms=(ua, uf), timeout=adapter.call_timeout, what=adapter.name))
+        got = np.asarray(
+            call_with_timeout(
+                adapter.fn, X, Q, P, rng, uniforms=(ua, uf), timeout=adapter.call_timeout, what=adapter.name
+            )
+        )
         got, _ = _check_round_tokens(got, X, cfg.gamma, cfg.vocab, adapter.name)
         diff = np.nonzero((got != want).any(1))[0]
         if len(diff):
             i = int(diff[0])
             j = int(np.argmax(got[i] != want[i]))
-            return CheckOutcome(name, FAIL, "exact", f"settings {s.short()}, round {i}: emitted {got[i].tolist()}, reference "
-                                f"{want[i].tolist()} (first difference at position {j}; u_accept {ua[i].tolist()}, u_final {uf[i]!r}, "
-                                f"drafts {X[i].tolist()}); {len(diff)} of {b} rounds differ")
+            return CheckOutcome(
+                name,
+                FAIL,
+                "exact",
+                f"settings {s.short()}, round {i}: emitted {got[i].tolist()}, reference "
+                f"{want[i].tolist()} (first difference at position {j}; u_accept {ua[i].tolist()}, u_final {uf[i]!r}, "
+                f"drafts {X[i].tolist()}); {len(diff)} of {b} rounds differ",
+            )
         # Batch invariance: each round alone gives what it gave in the batch.
         for i in rng.choice(b, 8, replace=False):
-            one = np.asarray(call_with_timeout(adapter.fn, X[i : i + 1], Q[:1], P[:1], rng, uniforms=(ua[i : i + 1], uf[i : i + 1]),
-                                               timeout=adapter.call_timeout, what=adapter.name))
+            one = np.asarray(
+                call_with_timeout(
+                    adapter.fn,
+                    X[i : i + 1],
+                    Q[:1],
+                    P[:1],
+                    rng,
+                    uniforms=(ua[i : i + 1], uf[i : i + 1]),
+                    timeout=adapter.call_timeout,
+                    what=adapter.name,
+                )
+            )
             if not np.array_equal(one[0], got[i]):
-                return CheckOutcome(name, FAIL, "exact", f"batch invariance: round {int(i)} emitted {got[i].tolist()} in a batch of {b} "
-                                    f"but {one[0].tolist()} alone, with the same uniforms")
+                return CheckOutcome(
+                    name,
+                    FAIL,
+                    "exact",
+                    f"batch invariance: round {int(i)} emitted {got[i].tolist()} in a batch of {b} "
+                    f"but {one[0].tolist()} alone, with the same uniforms",
+                )
     # The conformance vectors' full-rule cases (p == q, disjoint supports, zeros, one-hot rows,
     # near-ties, drafts with p(x) = 0), probed the same way.
     from fractions import Fraction
@@ -197,16 +256,30 @@ def differential_check(adapter, cfg, **_):
         X = np.tile(np.array(case["draft_tokens"]), (b, 1))
         ua, uf = _probe_uniforms(P, Q, X, rng)
         want = verify_chain_batch(X, Q, P, ua, uf).tokens
-        got = np.asarray(call_with_timeout(adapter.fn, X, Q, P, rng, uniforms=(ua, uf), timeout=adapter.call_timeout, what=adapter.name))
+        got = np.asarray(
+            call_with_timeout(
+                adapter.fn, X, Q, P, rng, uniforms=(ua, uf), timeout=adapter.call_timeout, what=adapter.name
+            )
+        )
         got, _ = _check_round_tokens(got, X, g, P.shape[-1], adapter.name)
         bad = np.nonzero((got != want).any(1))[0]
         if len(bad):
             i = int(bad[0])
-            return CheckOutcome(name, FAIL, "exact", f"conformance case {case['id']}: emitted {got[i].tolist()}, reference {want[i].tolist()} "
-                                f"(u_accept {ua[i].tolist()}, u_final {uf[i]!r})")
+            return CheckOutcome(
+                name,
+                FAIL,
+                "exact",
+                f"conformance case {case['id']}: emitted {got[i].tolist()}, reference {want[i].tolist()} "
+                f"(u_accept {ua[i].tolist()}, u_final {uf[i]!r})",
+            )
         n_cases += 1
-    return CheckOutcome(name, PASS, "exact", f"1,536 synthetic rounds and {n_cases} conformance cases probed at u = 0, at the acceptance "
-                        "ratios and the residual's CDF breakpoints: tokens identical to the reference; batch invariant")
+    return CheckOutcome(
+        name,
+        PASS,
+        "exact",
+        f"1,536 synthetic rounds and {n_cases} conformance cases probed at u = 0, at the acceptance "
+        "ratios and the residual's CDF breakpoints: tokens identical to the reference; batch invariant",
+    )
 
 
 def reproducibility_check(adapter, cfg, *, plan, pairs):
@@ -216,9 +289,15 @@ def reproducibility_check(adapter, cfg, *, plan, pairs):
     a = adapter.generate(pairs[u.index], 64, cfg.gamma, np.random.default_rng(cfg.seed + 5), u.settings)
     b = adapter.generate(pairs[u.index], 64, cfg.gamma, np.random.default_rng(cfg.seed + 5), u.settings)
     same = len(a.tokens) == len(b.tokens) and np.array_equal(a.tokens, b.tokens)
-    return CheckOutcome("seeded reproducibility", PASS if same else FAIL, "exact",
-                        "same seed, same output" if same else "the same seed produced different outputs: the implementation "
-                        "draws randomness from somewhere other than the generator it is given")
+    return CheckOutcome(
+        "seeded reproducibility",
+        PASS if same else FAIL,
+        "exact",
+        "same seed, same output"
+        if same
+        else "the same seed produced different outputs: the implementation "
+        "draws randomness from somewhere other than the generator it is given",
+    )
 
 
 EXACT_CHECKS = (boundary_check, greedy_check, differential_check, reproducibility_check)

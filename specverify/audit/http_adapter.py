@@ -35,13 +35,25 @@ def _post(url, payload, timeout):
         return r.read()
 
 
-def http_generator(base_url: str, *, model: str = "default", timeout: float = 30.0, retries: int = 2, backoff: float = 0.5):
+def http_generator(
+    base_url: str, *, model: str = "default", timeout: float = 30.0, retries: int = 2, backoff: float = 0.5
+):
     url = base_url.rstrip("/") + "/v1/completions"
 
     def generate(prompt, max_new_tokens, seed, settings):
-        payload = {"model": model, "prompt": list(prompt), "max_tokens": max_new_tokens, "seed": int(seed), "logprobs": 1,
-                   "temperature": settings.temperature, "top_p": settings.top_p, "top_k": settings.top_k, "min_p": settings.min_p,
-                   "repetition_penalty": settings.repetition_penalty, "return_tokens_as_token_ids": True}
+        payload = {
+            "model": model,
+            "prompt": list(prompt),
+            "max_tokens": max_new_tokens,
+            "seed": int(seed),
+            "logprobs": 1,
+            "temperature": settings.temperature,
+            "top_p": settings.top_p,
+            "top_k": settings.top_k,
+            "min_p": settings.min_p,
+            "repetition_penalty": settings.repetition_penalty,
+            "return_tokens_as_token_ids": True,
+        }
         last = None
         for attempt in range(retries + 1):
             try:
@@ -54,7 +66,9 @@ def http_generator(base_url: str, *, model: str = "default", timeout: float = 30
                 last = exc
                 if attempt == retries:
                     if is_timeout:
-                        raise ImplementationTimeout(f"{url} did not answer within {timeout:g} s ({retries + 1} attempts)") from exc
+                        raise ImplementationTimeout(
+                            f"{url} did not answer within {timeout:g} s ({retries + 1} attempts)"
+                        ) from exc
                     raise ImplementationError(f"{url} failed after {retries + 1} attempts: {exc}") from exc
                 time.sleep(backoff * 2**attempt)
         try:
@@ -62,8 +76,9 @@ def http_generator(base_url: str, *, model: str = "default", timeout: float = 30
             toks = body["choices"][0]["logprobs"]["tokens"]
             return [int(str(t).split("token_id:")[1]) for t in toks]
         except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
-            raise MalformedOutputError(f"{url} returned a response without choices[0].logprobs.tokens as 'token_id:<id>': "
-                                       f"{raw[:200]!r}") from exc
+            raise MalformedOutputError(
+                f"{url} returned a response without choices[0].logprobs.tokens as 'token_id:<id>': {raw[:200]!r}"
+            ) from exc
 
     generate.__name__ = f"http:{base_url}"
     return generate
@@ -75,16 +90,35 @@ def _sample_both(endpoints, prompts, length, settings):
     out = []
     for gen, seeds, name in endpoints:
         try:
-            out.append(np.array([list(gen(prompts[i % len(prompts)], length, int(seed), settings))[:length]
-                                 for i, seed in enumerate(seeds)]))
+            out.append(
+                np.array(
+                    [
+                        list(gen(prompts[i % len(prompts)], length, int(seed), settings))[:length]
+                        for i, seed in enumerate(seeds)
+                    ]
+                )
+            )
         except ImplementationError as exc:
             return name, exc
     return out
 
 
-def two_sample_endpoints(gen_spec, gen_ref, *, prompts, settings, vocab_size: int | None = None, n_sequences: int = 400,
-                         length: int = 4, alpha: float = 1e-6, beta: float = 1e-3, eps: float = 0.05, seed: int = 0,
-                         n_bins: int = 32, names: tuple[str, str] = ("speculative endpoint", "baseline endpoint")) -> Verdict:
+def two_sample_endpoints(
+    gen_spec,
+    gen_ref,
+    *,
+    prompts,
+    settings,
+    vocab_size: int | None = None,
+    n_sequences: int = 400,
+    length: int = 4,
+    alpha: float = 1e-6,
+    beta: float = 1e-3,
+    eps: float = 0.05,
+    seed: int = 0,
+    n_bins: int = 32,
+    names: tuple[str, str] = ("speculative endpoint", "baseline endpoint"),
+) -> Verdict:
     """A speculative endpoint against a non-speculative one, when the target is not available locally.
 
     Each endpoint answers ``n_sequences`` requests per setting (prompts in turn, fresh seeds); at
@@ -137,8 +171,13 @@ def two_sample_endpoints(gen_spec, gen_ref, *, prompts, settings, vocab_size: in
             continue
         # Key each token with its prompt, so that different prompts are not pooled into one law.
         for j in range(length):
-            r = binned_homogeneity_test(pidx * v + A[:, j], pidx * v + B[:, j], vocab_size=len(prompts) * v, n_bins=n_bins,
-                                        salt=seed * 1000 + k * 100 + j)
+            r = binned_homogeneity_test(
+                pidx * v + A[:, j],
+                pidx * v + B[:, j],
+                vocab_size=len(prompts) * v,
+                n_bins=n_bins,
+                salt=seed * 1000 + k * 100 + j,
+            )
             res.append(r)
             labels.append(f"{label}, position {j}")
     adj = holm([r.pvalue for r in res]) if res else []
@@ -149,16 +188,49 @@ def two_sample_endpoints(gen_spec, gen_ref, *, prompts, settings, vocab_size: in
             checks.append(CheckOutcome(lab, FAIL, "statistical", msg, float(a), eps_reached, 2 * n_sequences))
             evidence.append(msg)
         elif enough:
-            checks.append(CheckOutcome(lab, PASS, "statistical",
-                                       f"no deviation of TV >= {eps_reached:.4f} on {n_bins} hash buckets of (prompt, token) "
-                                       f"({n_sequences:,} sequences per endpoint)", float(a), eps_reached, 2 * n_sequences))
+            checks.append(
+                CheckOutcome(
+                    lab,
+                    PASS,
+                    "statistical",
+                    f"no deviation of TV >= {eps_reached:.4f} on {n_bins} hash buckets of (prompt, token) "
+                    f"({n_sequences:,} sequences per endpoint)",
+                    float(a),
+                    eps_reached,
+                    2 * n_sequences,
+                )
+            )
         else:
-            reach = (f"they detect only TV >= {eps_reached:.4f}" if eps_reached < 1 else
-                     "too few to detect any deviation (the detectable TV bound exceeds 1)")
-            checks.append(CheckOutcome(lab, INCONCLUSIVE, "statistical",
-                                       f"no deviation found in {n_sequences:,} sequences per endpoint, but {reach}; "
-                                       f"requested {eps:g} needs {need:,}", float(a), eps_reached, 2 * n_sequences))
+            reach = (
+                f"they detect only TV >= {eps_reached:.4f}"
+                if eps_reached < 1
+                else "too few to detect any deviation (the detectable TV bound exceeds 1)"
+            )
+            checks.append(
+                CheckOutcome(
+                    lab,
+                    INCONCLUSIVE,
+                    "statistical",
+                    f"no deviation found in {n_sequences:,} sequences per endpoint, but {reach}; "
+                    f"requested {eps:g} needs {need:,}",
+                    float(a),
+                    eps_reached,
+                    2 * n_sequences,
+                )
+            )
     status = decide(checks)
     needed = {"sequences_per_endpoint": need, "collected": n_sequences} if status == INCONCLUSIVE else None
-    return Verdict(status, alpha, beta, eps_reached, eps, seed, checks, evidence, needed,
-                   2 * n_sequences * length * len(settings), time.perf_counter() - t0, "two-sample endpoints")
+    return Verdict(
+        status,
+        alpha,
+        beta,
+        eps_reached,
+        eps,
+        seed,
+        checks,
+        evidence,
+        needed,
+        2 * n_sequences * length * len(settings),
+        time.perf_counter() - t0,
+        "two-sample endpoints",
+    )

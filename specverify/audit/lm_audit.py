@@ -57,12 +57,21 @@ def common_shape_generator(fn, target, draft=None):
         if s.min_p or s.uses_history:
             raise NotImplementedError(f"the common shape has no min-p or penalties ({s.short()})")
         ids = torch.tensor([list(prompt)], dtype=torch.long)
-        out = fn(target, draft, ids, n, do_sample=not s.is_greedy, temperature=s.temperature or 1.0, top_p=s.top_p,
-                 top_k=s.top_k, seed=seed)
+        out = fn(
+            target,
+            draft,
+            ids,
+            n,
+            do_sample=not s.is_greedy,
+            temperature=s.temperature or 1.0,
+            top_p=s.top_p,
+            top_k=s.top_k,
+            seed=seed,
+        )
         out = out.tolist() if hasattr(out, "tolist") else list(out)
         if out and isinstance(out[0], list):
             out = out[0]
-        return out[len(prompt):] if len(out) >= len(prompt) + n and out[: len(prompt)] == list(prompt) else out
+        return out[len(prompt) :] if len(out) >= len(prompt) + n and out[: len(prompt)] == list(prompt) else out
 
     generate.__name__ = getattr(fn, "__name__", "generate")
     return generate
@@ -76,7 +85,9 @@ def _sample_setting(generate, aud, prompts, s, *, length, need, rng, deadline, m
             return toks, rows, i, None, None, False
         prompt = prompts[i % len(prompts)]
         try:
-            seq = call_with_timeout(generate, list(prompt), length, int(rng.integers(2**31)), s, timeout=timeout, what=name)
+            seq = call_with_timeout(
+                generate, list(prompt), length, int(rng.integers(2**31)), s, timeout=timeout, what=name
+            )
             seq = [int(t) for t in list(seq)[:length]]
         except UnsupportedSettingError as exc:
             return toks, rows, i, None, str(exc), False
@@ -92,24 +103,72 @@ def _sample_setting(generate, aud, prompts, s, *, length, need, rng, deadline, m
 
 def _conclude_setting(label, fam: TestFamily, toks, rows, n_seq, length, complete, eps, rng) -> CheckOutcome:
     law = StreamLaw(np.concatenate(rows))
-    res = default_stream_test(law, np.asarray(toks), np.arange(len(toks)), rng=rng, alpha=fam.alpha_fixed, beta=fam.beta,
-                              stratum="all generated tokens")
+    res = default_stream_test(
+        law,
+        np.asarray(toks),
+        np.arange(len(toks)),
+        rng=rng,
+        alpha=fam.alpha_fixed,
+        beta=fam.beta,
+        stratum="all generated tokens",
+    )
     detail = {"components": [str(c) for c in res.components], "sequences": n_seq, "length": length}
     if res.pvalue <= fam.alpha_fixed:
-        return CheckOutcome(label, FAIL, "statistical", failure_message(label, "all generated tokens", res.worst, res.pvalue),
-                            res.pvalue, res.min_detectable_tv, len(toks), detail)
+        return CheckOutcome(
+            label,
+            FAIL,
+            "statistical",
+            failure_message(label, "all generated tokens", res.worst, res.pvalue),
+            res.pvalue,
+            res.min_detectable_tv,
+            len(toks),
+            detail,
+        )
     if complete and res.min_detectable_tv <= eps * (1 + 1e-9):
-        return CheckOutcome(label, PASS, "statistical", f"no deviation of TV >= {res.min_detectable_tv:.4f} over {len(toks):,} tokens",
-                            res.pvalue, res.min_detectable_tv, len(toks), detail)
-    return CheckOutcome(label, "INCONCLUSIVE", "statistical", f"not reached: eps {res.min_detectable_tv:.4f} > {eps:g} after "
-                        f"{len(toks):,} tokens ({fam.tokens_per_stratum():,} planned); no deviation found", res.pvalue,
-                        res.min_detectable_tv, len(toks), detail)
+        return CheckOutcome(
+            label,
+            PASS,
+            "statistical",
+            f"no deviation of TV >= {res.min_detectable_tv:.4f} over {len(toks):,} tokens",
+            res.pvalue,
+            res.min_detectable_tv,
+            len(toks),
+            detail,
+        )
+    return CheckOutcome(
+        label,
+        "INCONCLUSIVE",
+        "statistical",
+        f"not reached: eps {res.min_detectable_tv:.4f} > {eps:g} after "
+        f"{len(toks):,} tokens ({fam.tokens_per_stratum():,} planned); no deviation found",
+        res.pvalue,
+        res.min_detectable_tv,
+        len(toks),
+        detail,
+    )
 
 
-def audit_lm(generate, target_model, *, prompts: list[list[int]], settings=DEFAULT_SETTINGS, length: int | None = None,
-             gamma: int = 4, alpha: float = 1e-6, beta: float = 1e-3, eps: float = 0.05, budget_s: float = 600.0, seed: int = 0,
-             max_sequences: int | None = None, name: str = "generator", call_timeout: float | None = 60.0,
-             greedy_check: bool = True, reference_greedy=None, tie_tol: float = 1e-4, lossy_by_design: bool = False) -> Verdict:
+def audit_lm(
+    generate,
+    target_model,
+    *,
+    prompts: list[list[int]],
+    settings=DEFAULT_SETTINGS,
+    length: int | None = None,
+    gamma: int = 4,
+    alpha: float = 1e-6,
+    beta: float = 1e-3,
+    eps: float = 0.05,
+    budget_s: float = 600.0,
+    seed: int = 0,
+    max_sequences: int | None = None,
+    name: str = "generator",
+    call_timeout: float | None = 60.0,
+    greedy_check: bool = True,
+    reference_greedy=None,
+    tie_tol: float = 1e-4,
+    lossy_by_design: bool = False,
+) -> Verdict:
     """Audit ``generate`` against ``target_model`` (module docstring). ``settings=()`` with
     ``greedy_check=True`` is a greedy-only audit."""
     t0 = time.monotonic()
@@ -122,8 +181,18 @@ def audit_lm(generate, target_model, *, prompts: list[list[int]], settings=DEFAU
     for idx, s in enumerate(settings):
         label = f"settings[{idx}] {s.short()}"
         toks, rows, n_seq, err, unsup, complete = _sample_setting(
-            generate, aud, prompts, s, length=length, need=need, rng=rng, deadline=t0 + budget_s * (idx + 1) / len(settings),
-            max_sequences=max_sequences, timeout=call_timeout, name=name)
+            generate,
+            aud,
+            prompts,
+            s,
+            length=length,
+            need=need,
+            rng=rng,
+            deadline=t0 + budget_s * (idx + 1) / len(settings),
+            max_sequences=max_sequences,
+            timeout=call_timeout,
+            name=name,
+        )
         if unsup:
             checks.append(CheckOutcome(f"{label}: implementation", UNSUPPORTED, "exact", unsup))
             continue
@@ -137,16 +206,42 @@ def audit_lm(generate, target_model, *, prompts: list[list[int]], settings=DEFAU
         if c.status == FAIL:
             evidence.append(c.summary)
     if greedy_check:
-        c = greedy_equivalence(generate, target_model, prompts=prompts[:8], length=max(length, 16), name=name, tie_tol=tie_tol,
-                               reference=reference_greedy, call_timeout=call_timeout)
+        c = greedy_equivalence(
+            generate,
+            target_model,
+            prompts=prompts[:8],
+            length=max(length, 16),
+            name=name,
+            tie_tol=tie_tol,
+            reference=reference_greedy,
+            call_timeout=call_timeout,
+        )
         checks.append(c)
         if c.status == FAIL:
             evidence.append(c.summary)
     short = [c for c in checks if c.status == "INCONCLUSIVE"]
-    needed = {"statement": f"{len(short)} setting(s) short of {need:,} tokens: raise --budget or --rounds (sequences of "
-                           f"{length} tokens; about {-(-need // length):,} per setting)", "tokens_per_setting": need} if short else None
-    return make_verdict(checks, evidence, alpha=alpha, beta=beta, eps=eps, seed=seed, needed=needed, samples=total, seconds=time.monotonic() - t0, subject=name,
-                        lossy_by_design=lossy_by_design)
+    needed = (
+        {
+            "statement": f"{len(short)} setting(s) short of {need:,} tokens: raise --budget or --rounds (sequences of "
+            f"{length} tokens; about {-(-need // length):,} per setting)",
+            "tokens_per_setting": need,
+        }
+        if short
+        else None
+    )
+    return make_verdict(
+        checks,
+        evidence,
+        alpha=alpha,
+        beta=beta,
+        eps=eps,
+        seed=seed,
+        needed=needed,
+        samples=total,
+        seconds=time.monotonic() - t0,
+        subject=name,
+        lossy_by_design=lossy_by_design,
+    )
 
 
 def batched_vs_incremental_logit_gap(model, prompt: list[int], continuation: list[int]) -> float:
@@ -161,17 +256,25 @@ def batched_vs_incremental_logit_gap(model, prompt: list[int], continuation: lis
     return float((full[len(prompt) - 1 : len(prompt) - 1 + len(continuation)] - inc).abs().max())
 
 
-def greedy_equivalence(generate, target_model, *, prompts, length=16, name="generator", tie_tol=1e-4, reference=None,
-                       call_timeout=None) -> CheckOutcome:
+def greedy_equivalence(
+    generate, target_model, *, prompts, length=16, name="generator", tie_tol=1e-4, reference=None, call_timeout=None
+) -> CheckOutcome:
     """Token-for-token comparison with target-only greedy, tie-aware (see the module docstring)."""
     from ..runners import target_only_generate
 
     lm = CausalLM(target_model)
     divergences, gaps, excused = [], [], 0
     for prompt in prompts:
-        want = reference(prompt, length) if reference else target_only_generate(target_model, list(prompt), length, GREEDY, torch.Generator()).tokens
+        want = (
+            reference(prompt, length)
+            if reference
+            else target_only_generate(target_model, list(prompt), length, GREEDY, torch.Generator()).tokens
+        )
         try:
-            got = [int(t) for t in call_with_timeout(generate, list(prompt), length, 0, GREEDY, timeout=call_timeout, what=name)][:length]
+            got = [
+                int(t)
+                for t in call_with_timeout(generate, list(prompt), length, 0, GREEDY, timeout=call_timeout, what=name)
+            ][:length]
         except UnsupportedSettingError as exc:
             return CheckOutcome(GREEDY_NAME, UNSUPPORTED, "exact", str(exc))
         except ImplementationError as exc:
@@ -190,10 +293,18 @@ def greedy_equivalence(generate, target_model, *, prompts, length=16, name="gene
     gap = max(gaps) if gaps else 0.0
     if divergences:
         p, j, g, w, m = divergences[0]
-        return CheckOutcome(GREEDY_NAME, FAIL, "exact",
-                            f"{len(divergences)} of {len(prompts)} prompts diverge from target-only greedy away from any tie; first at "
-                            f"token {j}: emitted {g}, target argmax {w}, top-2 logit margin {m:.3g} (> tie tolerance {tie_tol:g}; "
-                            f"measured batched-vs-incremental logit gap {gap:.2g})")
+        return CheckOutcome(
+            GREEDY_NAME,
+            FAIL,
+            "exact",
+            f"{len(divergences)} of {len(prompts)} prompts diverge from target-only greedy away from any tie; first at "
+            f"token {j}: emitted {g}, target argmax {w}, top-2 logit margin {m:.3g} (> tie tolerance {tie_tol:g}; "
+            f"measured batched-vs-incremental logit gap {gap:.2g})",
+        )
     note = f"; {excused} divergence(s) at near-ties (margin <= {tie_tol:g})" if excused else ""
-    return CheckOutcome(GREEDY_NAME, PASS, "exact",
-                        f"{len(prompts)} prompts x {length} tokens equal to target-only greedy{note}; batched-vs-incremental logit gap {gap:.2g}")
+    return CheckOutcome(
+        GREEDY_NAME,
+        PASS,
+        "exact",
+        f"{len(prompts)} prompts x {length} tokens equal to target-only greedy{note}; batched-vs-incremental logit gap {gap:.2g}",
+    )

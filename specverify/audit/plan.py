@@ -22,8 +22,7 @@ import dataclasses
 from ..dists import SamplingSettings
 from ..harness import make_context_pair, make_model_pair
 from ..lm.synthetic import make_markov_pair, make_positional_pair
-from ..stats import min_samples_for_tv
-from ..stats import WHITEBOX_CONTEXT_STRATA, WHITEBOX_STRATA_WITH_DRAFTS
+from ..stats import WHITEBOX_CONTEXT_STRATA, WHITEBOX_STRATA_WITH_DRAFTS, min_samples_for_tv
 from ..stats._stream import DEFAULT_BINS, DEFAULT_COMPONENTS
 
 __all__ = ["DEFAULT_SETTINGS", "PARITY_GRID", "TestFamily", "AuditUnit", "AuditPlan", "plan_audit", "KIND_ALPHA"]
@@ -128,7 +127,9 @@ def plan_audit(adapter, cfg) -> AuditPlan:
     settings = tuple(cfg.settings) if cfg.settings else (PARITY_GRID if adapter.logits else DEFAULT_SETTINGS)
     skipped = []
     if adapter.greedy:  # a greedy implementation is audited by the exact greedy check only
-        return AuditPlan((), settings, ("every sampling setting: the implementation decodes greedily (exact check only)",))
+        return AuditPlan(
+            (), settings, ("every sampling setting: the implementation decodes greedily (exact check only)",)
+        )
     keep = []
     for s in settings:
         if s.is_greedy:

@@ -61,7 +61,9 @@ def _evidence_bins(summary: str, o, e) -> list[tuple[int, str]]:
     """(plotted cell, bin number) for the bins the evidence names, matched on their counts."""
     out = []
     for k, obs, exp in _EVIDENCE_BIN.findall(summary or ""):
-        hits = np.nonzero((np.abs(o - float(obs)) < 0.5) & (np.abs(e - float(exp)) <= 0.051 + 1e-9 * abs(float(exp))))[0]
+        hits = np.nonzero((np.abs(o - float(obs)) < 0.5) & (np.abs(e - float(exp)) <= 0.051 + 1e-9 * abs(float(exp))))[
+            0
+        ]
         if len(hits) == 1:
             out.append((int(hits[0]), k))
     return out
@@ -85,7 +87,12 @@ def _plots(v) -> list[tuple[str, str]]:
         wb = d.get("worst_stratum_bins") or {}
         h = np.asarray(d.get("pit_hist", []))
         acc = d.get("acceptance") or {}
-        panels = [bool(wb.get("observed")), bool(h.size), bool(acc.get("accepted_hist")), bool(acc.get("per_position_alpha"))]
+        panels = [
+            bool(wb.get("observed")),
+            bool(h.size),
+            bool(acc.get("accepted_hist")),
+            bool(acc.get("per_position_alpha")),
+        ]
         if not any(panels):
             continue
         fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
@@ -101,18 +108,36 @@ def _plots(v) -> list[tuple[str, str]]:
                 axes[0].set_xlabel("mass bin k (1 = the target's most probable tokens), as in the evidence", fontsize=7)
             else:
                 axes[0].set_xticks([])
-                axes[0].set_xlabel("cells in the test's order (small bins pooled); bins the evidence names are marked", fontsize=7)
+                axes[0].set_xlabel(
+                    "cells in the test's order (small bins pooled); bins the evidence names are marked", fontsize=7
+                )
                 for j, label in _evidence_bins(c.summary, o, e):
-                    axes[0].annotate(f"bin {label}", (x[j] + 0.2, o[j]), xytext=(0, 3), textcoords="offset points", ha="center",
-                                     fontsize=7, color="#b00")
-            axes[0].set_title(f"{d.get('worst_stratum')}: sorted-mass bins (stratum with the smallest p-value)", fontsize=8)
+                    axes[0].annotate(
+                        f"bin {label}",
+                        (x[j] + 0.2, o[j]),
+                        xytext=(0, 3),
+                        textcoords="offset points",
+                        ha="center",
+                        fontsize=7,
+                        color="#b00",
+                    )
+            axes[0].set_title(
+                f"{d.get('worst_stratum')}: sorted-mass bins (stratum with the smallest p-value)", fontsize=8
+            )
             axes[0].set_ylabel("tokens", fontsize=7)
             axes[0].set_ylim(0, max(o.max(), e.max()) * 1.3)  # room for the legend and the bin marks
             axes[0].legend(fontsize=7)
         else:
             axes[0].axis("off")
-            axes[0].text(0.5, 0.5, "no bin counts for the worst stratum:\nit failed exactly (see the evidence),\ne.g. a token of target probability 0",
-                         ha="center", va="center", fontsize=8, transform=axes[0].transAxes)
+            axes[0].text(
+                0.5,
+                0.5,
+                "no bin counts for the worst stratum:\nit failed exactly (see the evidence),\ne.g. a token of target probability 0",
+                ha="center",
+                va="center",
+                fontsize=8,
+                transform=axes[0].transAxes,
+            )
         if h.size:
             axes[1].bar(np.arange(len(h)) / len(h), h, 1 / len(h), align="edge", color="#4477aa", label="observed")
             axes[1].axhline(h.sum() / len(h), color="k", lw=1, label="expected (flat)")
@@ -126,8 +151,13 @@ def _plots(v) -> list[tuple[str, str]]:
             k = np.arange(len(ah))
             axes[2].bar(k - 0.2, ah / ah.sum(), 0.4, label=f"observed ({int(ah.sum()):,} rounds)", color="#4477aa")
             if acc.get("predicted_accepted_law_full_rule"):
-                axes[2].bar(k + 0.2, acc["predicted_accepted_law_full_rule"], 0.4, label="predicted: truncated geometric (full rule)",
-                            color="#bbbbbb")
+                axes[2].bar(
+                    k + 0.2,
+                    acc["predicted_accepted_law_full_rule"],
+                    0.4,
+                    label="predicted: truncated geometric (full rule)",
+                    color="#bbbbbb",
+                )
             top = max((ah / ah.sum()).max(), max(acc.get("predicted_accepted_law_full_rule") or [0]))
             axes[2].set_ylim(0, top * 1.35)  # room for the legend
             axes[2].set_title("accepted drafts per round", fontsize=8)
@@ -140,15 +170,21 @@ def _plots(v) -> list[tuple[str, str]]:
             gamma = len(acc["per_position_alpha"])
             a = np.linspace(0.05, 0.99, 60)
             for g in sorted({2, gamma, 8}):
-                axes[3].plot(a, [float(expected_speedup(x, g, COST_RATIO)) for x in a], lw=2 if g == gamma else 0.8,
-                             label=f"model, gamma={g}" + (" (this audit)" if g == gamma else ""))
+                axes[3].plot(
+                    a,
+                    [float(expected_speedup(x, g, COST_RATIO)) for x in a],
+                    lw=2 if g == gamma else 0.8,
+                    label=f"model, gamma={g}" + (" (this audit)" if g == gamma else ""),
+                )
             alpha_pq = float(np.mean(acc["per_position_alpha"]))  # computed from p and q, not measured
             obs_tokens = acc["mean_accepted"] + 1
             pred = acc.get("predicted_mean_accepted_full_rule")
             pred_tokens = pred + 1 if pred is not None else float(expected_tokens_per_round(alpha_pq, gamma))
             cost = gamma * COST_RATIO + 1
             axes[3].plot([alpha_pq], [obs_tokens / cost], "ko", label=f"observed tokens/round {obs_tokens:.2f}")
-            axes[3].plot([alpha_pq], [pred_tokens / cost], "rx", label=f"predicted tokens/round {pred_tokens:.2f} (product form)")
+            axes[3].plot(
+                [alpha_pq], [pred_tokens / cost], "rx", label=f"predicted tokens/round {pred_tokens:.2f} (product form)"
+            )
             axes[3].set_xlabel("alpha = sum min(p, q), computed from p and q", fontsize=7)
             axes[3].set_ylabel(f"model speedup at c = {COST_RATIO:g}", fontsize=7)
             axes[3].set_title("tokens per round as speedup (Fig. 3 model; c assumed)", fontsize=8)
@@ -180,13 +216,20 @@ def render_html(v) -> str:
     plots = _plots(v)
     imgs = "".join(f"<h4>{esc(n)}</h4><img alt='plots for {esc(n)}' src='data:image/png;base64,{b}'>" for n, b in plots)
     if not imgs:
-        imgs = "<p>No plots: " + ("matplotlib is not installed.</p>" if not _has_matplotlib() else "no check recorded plot data.</p>")
+        imgs = "<p>No plots: " + (
+            "matplotlib is not installed.</p>" if not _has_matplotlib() else "no check recorded plot data.</p>"
+        )
     evidence = "".join(f"<li>{esc(e)}</li>" for e in _evidence_items(v)) or "<li>none</li>"
-    facts = [("status", v.status), ("false-fail rate alpha", f"{v.alpha:g}"), ("false-pass rate beta", f"{v.beta:g}"),
-             ("eps requested", "" if v.eps_requested is None else f"{v.eps_requested:g}"),
-             ("eps reached (TV these samples detect)", "" if v.eps is None else f"{v.eps:.4g}"),
-             ("samples", f"{v.samples:,}"),
-             ("seconds", f"{v.seconds:.1f}"), ("seed", str(v.seed))]
+    facts = [
+        ("status", v.status),
+        ("false-fail rate alpha", f"{v.alpha:g}"),
+        ("false-pass rate beta", f"{v.beta:g}"),
+        ("eps requested", "" if v.eps_requested is None else f"{v.eps_requested:g}"),
+        ("eps reached (TV these samples detect)", "" if v.eps is None else f"{v.eps:.4g}"),
+        ("samples", f"{v.samples:,}"),
+        ("seconds", f"{v.seconds:.1f}"),
+        ("seed", str(v.seed)),
+    ]
     if v.status == "FAIL":  # a FAIL rests on its evidence, not on an eps
         facts = [f for f in facts if not f[0].startswith("eps reached")]
     facts_html = "".join(f"<tr><th>{esc(k)}</th><td>{esc(x)}</td></tr>" for k, x in facts)
@@ -208,13 +251,13 @@ pre{{background:#f6f6f6;padding:1em;overflow:auto;max-height:30em}}img{{max-widt
 <h1>specverify audit: {esc(v.subject)}</h1>
 <h2 class="headline {esc(v.status)}">{esc(v.headline())}</h2>
 <table class="facts">{facts_html}</table>
-<p>Exit code {'0' if v.status == 'PASS' else '1' if v.status == 'FAIL' else '3'}. What PASS, FAIL and INCONCLUSIVE promise: docs/verdict.md.</p>
+<p>Exit code {"0" if v.status == "PASS" else "1" if v.status == "FAIL" else "3"}. What PASS, FAIL and INCONCLUSIVE promise: docs/verdict.md.</p>
 <h3>Checks</h3>
 <table><tr><th>check</th><th>kind</th><th>status</th><th>n</th><th>detects TV &ge;</th><th>summary</th></tr>{rows}</table>
 <h3>Evidence</h3><ul>{evidence}</ul>
 <h3>Plots</h3>{imgs}
 <h3>Verdict JSON</h3>
-<details><summary>show the verdict as JSON{' (truncated; --json writes all of it)' if cut else ''}</summary><pre>{esc(blob)}</pre></details>
+<details><summary>show the verdict as JSON{" (truncated; --json writes all of it)" if cut else ""}</summary><pre>{esc(blob)}</pre></details>
 </body></html>
 """
 

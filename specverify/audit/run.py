@@ -17,7 +17,6 @@ import math
 import time
 from pathlib import Path
 
-
 from ..errors import ImplementationError, SpecVerifyError
 from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, Verdict
 from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
@@ -63,11 +62,25 @@ def audit(adapter, config: AuditConfig | None = None, **overrides) -> Verdict:
     checks, evidence = _collect_all(adapter, cfg, plan, pairs, samples, fp, deadline=t0 + cfg.budget_s)
     checks += _exact(adapter, cfg, plan, pairs)
     checks += [CheckOutcome(f"plan: {why.split(':')[0]}", SKIPPED, "exact", why) for why in plan.skipped]
-    evidence += [f"{c.name}: {c.summary}" if not c.summary.startswith(c.name) else c.summary
-                 for c in checks if c.status == FAIL and c.kind == "exact"]
+    evidence += [
+        f"{c.name}: {c.summary}" if not c.summary.startswith(c.name) else c.summary
+        for c in checks
+        if c.status == FAIL and c.kind == "exact"
+    ]
     needed = _needed(plan, samples, cfg, time.monotonic() - t0)
-    v = make_verdict(checks, _first_by_holm(checks, evidence), alpha=cfg.alpha, beta=cfg.beta, eps=cfg.eps, seed=cfg.seed, needed=needed, samples=sum(len(s.gen.tokens) for s in samples.values()),
-                     seconds=time.monotonic() - t0, subject=adapter.name, lossy_by_design=getattr(adapter, "lossy_by_design", False))
+    v = make_verdict(
+        checks,
+        _first_by_holm(checks, evidence),
+        alpha=cfg.alpha,
+        beta=cfg.beta,
+        eps=cfg.eps,
+        seed=cfg.seed,
+        needed=needed,
+        samples=sum(len(s.gen.tokens) for s in samples.values()),
+        seconds=time.monotonic() - t0,
+        subject=adapter.name,
+        lossy_by_design=getattr(adapter, "lossy_by_design", False),
+    )
     if cfg.checkpoint and Path(cfg.checkpoint).exists() and v.status != INCONCLUSIVE:
         Path(cfg.checkpoint).unlink()
     return v
@@ -77,7 +90,9 @@ def _resume(cfg, fp) -> dict[int, UnitSample]:
     if not cfg.resume:
         return {}
     if not cfg.checkpoint:
-        raise SpecVerifyError("resume=True needs a checkpoint file; pass --checkpoint FILE (the one the interrupted audit wrote)")
+        raise SpecVerifyError(
+            "resume=True needs a checkpoint file; pass --checkpoint FILE (the one the interrupted audit wrote)"
+        )
     return load_checkpoint(cfg.checkpoint, fp) if Path(cfg.checkpoint).exists() else {}
 
 
@@ -96,8 +111,16 @@ def _collect_all(adapter, cfg, plan: AuditPlan, pairs, samples, fp, *, deadline)
         for unit in plan.units:
             s = samples.setdefault(unit.index, UnitSample())
             task = prog.add_task(unit.label, total=plan.need(unit)) if prog else None
-            collect_unit(unit, pairs[unit.index], cfg, plan.need(unit), s, pool, deadline=deadline,
-                         on_batch=lambda smp, u=unit, t=task: on_batch(smp, u, t))
+            collect_unit(
+                unit,
+                pairs[unit.index],
+                cfg,
+                plan.need(unit),
+                s,
+                pool,
+                deadline=deadline,
+                on_batch=lambda smp, u=unit, t=task: on_batch(smp, u, t),
+            )
             if cfg.checkpoint:
                 save_checkpoint(cfg.checkpoint, fp, samples)
             c = conclude_unit(adapter, unit, pairs[unit.index], s, cfg)
@@ -119,9 +142,16 @@ def _exact(adapter, cfg, plan, pairs) -> list[CheckOutcome]:
         mean_tv, max_tv = dev(pairs[u0.index], u0.settings)
         lossy = getattr(adapter, "lossy_by_design", False)
         label = "lossy by design" if lossy else ("exact by construction" if mean_tv < 1e-12 else "inexact")
-        out.append(CheckOutcome("deviation of the rule, computed exactly", PASS if mean_tv < 1e-12 else FAIL, "exact",
-                                f"{label}: TV between the first emitted token's law and the target's, computed by enumeration: "
-                                f"mean {mean_tv:.4g}, max {max_tv:.4g} over contexts", lossy_by_design=lossy))
+        out.append(
+            CheckOutcome(
+                "deviation of the rule, computed exactly",
+                PASS if mean_tv < 1e-12 else FAIL,
+                "exact",
+                f"{label}: TV between the first emitted token's law and the target's, computed by enumeration: "
+                f"mean {mean_tv:.4g}, max {max_tv:.4g} over contexts",
+                lossy_by_design=lossy,
+            )
+        )
     if cfg.exact_checks:
         for fn in EXACT_CHECKS:
             try:
@@ -135,7 +165,10 @@ def _exact(adapter, cfg, plan, pairs) -> list[CheckOutcome]:
 
 def _first_by_holm(checks, evidence) -> list[str]:
     """Evidence ordered so that the headline names the failing check with the smallest adjusted p."""
-    stat = sorted([c for c in checks if c.status == FAIL and c.kind == "statistical"], key=lambda c: c.pvalue if c.pvalue is not None else 0.0)
+    stat = sorted(
+        [c for c in checks if c.status == FAIL and c.kind == "statistical"],
+        key=lambda c: c.pvalue if c.pvalue is not None else 0.0,
+    )
     exact = [e for e in evidence if not any(e == c.summary for c in stat)]
     return [c.summary for c in stat] + exact
 
@@ -154,17 +187,26 @@ def _needed(plan, samples, cfg, elapsed: float) -> dict | None:
         need = plan.need(u)
         want = math.ceil(s.units * need / have) if have else None
         if want is None or want > s.units or (cfg.rounds and want > cfg.rounds):
-            rows.append({"unit": u.label, "collected": s.units, "needed": want, "smallest_stratum_tokens": have,
-                         "tokens_per_stratum_needed": need})
+            rows.append(
+                {
+                    "unit": u.label,
+                    "collected": s.units,
+                    "needed": want,
+                    "smallest_stratum_tokens": have,
+                    "tokens_per_stratum_needed": need,
+                }
+            )
             extra_units += (want or 0) - s.units
     if not rows:
         return None
     rate = spent_units / elapsed if elapsed > 0 else 0.0
     est = elapsed + (extra_units / rate if rate else math.inf)
     per = max((r["needed"] or 0) for r in rows)
-    sentence = (f"{len(rows)} unit(s) short of the plan; about {per:,} rounds (or sequences) per unit would reach eps "
-                f"{cfg.eps:g}: run with --rounds {per} and a --budget of at least {math.ceil(est)} s (estimated from the "
-                f"measured {rate:,.0f} per second; --workers N divides it), or accept a larger --eps")
+    sentence = (
+        f"{len(rows)} unit(s) short of the plan; about {per:,} rounds (or sequences) per unit would reach eps "
+        f"{cfg.eps:g}: run with --rounds {per} and a --budget of at least {math.ceil(est)} s (estimated from the "
+        f"measured {rate:,.0f} per second; --workers N divides it), or accept a larger --eps"
+    )
     return {"statement": sentence, "units": rows, "rounds_per_unit": per, "estimated_seconds": round(est, 1)}
 
 
@@ -173,7 +215,11 @@ def _progress(cfg):
         return None
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    p = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} tokens"), TimeElapsedColumn())
+    p = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} tokens"),
+        TimeElapsedColumn(),
+    )
     p.start()
     return p
-

@@ -22,7 +22,9 @@ __all__ = ["hf_generator", "hf_kwargs"]
 
 def hf_kwargs(s: SamplingSettings) -> dict:
     if s.presence_penalty or s.frequency_penalty:
-        raise InvalidSettingsError("transformers has no presence/frequency penalty; audit those with specverify's runner")
+        raise InvalidSettingsError(
+            "transformers has no presence/frequency penalty; audit those with specverify's runner"
+        )
     if s.is_greedy:
         kw = dict(do_sample=False)
     else:
@@ -44,20 +46,35 @@ def hf_generator(target, *, mode: str = "assisted", assistant=None, gamma: int =
         torch.manual_seed(seed)
         kw = hf_kwargs(settings)
         if mode == "assisted":
-            kw.update(assistant_model=assistant, num_assistant_tokens=gamma, num_assistant_tokens_schedule="constant",
-                      assistant_confidence_threshold=0.0)
+            kw.update(
+                assistant_model=assistant,
+                num_assistant_tokens=gamma,
+                num_assistant_tokens_schedule="constant",
+                assistant_confidence_threshold=0.0,
+            )
         elif mode == "prompt_lookup":
             kw.update(prompt_lookup_num_tokens=gamma)
         elif mode == "early_exit":
-            kw.update(assistant_early_exit=exit_layer, num_assistant_tokens=gamma, num_assistant_tokens_schedule="constant",
-                      assistant_confidence_threshold=0.0)
+            kw.update(
+                assistant_early_exit=exit_layer,
+                num_assistant_tokens=gamma,
+                num_assistant_tokens_schedule="constant",
+                assistant_confidence_threshold=0.0,
+            )
         elif mode != "target_only":
             raise ValueError(f"unknown mode {mode!r}")
         x = torch.tensor([list(prompt)], device=device)
         with torch.no_grad():
-            out = target.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens,
-                                  pad_token_id=0, eos_token_id=None, **kw)
-        return out[0, len(prompt):].tolist()
+            out = target.generate(
+                x,
+                attention_mask=torch.ones_like(x),
+                max_new_tokens=max_new_tokens,
+                min_new_tokens=max_new_tokens,
+                pad_token_id=0,
+                eos_token_id=None,
+                **kw,
+            )
+        return out[0, len(prompt) :].tolist()
 
     generate.__name__ = f"transformers-{mode}"
     return generate

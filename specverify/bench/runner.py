@@ -26,19 +26,28 @@ def main(*, tokens: int = 64, prompts: int = 4, printer=print):
     from ..runners import speculative_generate, target_only_generate
 
     torch.set_num_threads(1)
-    target = layered_target("llama", vocab=512, hidden=128, layers=8, heads=4, seed=0, lm_head_scale=6.0, damp=0.05, keep=2)
+    target = layered_target(
+        "llama", vocab=512, hidden=128, layers=8, heads=4, seed=0, lm_head_scale=6.0, damp=0.05, keep=2
+    )
     draft = early_exit_copy(target, layers=2)
     rng = np.random.default_rng(0)
     ps = [rng.integers(0, 512, 16).tolist() for _ in range(prompts)]
     table = Table(title=f"specverify bench runner: {tokens} new tokens x {prompts} prompts, CPU, 1 thread")
     for col in ("mode", "form", "tokens/s", "x target-only (ours)"):
         table.add_column(col, justify="right")
-    for label, s in [("sample T=0.8", SamplingSettings(temperature=0.8)), ("greedy", SamplingSettings(temperature=0.0))]:
+    for label, s in [
+        ("sample T=0.8", SamplingSettings(temperature=0.8)),
+        ("greedy", SamplingSettings(temperature=0.0)),
+    ]:
         forms = {
             "target-only (specverify)": lambda p, g: target_only_generate(target, p, tokens, s, g).tokens,
-            "speculative (specverify)": lambda p, g: speculative_generate(target, draft, p, tokens, s, g, gamma=4).tokens,
+            "speculative (specverify)": lambda p, g: (
+                speculative_generate(target, draft, p, tokens, s, g, gamma=4).tokens
+            ),
             "target-only (transformers)": lambda p, g, f=hf_generator(target, mode="target_only"): f(p, tokens, 0, s),
-            "assisted (transformers)": lambda p, g, f=hf_generator(target, mode="assisted", assistant=draft, gamma=4): f(p, tokens, 0, s),
+            "assisted (transformers)": lambda p, g, f=hf_generator(target, mode="assisted", assistant=draft, gamma=4): (
+                f(p, tokens, 0, s)
+            ),
         }
         rates = {}
         for name, fn in forms.items():

@@ -158,5 +158,13 @@ def print_table(rows, printer=print):
     for col in ("V", "gamma", "B", "form", "rounds/s", "x literal loop", "x bandwidth bound"):
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(str(r.vocab), str(r.gamma), str(r.batch), r.form, f"{r.rounds_per_s:,.0f}", f"{r.vs_literal:,.1f}", f"{r.vs_bound:,.2f}")
+        table.add_row(
+            str(r.vocab),
+            str(r.gamma),
+            str(r.batch),
+            r.form,
+            f"{r.rounds_per_s:,.0f}",
+            f"{r.vs_literal:,.1f}",
+            f"{r.vs_bound:,.2f}",
+        )
     Console().print(table)

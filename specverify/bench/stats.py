@@ -49,9 +49,17 @@ def _detect_default(law, g, seed, pair=None, settings=None, cls=None, gamma=4):
     if cls is not None and getattr(cls, "rule", None) == "full" and cls.harness == "kernel":
         from ..stats import holm, whitebox_round_tests
 
-        wb = whitebox_round_tests(g.tokens, g.position, g.sequence, g.num_accepted, pair.target_table(settings)[: gamma + 1],
-                                  pair.draft_table(settings)[:gamma], drafts=g.drafts,
-                                  drafts_from_implementation=g.drafts_from_implementation, rng=np.random.default_rng([seed, 3]))
+        wb = whitebox_round_tests(
+            g.tokens,
+            g.position,
+            g.sequence,
+            g.num_accepted,
+            pair.target_table(settings)[: gamma + 1],
+            pair.draft_table(settings)[:gamma],
+            drafts=g.drafts,
+            drafts_from_implementation=g.drafts_from_implementation,
+            rng=np.random.default_rng([seed, 3]),
+        )
         pvals += [w.result.pvalue for w in wb]
     from ..stats import holm
 
@@ -60,7 +68,8 @@ def _detect_default(law, g, seed, pair=None, settings=None, cls=None, gamma=4):
 
 def samples_to_detect(cls, *, vocab=4096, gamma=4, cap=256_000, seed=0):
     pair = (make_markov_pair if cls.harness == "sequence" else make_positional_pair)(
-        vocab, **({} if cls.harness == "sequence" else {"gamma": gamma}), alpha=0.7, seed=seed)
+        vocab, **({} if cls.harness == "sequence" else {"gamma": gamma}), alpha=0.7, seed=seed
+    )
     settings = cls.needs
     law = StreamLaw(pair.target_table(settings))
     rng = np.random.default_rng(seed)
@@ -88,9 +97,18 @@ def main(vocab=4096, quick=False, seeds=None, printer=print):
 
     cap = 32_000 if quick else 256_000
     seeds = seeds or (1 if quick else 5)
-    table = Table(title=f"specverify bench stats: rounds (sequences) to detect each bug, V={vocab}, false-fail <= 1e-6, "
-                        f"median over {seeds} seed(s)")
-    for col in ("bug", "harness", "(a) vLLM per-position chi2", "(b) specverify default", "(a)/(b)", "worst seed (a)/(b)"):
+    table = Table(
+        title=f"specverify bench stats: rounds (sequences) to detect each bug, V={vocab}, false-fail <= 1e-6, "
+        f"median over {seeds} seed(s)"
+    )
+    for col in (
+        "bug",
+        "harness",
+        "(a) vLLM per-position chi2",
+        "(b) specverify default",
+        "(a)/(b)",
+        "worst seed (a)/(b)",
+    ):
         table.add_column(col, justify="right")
     worst = math.inf
     t0 = time.perf_counter()
@@ -114,8 +132,14 @@ def main(vocab=4096, quick=False, seeds=None, printer=print):
             return f"> {cap:,}" if x > cap else f"{x:,.0f}"
 
         bound = "> " if a > cap else ""
-        table.add_row(cls.name, cls.harness, show(a), show(b), "n/a" if b > cap else f"{bound}{ratio:.1f}",
-                      "n/a" if b > cap else f"{per_seed:.1f}")
+        table.add_row(
+            cls.name,
+            cls.harness,
+            show(a),
+            show(b),
+            "n/a" if b > cap else f"{bound}{ratio:.1f}",
+            "n/a" if b > cap else f"{per_seed:.1f}",
+        )
         printer(f"  {cls.name}: (a) {a_all} (b) {b_all}")
     Console(width=max(Console().width, 130)).print(table)
     printer(f"smallest median ratio (a)/(b): {worst:.1f}  (target >= 2); {time.perf_counter() - t0:.0f} s")

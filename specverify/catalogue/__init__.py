@@ -1,7 +1,7 @@
 """The bug catalogue: known classes of speculative-decoding bugs, and exact decoys.
 
-    from specverify.catalogue import BUGS, DECOYS, ChainSampler
-    from specverify.harness import run_sampler   # drives any of them on a table pair
+from specverify.catalogue import BUGS, DECOYS, ChainSampler
+from specverify.harness import run_sampler   # drives any of them on a table pair
 """
 
 from ._engine import ChainSampler, Uniforms

@@ -118,7 +118,9 @@ class ChainSampler:
         return False
 
     # -- the round -------------------------------------------------------------------------
-    def round(self, pair: TablePair, ctx: np.ndarray, gamma: int, rng: np.random.Generator, settings=None) -> RoundOutput:
+    def round(
+        self, pair: TablePair, ctx: np.ndarray, gamma: int, rng: np.random.Generator, settings=None
+    ) -> RoundOutput:
         b, g = len(ctx), gamma
         U = self.uniforms(rng, b, g)
         ar = np.arange(b)

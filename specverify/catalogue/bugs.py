@@ -202,7 +202,12 @@ class ContinueAfterRejection(ChainSampler):
     drafts (conditioned on the rejected token) keep being verified. Shows only when the target
     depends on the prefix."""
 
-    name, exact, reference, harness = "continue_after_rejection", False, "structural mutant (statistics.md 7g)", "sequence"
+    name, exact, reference, harness = (
+        "continue_after_rejection",
+        False,
+        "structural mutant (statistics.md 7g)",
+        "sequence",
+    )
 
     def continue_after_rejection(self):
         return True
@@ -282,7 +287,12 @@ class TemperatureTwice(ChainSampler):
     """Temperature applied twice to the target (once by the sampler, once in the verifier), so the
     verified law is sharper than the request's. A common class (lattice#388 forgot it instead)."""
 
-    name, exact, reference, needs = "temperature_twice", False, "ohdearquant/lattice#388 (inverse)", SamplingSettings(temperature=0.7)
+    name, exact, reference, needs = (
+        "temperature_twice",
+        False,
+        "ohdearquant/lattice#388 (inverse)",
+        SamplingSettings(temperature=0.7),
+    )
 
     def target_rows(self, pair, ridx, settings, *, bonus):
         t = settings.temperature if settings else 1.0
@@ -399,7 +409,7 @@ class OneHotRule(ChainSampler):
     """Decoy: the one-hot rule (accept x with probability p(x), else sample p without x). Exact for
     any proposal; lower acceptance."""
 
-    rule = 'one_hot'  # white-box strata assume the full rule with the pair's draft rows
+    rule = "one_hot"  # white-box strata assume the full rule with the pair's draft rows
     name, exact = "decoy_one_hot", True
 
     def accept(self, px, qx, U, ctx):
@@ -414,7 +424,7 @@ class OneHotRule(ChainSampler):
 class SampleAndMatch(ChainSampler):
     """Decoy: the target samples every position; drafts are kept while equal (llama.cpp, MLX)."""
 
-    rule = 'sample_and_match'  # white-box strata assume the full rule with the pair's draft rows
+    rule = "sample_and_match"  # white-box strata assume the full rule with the pair's draft rows
     name, exact = "decoy_sample_and_match", True
 
     def accept(self, px, qx, U, ctx):
@@ -497,14 +507,41 @@ class BonusDropped(ChainSampler):
 
 
 BUGS = [
-    ResidualSoftmax, AlwaysAccept, ArgmaxDraftSoftQ, RawQReported, TargetDefaultParams,
-    ReuseAcceptUniform, SharedNoise, UniformZero, MinPBonusOnly, TopKTopPOrder, InclusiveCompare,
-    Bf16Draft, OrAccept, BonusFromPreviousRow, ContinueAfterRejection, ReplacementFromP,
-    ReplacementFromQ, NoKVRollback, ResidualNotNormalised, OffByOneTargetRow,
-    SameUniformAllPositions, TemperatureTwice, DraftSettingsNotForwarded, RejectOneLate,
-    ResidualWrongSign, DedupGreedyRatio,
+    ResidualSoftmax,
+    AlwaysAccept,
+    ArgmaxDraftSoftQ,
+    RawQReported,
+    TargetDefaultParams,
+    ReuseAcceptUniform,
+    SharedNoise,
+    UniformZero,
+    MinPBonusOnly,
+    TopKTopPOrder,
+    InclusiveCompare,
+    Bf16Draft,
+    OrAccept,
+    BonusFromPreviousRow,
+    ContinueAfterRejection,
+    ReplacementFromP,
+    ReplacementFromQ,
+    NoKVRollback,
+    ResidualNotNormalised,
+    OffByOneTargetRow,
+    SameUniformAllPositions,
+    TemperatureTwice,
+    DraftSettingsNotForwarded,
+    RejectOneLate,
+    ResidualWrongSign,
+    DedupGreedyRatio,
 ]
 DECOYS = [
-    ChainSampler, MultiplyInsteadOfDivide, GumbelResidual, OneHotRule, SampleAndMatch,
-    ArgmaxDraftOneHot, DraftOtherTemperatureHonest, TorchKernel, BonusDropped,
+    ChainSampler,
+    MultiplyInsteadOfDivide,
+    GumbelResidual,
+    OneHotRule,
+    SampleAndMatch,
+    ArgmaxDraftOneHot,
+    DraftOtherTemperatureHonest,
+    TorchKernel,
+    BonusDropped,
 ]

@@ -70,4 +70,3 @@ def first_token_deviation(pairing: Pairing, p, q, k: int) -> float:
         for (kind, val), w in node_outcome_law(p, q, cands, pairing.rule).items():
             law[cands[val] if kind == "accept" else val] += cw * w
     return float(0.5 * np.abs(law - np.asarray(p)).sum())
-

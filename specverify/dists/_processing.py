@@ -125,6 +125,4 @@ def probs_from_logits(
     """softmax(process_logits(...)): the distribution actually sampled from under ``settings``."""
     if settings is None:
         return softmax(validate_logits(logits))
-    return softmax(
-        process_logits(logits, settings, seen_counts=seen_counts, output_counts=output_counts)
-    )
+    return softmax(process_logits(logits, settings, seen_counts=seen_counts, output_counts=output_counts))

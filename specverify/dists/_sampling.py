@@ -165,9 +165,7 @@ def gumbel_max_sample(logits: np.ndarray, gumbels: np.ndarray) -> np.ndarray:
     return np.argmax(np.asarray(logits, dtype=np.float64) + gumbels, axis=-1).astype(np.int64)
 
 
-def sample_tokens(
-    p: np.ndarray, rng: np.random.Generator, *, method: str = "inverse_cdf"
-) -> np.ndarray:
+def sample_tokens(p: np.ndarray, rng: np.random.Generator, *, method: str = "inverse_cdf") -> np.ndarray:
     """Draw one token per row of ``p`` [..., V] from ``rng`` by ``method`` ('inverse_cdf' or 'race')."""
     p = np.asarray(p, dtype=np.float64)
     if method == "inverse_cdf":

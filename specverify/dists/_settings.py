@@ -62,11 +62,7 @@ class SamplingSettings:
     @property
     def uses_history(self) -> bool:
         """Whether the processed distribution depends on previously seen tokens (penalties)."""
-        return (
-            self.repetition_penalty != 1.0
-            or self.presence_penalty != 0.0
-            or self.frequency_penalty != 0.0
-        )
+        return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
     def short(self) -> str:
         """Compact label listing only the non-default settings, for reports."""

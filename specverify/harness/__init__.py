@@ -15,5 +15,20 @@ from ._sequences import MODES, SequenceView, run_generator, run_round_step
 from ._tables import run_sampler
 from ._watchdog import call_with_timeout, run_guarded
 
-__all__ = ["Generation", "RoundOutput", "concat_generations", "ContextPair", "PAIR_KINDS", "make_context_pair", "ModelPair", "make_model_pair", "SequenceView",
-           "MODES", "run_round_step", "run_generator", "run_sampler", "call_with_timeout", "run_guarded"]
+__all__ = [
+    "Generation",
+    "RoundOutput",
+    "concat_generations",
+    "ContextPair",
+    "PAIR_KINDS",
+    "make_context_pair",
+    "ModelPair",
+    "make_model_pair",
+    "SequenceView",
+    "MODES",
+    "run_round_step",
+    "run_generator",
+    "run_sampler",
+    "call_with_timeout",
+    "run_guarded",
+]

@@ -78,7 +78,7 @@ class ContextPair(TablePair):
 
     def row_of(self, prefix) -> int:
         """Row of the law of the token that follows ``prefix`` (a sequence of ids)."""
-        key = (len(prefix), tuple(prefix[-self.order:]) if self.order else ())
+        key = (len(prefix), tuple(prefix[-self.order :]) if self.order else ())
         row = self._rows.get(key)
         if row is None:
             if len(self._rows) > 1_000_000:
@@ -120,7 +120,9 @@ class ContextPair(TablePair):
         depend on the history (a repetition penalty) are computed from ``prefix``."""
         if settings is not None and settings.uses_history:
             seen = token_counts(prefix, self.vocab_size)
-            return probs_from_logits(self.law_logits(prefix, draft=draft), settings, seen_counts=seen, output_counts=seen)
+            return probs_from_logits(
+                self.law_logits(prefix, draft=draft), settings, seen_counts=seen, output_counts=seen
+            )
         table = self.draft_table(settings) if draft else self.target_table(settings)
         return table[self.row_of(prefix)]
 
@@ -170,8 +172,16 @@ def _greedy_rows(rng, target, draft):
             draft[r, order[0]] = draft[r].max() + 0.1
 
 
-def make_context_pair(vocab: int, kind: str = "high", *, order: int = 2, positional: bool = True, rows: int | None = None,
-                      seed: int = 0, settings: SamplingSettings | None = None) -> ContextPair:
+def make_context_pair(
+    vocab: int,
+    kind: str = "high",
+    *,
+    order: int = 2,
+    positional: bool = True,
+    rows: int | None = None,
+    seed: int = 0,
+    settings: SamplingSettings | None = None,
+) -> ContextPair:
     """A seeded :class:`ContextPair` of one of ``PAIR_KINDS`` (see the module docstring)."""
     if kind not in PAIR_KINDS:
         raise ValueError(f"kind={kind!r} is not a pair kind; use one of {PAIR_KINDS}")

@@ -68,6 +68,7 @@ def concat_generations(parts: list[Generation]) -> Generation:
             law_off += len(g.law)
     if laws and len(laws) != len(parts):
         raise ValueError("cannot concatenate generations with and without per-token laws")
+
     def cat(field):
         arrs = [getattr(g, field) for g in parts]
         return np.concatenate(arrs) if all(a is not None for a in arrs) else None
@@ -77,6 +78,16 @@ def concat_generations(parts: list[Generation]) -> Generation:
         offsets = np.cumsum([0] + [len(g.num_accepted) for g in parts[:-1]])
         round_ids = np.concatenate([g.round_id + o for g, o in zip(parts, offsets)])
 
-    return Generation(np.concatenate(toks), np.concatenate(rows), np.concatenate(pos), np.concatenate(seqs),
-                      np.concatenate([g.num_accepted for g in parts]), sum(g.rounds for g in parts), cat("drafts"),
-                      parts[0].drafts_from_implementation, np.concatenate(laws) if laws else None, cat("draft_rows"), round_ids)
+    return Generation(
+        np.concatenate(toks),
+        np.concatenate(rows),
+        np.concatenate(pos),
+        np.concatenate(seqs),
+        np.concatenate([g.num_accepted for g in parts]),
+        sum(g.rounds for g in parts),
+        cat("drafts"),
+        parts[0].drafts_from_implementation,
+        np.concatenate(laws) if laws else None,
+        cat("draft_rows"),
+        round_ids,
+    )

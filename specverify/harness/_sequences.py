@@ -100,8 +100,10 @@ class SequenceView:
 
     def _probs_only(self, prefix, *, draft):
         if self.mode == "logits":
-            raise MalformedOutputError("this audit runs with --logits: read target_logits / draft_logits and apply "
-                                       "model.settings yourself (probabilities are not handed over in this mode)")
+            raise MalformedOutputError(
+                "this audit runs with --logits: read target_logits / draft_logits and apply "
+                "model.settings yourself (probabilities are not handed over in this mode)"
+            )
         return self._row(list(prefix), draft=draft)
 
 
@@ -126,7 +128,7 @@ class _Recorder:
         # The round's drafts: what the last verification pass held beyond the true prefix (a step
         # may re-send context tokens as part of the proposal, e.g. at a KV block boundary).
         asked = self.view.asked
-        d = asked[len(base):][:gamma] if asked[: len(base)] == base else []
+        d = asked[len(base) :][:gamma] if asked[: len(base)] == base else []
         pad = [-1] * (gamma - len(d))
         self.drafts.append(d + pad)
         self.draft_rows.append([self.view.pair.row_of(base + d[:j]) for j in range(len(d))] + pad)
@@ -148,8 +150,19 @@ class _Recorder:
         law = np.stack(self.laws) if self.per_token_law and self.laws else None
         drafts = np.asarray(self.drafts, dtype=np.int64).reshape(len(self.drafts), -1) if self.drafts else None
         draft_rows = np.asarray(self.draft_rows, dtype=np.int64).reshape(len(self.drafts), -1) if self.drafts else None
-        return Generation(a(self.tokens), a(self.rows), a(self.pos), a(self.seq), a(self.n_acc), rounds, drafts, drafts is not None,
-                          law, draft_rows, a(self.round_id))
+        return Generation(
+            a(self.tokens),
+            a(self.rows),
+            a(self.pos),
+            a(self.seq),
+            a(self.n_acc),
+            rounds,
+            drafts,
+            drafts is not None,
+            law,
+            draft_rows,
+            a(self.round_id),
+        )
 
 
 def _check_step_output(out, gamma: int, v: int, name: str) -> list[int]:
@@ -168,8 +181,18 @@ def _prompt(rng, v):
     return rng.integers(0, v, int(rng.integers(*PROMPT_LENGTHS))).tolist()
 
 
-def run_round_step(step, view: SequenceView, *, n: int, length: int, gamma: int, rng: np.random.Generator,
-                   pass_settings: bool, timeout: float | None, name: str) -> Generation:
+def run_round_step(
+    step,
+    view: SequenceView,
+    *,
+    n: int,
+    length: int,
+    gamma: int,
+    rng: np.random.Generator,
+    pass_settings: bool,
+    timeout: float | None,
+    name: str,
+) -> Generation:
     """``n`` sequences of ``length`` emitted tokens from ``step(prefix, draft, target, gamma, rng[, settings])``."""
     rec = _Recorder(view)
     extra = (view.settings,) if pass_settings else ()
@@ -192,8 +215,9 @@ def run_round_step(step, view: SequenceView, *, n: int, length: int, gamma: int,
     return rec.generation(run_guarded(body, timeout=timeout, what=name))
 
 
-def run_generator(generate, view: SequenceView, *, n: int, length: int, rng: np.random.Generator, timeout: float | None,
-                  name: str) -> Generation:
+def run_generator(
+    generate, view: SequenceView, *, n: int, length: int, rng: np.random.Generator, timeout: float | None, name: str
+) -> Generation:
     """``n`` sequences from ``generate(prompt, max_new_tokens, seed, model)`` (one 'round' each)."""
     rec = _Recorder(view)
     v = view.vocab_size

@@ -49,7 +49,9 @@ def _positional_rounds(sampler, pair, b, gamma, rng, settings) -> Generation:
     """``b`` independent rounds; a token's law row is its position in the round."""
     out = sampler.round(pair, np.zeros(b, dtype=np.int64), gamma, rng, settings)
     r, pos = np.nonzero(out.tokens >= 0)
-    return Generation(out.tokens[r, pos], pos, pos, r, out.num_accepted, b, out.drafts, bool(getattr(sampler, "draws_drafts", True)))
+    return Generation(
+        out.tokens[r, pos], pos, pos, r, out.num_accepted, b, out.drafts, bool(getattr(sampler, "draws_drafts", True))
+    )
 
 
 def _markov_sequences(sampler, pair, b, gamma, rng, settings, length) -> Generation:
@@ -73,4 +75,6 @@ def _markov_sequences(sampler, pair, b, gamma, rng, settings, length) -> Generat
         ctx[active] = out.next_context
     buf, posb = buf[:, :length], posb[:, :length]
     prev = np.concatenate([np.full((b, 1), pair.start_context), buf[:, :-1]], axis=1)
-    return Generation(buf.ravel(), prev.ravel(), posb.ravel(), np.repeat(np.arange(b), length), np.concatenate(accs), rounds)
+    return Generation(
+        buf.ravel(), prev.ravel(), posb.ravel(), np.repeat(np.arange(b), length), np.concatenate(accs), rounds
+    )

@@ -56,8 +56,10 @@ def run_guarded(body, *, timeout: float | None, what: str):
         if not t.is_alive():
             break
         if time.monotonic() - tick.last > timeout:
-            raise ImplementationTimeout(f"{what} did not return within {timeout:g} s (per-call timeout, call {tick.calls}); "
-                                        "raise --call-timeout if it is merely slow")
+            raise ImplementationTimeout(
+                f"{what} did not return within {timeout:g} s (per-call timeout, call {tick.calls}); "
+                "raise --call-timeout if it is merely slow"
+            )
     if "error" in box:
         raise _finding(box["error"], what) from box["error"]
     return box["value"]

@@ -9,6 +9,6 @@ A *table model pair* gives next-token rows for (context, position-in-round) indi
   verification-kernel test (vLLM's rejection-sampler tests use it).
 """
 
-from .synthetic import MarkovPair, PositionalPair, TablePair, make_markov_pair, make_positional_pair, llm_like_logits
+from .synthetic import MarkovPair, PositionalPair, TablePair, llm_like_logits, make_markov_pair, make_positional_pair
 
 __all__ = ["MarkovPair", "PositionalPair", "TablePair", "make_markov_pair", "make_positional_pair", "llm_like_logits"]

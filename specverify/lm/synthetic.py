@@ -15,10 +15,20 @@ import numpy as np
 
 from ..dists import SamplingSettings, probs_from_logits
 
-__all__ = ["TablePair", "MarkovPair", "PositionalPair", "make_markov_pair", "make_positional_pair", "llm_like_logits", "tune_draft_noise"]
+__all__ = [
+    "TablePair",
+    "MarkovPair",
+    "PositionalPair",
+    "make_markov_pair",
+    "make_positional_pair",
+    "llm_like_logits",
+    "tune_draft_noise",
+]
 
 
-def llm_like_logits(rng: np.random.Generator, rows: int, vocab: int, *, zipf: float = 1.1, spread: float = 1.0) -> np.ndarray:
+def llm_like_logits(
+    rng: np.random.Generator, rows: int, vocab: int, *, zipf: float = 1.1, spread: float = 1.0
+) -> np.ndarray:
     """[rows, V] logits: log-Zipf(zipf) masses, jittered, under a random permutation per row."""
     ranks = np.arange(1, vocab + 1, dtype=np.float64)
     base = -zipf * np.log(ranks)
@@ -105,14 +115,18 @@ def tune_draft_noise(rng, target, alpha, settings=None):
     return target + lo * noise
 
 
-def make_markov_pair(vocab: int, *, alpha: float = 0.7, seed: int = 0, settings: SamplingSettings | None = None) -> MarkovPair:
+def make_markov_pair(
+    vocab: int, *, alpha: float = 0.7, seed: int = 0, settings: SamplingSettings | None = None
+) -> MarkovPair:
     """A seeded order-1 pair over ``vocab`` tokens whose mean acceptance is about ``alpha``."""
     rng = np.random.default_rng(seed)
     target = llm_like_logits(rng, vocab + 1, vocab)
     return MarkovPair(target, tune_draft_noise(rng, target, alpha, settings))
 
 
-def make_positional_pair(vocab: int, gamma: int, *, alpha: float = 0.7, seed: int = 0, settings: SamplingSettings | None = None) -> PositionalPair:
+def make_positional_pair(
+    vocab: int, gamma: int, *, alpha: float = 0.7, seed: int = 0, settings: SamplingSettings | None = None
+) -> PositionalPair:
     """A seeded kernel-level pair: gamma + 1 target rows, gamma draft rows (plus an unused one)."""
     rng = np.random.default_rng(seed)
     target = llm_like_logits(rng, gamma + 1, vocab)

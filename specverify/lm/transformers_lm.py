@@ -17,7 +17,6 @@ returning their k logit rows) and ``rollback`` (crop the last n positions).
 from __future__ import annotations
 
 import copy
-import math
 
 import numpy as np
 import torch
@@ -30,9 +29,21 @@ __all__ = ["build_model", "perturbed_copy", "early_exit_copy", "load_local", "Ca
 FAMILIES = ("llama", "gpt2", "qwen2")
 
 
-def build_model(family: str = "llama", *, vocab: int = 512, hidden: int = 128, layers: int = 4, heads: int = 4,
-                kv_heads: int | None = None, intermediate: int | None = None, seed: int = 0, dtype=torch.float32,
-                device: str = "cpu", lm_head_scale: float = 1.0, max_positions: int = 2048):
+def build_model(
+    family: str = "llama",
+    *,
+    vocab: int = 512,
+    hidden: int = 128,
+    layers: int = 4,
+    heads: int = 4,
+    kv_heads: int | None = None,
+    intermediate: int | None = None,
+    seed: int = 0,
+    dtype=torch.float32,
+    device: str = "cpu",
+    lm_head_scale: float = 1.0,
+    max_positions: int = 2048,
+):
     """A seeded random-init causal LM from a config. ``lm_head_scale`` sharpens the near-uniform
     distributions of a random init (scale 6-8 gives LLM-like entropies)."""
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
@@ -41,13 +52,36 @@ def build_model(family: str = "llama", *, vocab: int = 512, hidden: int = 128, l
     intermediate = intermediate or 2 * hidden
     common = dict(vocab_size=vocab, bos_token_id=None, eos_token_id=None, pad_token_id=None, tie_word_embeddings=False)
     if family == "llama":
-        cfg, cls = LlamaConfig(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers, num_attention_heads=heads,
-                               num_key_value_heads=kv_heads, max_position_embeddings=max_positions, **common), LlamaForCausalLM
+        cfg, cls = (
+            LlamaConfig(
+                hidden_size=hidden,
+                intermediate_size=intermediate,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                num_key_value_heads=kv_heads,
+                max_position_embeddings=max_positions,
+                **common,
+            ),
+            LlamaForCausalLM,
+        )
     elif family == "qwen2":
-        cfg, cls = Qwen2Config(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers, num_attention_heads=heads,
-                               num_key_value_heads=kv_heads, max_position_embeddings=max_positions, **common), Qwen2ForCausalLM
+        cfg, cls = (
+            Qwen2Config(
+                hidden_size=hidden,
+                intermediate_size=intermediate,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                num_key_value_heads=kv_heads,
+                max_position_embeddings=max_positions,
+                **common,
+            ),
+            Qwen2ForCausalLM,
+        )
     elif family == "gpt2":
-        cfg, cls = GPT2Config(n_embd=hidden, n_layer=layers, n_head=heads, n_positions=max_positions, **common), GPT2LMHeadModel
+        cfg, cls = (
+            GPT2Config(n_embd=hidden, n_layer=layers, n_head=heads, n_positions=max_positions, **common),
+            GPT2LMHeadModel,
+        )
     else:
         raise ValueError(f"unknown family {family!r}; use one of {FAMILIES}")
     torch.manual_seed(seed)  # transformers initialises from the global generator
@@ -81,13 +115,34 @@ def early_exit_copy(model, *, layers: int):
     return d.eval()
 
 
-def layered_target(family="llama", *, vocab, hidden, layers, heads, seed=0, dtype=torch.float32, device="cpu",
-                   lm_head_scale=6.0, damp: float = 0.05, keep: int = 1):
+def layered_target(
+    family="llama",
+    *,
+    vocab,
+    hidden,
+    layers,
+    heads,
+    seed=0,
+    dtype=torch.float32,
+    device="cpu",
+    lm_head_scale=6.0,
+    damp: float = 0.05,
+    keep: int = 1,
+):
     """A target whose layers after the first ``keep`` write small updates (their output projections
     scaled by ``damp``), so an early-exit draft of ``keep`` layers predicts it well while the target
     still pays for all its layers: a cheap way to a high-acceptance pair without training."""
-    m = build_model(family, vocab=vocab, hidden=hidden, layers=layers, heads=heads, seed=seed, dtype=dtype, device=device,
-                    lm_head_scale=lm_head_scale)
+    m = build_model(
+        family,
+        vocab=vocab,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        seed=seed,
+        dtype=dtype,
+        device=device,
+        lm_head_scale=lm_head_scale,
+    )
     base = m.base_model
     blocks = base.layers if hasattr(base, "layers") else base.h
     with torch.no_grad():
@@ -108,7 +163,9 @@ def load_local(path: str, *, dtype=torch.float32, device="cpu"):
 def _counts(history: list[int], vocab: int, device) -> torch.Tensor:
     c = torch.zeros(vocab, dtype=torch.float64, device=device)
     if history:
-        c.index_add_(0, torch.tensor(history, device=device), torch.ones(len(history), dtype=torch.float64, device=device))
+        c.index_add_(
+            0, torch.tensor(history, device=device), torch.ones(len(history), dtype=torch.float64, device=device)
+        )
     return c
 
 
@@ -126,23 +183,33 @@ class CausalLM:
         x = torch.tensor([ids], device=self.device)
         return self.model(input_ids=x, use_cache=False).logits[0]
 
-    def process(self, logits_row: torch.Tensor, settings: SamplingSettings | None, history: list[int], n_prompt: int) -> torch.Tensor:
+    def process(
+        self, logits_row: torch.Tensor, settings: SamplingSettings | None, history: list[int], n_prompt: int
+    ) -> torch.Tensor:
         """Probabilities (float64) of one position: the shared pipeline with this position's history."""
         x = logits_row.double()
         if settings is None:
             return torch.softmax(x, -1)
         seen = _counts(history, self.vocab_size, x.device) if settings.repetition_penalty != 1.0 else None
-        out = _counts(history[n_prompt:], self.vocab_size, x.device) if (settings.presence_penalty or settings.frequency_penalty) else None
+        out = (
+            _counts(history[n_prompt:], self.vocab_size, x.device)
+            if (settings.presence_penalty or settings.frequency_penalty)
+            else None
+        )
         return torch.softmax(process_logits_torch(x, settings, seen_counts=seen, output_counts=out), -1)
 
-    def next_probs(self, prefixes: list[list[int]], settings: SamplingSettings | None = None, n_prompt: int | None = None) -> np.ndarray:
+    def next_probs(
+        self, prefixes: list[list[int]], settings: SamplingSettings | None = None, n_prompt: int | None = None
+    ) -> np.ndarray:
         rows = []
         for pre in prefixes:
             lg = self.logits(pre)[-1]
             rows.append(self.process(lg, settings, list(pre), len(pre) if n_prompt is None else n_prompt).cpu().numpy())
         return np.stack(rows)
 
-    def sequence_probs(self, prompt: list[int], continuation: list[int], settings: SamplingSettings | None = None) -> np.ndarray:
+    def sequence_probs(
+        self, prompt: list[int], continuation: list[int], settings: SamplingSettings | None = None
+    ) -> np.ndarray:
         """[len(continuation), V]: the law of each continuation token given everything before it,
         all from one teacher-forced pass."""
         ids = list(prompt) + list(continuation)

@@ -49,7 +49,9 @@ def _probs(lm: CausalLM, row, settings, history, n_prompt):
     return lm.process(row, settings, history, n_prompt)
 
 
-def target_only_generate(model, prompt: list[int], max_new_tokens: int, settings: SamplingSettings, generator: torch.Generator) -> RunResult:
+def target_only_generate(
+    model, prompt: list[int], max_new_tokens: int, settings: SamplingSettings, generator: torch.Generator
+) -> RunResult:
     """Plain autoregressive sampling (or greedy at temperature 0) through the shared pipeline."""
     lm = CausalLM(model)
     t0 = time.perf_counter()
@@ -73,8 +75,16 @@ def target_only_generate(model, prompt: list[int], max_new_tokens: int, settings
     return RunResult(out, [], [], passes, 0, time.perf_counter() - t0)
 
 
-def speculative_generate(target, draft, prompt: list[int], max_new_tokens: int, settings: SamplingSettings,
-                         generator: torch.Generator, *, gamma: int = 4) -> RunResult:
+def speculative_generate(
+    target,
+    draft,
+    prompt: list[int],
+    max_new_tokens: int,
+    settings: SamplingSettings,
+    generator: torch.Generator,
+    *,
+    gamma: int = 4,
+) -> RunResult:
     """Chain speculative decoding with a draft model; exact in sampling, greedy-equal at temperature 0."""
     tl, dl = CausalLM(target), CausalLM(draft)
     t0 = time.perf_counter()
@@ -112,7 +122,11 @@ def speculative_generate(target, draft, prompt: list[int], max_new_tokens: int, 
         else:
             ua = torch.rand((1, g), generator=generator, dtype=torch.float64, device=dev)
             uf = torch.rand(1, generator=generator, dtype=torch.float64, device=dev)
-            Q = torch.stack(q_rows)[None] if g else torch.zeros((1, 0, p_rows.shape[-1]), dtype=p_rows.dtype, device=p_rows.device)
+            Q = (
+                torch.stack(q_rows)[None]
+                if g
+                else torch.zeros((1, 0, p_rows.shape[-1]), dtype=p_rows.dtype, device=p_rows.device)
+            )
             toks, n_acc = verify_chain_torch(X, Q, p_rows[None], ua.to(p_rows.device), uf.to(p_rows.device))
         k = int(n_acc[0])
         y = int(toks[0, k])

@@ -53,11 +53,15 @@ def _number(req: dict, key: str, default, *, integer: bool = False):
 
 
 def _settings(req: dict) -> SamplingSettings:
-    kw = dict(temperature=float(_number(req, "temperature", 1.0)), top_p=float(_number(req, "top_p", 1.0)),
-              top_k=int(_number(req, "top_k", 0, integer=True)), min_p=float(_number(req, "min_p", 0.0)),
-              repetition_penalty=float(_number(req, "repetition_penalty", 1.0)),
-              presence_penalty=float(_number(req, "presence_penalty", 0.0)),
-              frequency_penalty=float(_number(req, "frequency_penalty", 0.0)))
+    kw = dict(
+        temperature=float(_number(req, "temperature", 1.0)),
+        top_p=float(_number(req, "top_p", 1.0)),
+        top_k=int(_number(req, "top_k", 0, integer=True)),
+        min_p=float(_number(req, "min_p", 0.0)),
+        repetition_penalty=float(_number(req, "repetition_penalty", 1.0)),
+        presence_penalty=float(_number(req, "presence_penalty", 0.0)),
+        frequency_penalty=float(_number(req, "frequency_penalty", 0.0)),
+    )
     if kw["top_k"] == -1:  # vLLM's "off"
         kw["top_k"] = 0
     try:
@@ -76,8 +80,11 @@ def parse_request(req, *, vocab_size: int, max_positions: int | None = None):
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], list):
         prompt = prompt[0]  # a batch of one prompt
     if not isinstance(prompt, list) or not prompt:
-        raise BadRequest(f"prompt must be a non-empty list of token ids (this server takes no text), got {type(prompt).__name__}"
-                         + ("" if isinstance(prompt, list) else f" {str(prompt)[:40]!r}"), "prompt")
+        raise BadRequest(
+            f"prompt must be a non-empty list of token ids (this server takes no text), got {type(prompt).__name__}"
+            + ("" if isinstance(prompt, list) else f" {str(prompt)[:40]!r}"),
+            "prompt",
+        )
     for i, t in enumerate(prompt):
         if isinstance(t, bool) or not isinstance(t, int):
             raise BadRequest(f"prompt[{i}] = {t!r} is not a token id (an integer)", "prompt")
@@ -87,8 +94,10 @@ def parse_request(req, *, vocab_size: int, max_positions: int | None = None):
     if n < 1:
         raise BadRequest(f"max_tokens must be an integer >= 1, got {n}", "max_tokens")
     if max_positions is not None and len(prompt) + n > max_positions:
-        raise BadRequest(f"prompt ({len(prompt)} tokens) plus max_tokens ({n}) exceeds the model's {max_positions} positions",
-                         "max_tokens")
+        raise BadRequest(
+            f"prompt ({len(prompt)} tokens) plus max_tokens ({n}) exceeds the model's {max_positions} positions",
+            "max_tokens",
+        )
     seed = _number(req, "seed", 0, integer=True)
     if not 0 <= seed < 2**63:
         raise BadRequest(f"seed must lie in [0, 2**63), got {seed}", "seed")
@@ -116,7 +125,9 @@ def make_server(target, draft=None, *, host="127.0.0.1", port=0, gamma=4, model_
     lock = threading.Lock()  # one generation at a time: the models are not re-entrant
     lm = CausalLM(target)
     vocab_size = int(target.config.vocab_size)
-    max_positions = getattr(target.config, "max_position_embeddings", None) or getattr(target.config, "n_positions", None)
+    max_positions = getattr(target.config, "max_position_embeddings", None) or getattr(
+        target.config, "n_positions", None
+    )
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *a):  # quiet
@@ -132,8 +143,20 @@ def make_server(target, draft=None, *, host="127.0.0.1", port=0, gamma=4, model_
 
         def do_GET(self):
             if self.path.rstrip("/") == "/v1/models":
-                self._send(200, {"object": "list", "data": [{"id": model_name, "object": "model", "speculative": draft is not None,
-                                                                   "vocab_size": vocab_size}]})
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [
+                            {
+                                "id": model_name,
+                                "object": "model",
+                                "speculative": draft is not None,
+                                "vocab_size": vocab_size,
+                            }
+                        ],
+                    },
+                )
             else:
                 self._error(404, f"no route {self.path}; GET /v1/models or POST /v1/completions", kind="not_found")
 
@@ -165,10 +188,23 @@ def make_server(target, draft=None, *, host="127.0.0.1", port=0, gamma=4, model_
                         lp = [float(torch.log(torch.tensor(rows[i, t]))) for i, t in enumerate(r.tokens)]
             except Exception as exc:  # noqa: BLE001 - a failed generation is a 500 with its reason, never a dropped connection
                 return self._error(500, f"generation failed: {type(exc).__name__}: {exc}", kind="server_error")
-            self._send(200, {"id": f"cmpl-{time.time_ns()}", "object": "text_completion", "model": model_name,
-                             "choices": [{"index": 0, "text": " ".join(map(str, r.tokens)), "finish_reason": "length",
-                                          "logprobs": {"tokens": [f"token_id:{t}" for t in r.tokens], "token_logprobs": lp or None}}],
-                             "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(r.tokens)}})
+            self._send(
+                200,
+                {
+                    "id": f"cmpl-{time.time_ns()}",
+                    "object": "text_completion",
+                    "model": model_name,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "text": " ".join(map(str, r.tokens)),
+                            "finish_reason": "length",
+                            "logprobs": {"tokens": [f"token_id:{t}" for t in r.tokens], "token_logprobs": lp or None},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(r.tokens)},
+                },
+            )
 
     return ThreadingHTTPServer((host, port), Handler)
 

@@ -32,12 +32,24 @@ import time
 import numpy as np
 import torch
 
-from ..algorithms.multi_draft import NodeRule, candidate_law, draw_candidates, node_outcome_law, verify_node_procedural
+from ..algorithms.multi_draft import NodeRule, draw_candidates, node_outcome_law, verify_node_procedural
 from ..dists import SamplingSettings
 from ..lm.transformers_lm import CausalLM
 
-__all__ = ["Tree", "tree_logits", "chain_logits_for_tree", "ModelTreeDrafter", "PromptLookupDrafter", "LookaheadDrafter", "MedusaHeads", "EagleHead",
-           "tree_speculative_generate", "TreeRunResult", "train_medusa_heads", "train_eagle_head"]
+__all__ = [
+    "Tree",
+    "tree_logits",
+    "chain_logits_for_tree",
+    "ModelTreeDrafter",
+    "PromptLookupDrafter",
+    "LookaheadDrafter",
+    "MedusaHeads",
+    "EagleHead",
+    "tree_speculative_generate",
+    "TreeRunResult",
+    "train_medusa_heads",
+    "train_eagle_head",
+]
 
 
 @dataclasses.dataclass
@@ -88,7 +100,9 @@ def tree_logits(model, prefix: list[int], tree: Tree) -> torch.Tensor:
     mask = torch.zeros(allowed.shape, dtype=dtype, device=dev).masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
     pos = list(range(P)) + [P + tree.depth(i) for i in range(n)]
     ids = torch.tensor([list(prefix) + tree.tokens], device=dev)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=torch.tensor([pos], device=dev), use_cache=False).logits[0]
+    out = model(
+        input_ids=ids, attention_mask=mask, position_ids=torch.tensor([pos], device=dev), use_cache=False
+    ).logits[0]
     return torch.cat([out[P - 1 : P], out[P:]])
 
 
@@ -195,13 +209,17 @@ class MedusaHeads(torch.nn.Module):
         h = target.config.hidden_size
         v = target.get_output_embeddings().weight.shape[0]
         self.target, self.topk = target, tuple(topk)
-        self.heads = torch.nn.ModuleList([torch.nn.Sequential(torch.nn.Linear(h, h), torch.nn.SiLU(), torch.nn.Linear(h, v)) for _ in range(n_heads)])
+        self.heads = torch.nn.ModuleList(
+            [torch.nn.Sequential(torch.nn.Linear(h, h), torch.nn.SiLU(), torch.nn.Linear(h, v)) for _ in range(n_heads)]
+        )
 
     @torch.no_grad()
     def propose(self, prefix, settings, rng) -> Tree:
         out = self.target(input_ids=torch.tensor([list(prefix)]), output_hidden_states=True, use_cache=False)
         h = out.hidden_states[-1][0, -1]
-        rows = [torch.softmax(out.logits[0, -1].double(), -1).numpy()] + [torch.softmax(hd(h).double(), -1).numpy() for hd in self.heads]
+        rows = [torch.softmax(out.logits[0, -1].double(), -1).numpy()] + [
+            torch.softmax(hd(h).double(), -1).numpy() for hd in self.heads
+        ]
         # Medusa's tree: top-k of the next-token row, then top-k of each head, as a Cartesian tree.
         tree = Tree()
         frontier = [-1]
@@ -231,7 +249,9 @@ class EagleHead(torch.nn.Module):
         return z + self.mlp(z)
 
     def logits(self, h):
-        return self.target.get_output_embeddings()(self.target.base_model.norm(h) if hasattr(self.target.base_model, "norm") else h)
+        return self.target.get_output_embeddings()(
+            self.target.base_model.norm(h) if hasattr(self.target.base_model, "norm") else h
+        )
 
     @torch.no_grad()
     def propose(self, prefix, settings, rng) -> Tree:
@@ -279,7 +299,9 @@ def train_medusa_heads(target, *, n_heads=2, steps=150, seed=0, topk=(2, 2)) -> 
         loss = 0
         for j, hd in enumerate(heads.heads):
             shift = j + 2
-            loss = loss + torch.nn.functional.cross_entropy(hd(h[:, :-shift]).reshape(-1, hd[-1].out_features), ids[:, shift:].reshape(-1))
+            loss = loss + torch.nn.functional.cross_entropy(
+                hd(h[:, :-shift]).reshape(-1, hd[-1].out_features), ids[:, shift:].reshape(-1)
+            )
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -299,7 +321,9 @@ def train_eagle_head(target, *, steps=150, seed=0, topk=(2, 2)) -> EagleHead:
     for _ in range(steps):
         pred = head.step(h[:, :-1], ids[:, 1:])
         reg = torch.nn.functional.smooth_l1_loss(pred, h[:, 1:])
-        ce = torch.nn.functional.cross_entropy(head.logits(pred[:, :-1]).reshape(-1, out.logits.shape[-1]), ids[:, 2:].reshape(-1))
+        ce = torch.nn.functional.cross_entropy(
+            head.logits(pred[:, :-1]).reshape(-1, out.logits.shape[-1]), ids[:, 2:].reshape(-1)
+        )
         loss = reg + 0.1 * ce
         opt.zero_grad()
         loss.backward()
@@ -337,8 +361,15 @@ def _expected_len(tree: Tree, probs: np.ndarray, rule: NodeRule, node: int = -1)
     return e, e2
 
 
-def tree_speculative_generate(target, drafter, prompt: list[int], max_new_tokens: int, settings: SamplingSettings, rng: np.random.Generator,
-                              rule: NodeRule) -> TreeRunResult:
+def tree_speculative_generate(
+    target,
+    drafter,
+    prompt: list[int],
+    max_new_tokens: int,
+    settings: SamplingSettings,
+    rng: np.random.Generator,
+    rule: NodeRule,
+) -> TreeRunResult:
     """Draft a tree, verify it in one target pass, walk it with ``rule``; repeat."""
     lm = CausalLM(target)
     t0 = time.perf_counter()
@@ -351,8 +382,13 @@ def tree_speculative_generate(target, drafter, prompt: list[int], max_new_tokens
         tree = drafter.propose(ctx, settings, rng)
         logits = tree_logits(target, ctx, tree)
         passes += 1
-        probs = np.stack([lm.process(logits[0], settings, ctx, n).cpu().numpy()] +
-                         [lm.process(logits[1 + i], settings, ctx + tree.path(i), n).cpu().numpy() for i in range(len(tree.tokens))])
+        probs = np.stack(
+            [lm.process(logits[0], settings, ctx, n).cpu().numpy()]
+            + [
+                lm.process(logits[1 + i], settings, ctx + tree.path(i), n).cpu().numpy()
+                for i in range(len(tree.tokens))
+            ]
+        )
         e, e2 = _expected_len(tree, probs, rule)
         expected.append(e)
         var.append(e2 - e * e)

@@ -16,13 +16,13 @@ from ._power import (
 from ._results import Cell, GofResult
 from ._sequential import MultinomialEProcess
 from ._stratified import (
+    WHITEBOX_CONTEXT_STRATA,
+    WHITEBOX_STRATA_WITH_DRAFTS,
     StratumResult,
     acceptance_given_draft_test,
     draft_repeat_eprocess,
     replacement_independence_test,
     stratified_position_tests,
-    WHITEBOX_CONTEXT_STRATA,
-    WHITEBOX_STRATA_WITH_DRAFTS,
     whitebox_context_tests,
     whitebox_round_tests,
 )

@@ -76,14 +76,30 @@ def cells_result(test, obs, exp, labels, *, lambda_, pooled_groups=0, note="") -
     n = int(round(obs.sum()))
     k = len(obs)
     if k < 2:
-        return GofResult(test, 0.0, 1.0, 0, n, k, 0.0, (0.0, 1.0), [], pooled_groups, "fewer than two cells: nothing to test")
+        return GofResult(
+            test, 0.0, 1.0, 0, n, k, 0.0, (0.0, 1.0), [], pooled_groups, "fewer than two cells: nothing to test"
+        )
     res = stats.power_divergence(obs, exp * (obs.sum() / exp.sum()), lambda_=lambda_)
     tv, iv = tv_interval(obs / max(n, 1), exp / exp.sum(), n, k)
     resid = (obs - exp) / np.sqrt(exp)
     worst = np.argsort(-np.abs(resid))[:5]
     cells = [Cell(str(labels[i]), float(obs[i]), float(exp[i])) for i in worst]
-    return GofResult(test, float(res.statistic), float(res.pvalue), k - 1, n, k, tv, iv, cells, pooled_groups, note,
-                     observed=obs.tolist(), expected=exp.tolist(), labels=[str(x) for x in labels])
+    return GofResult(
+        test,
+        float(res.statistic),
+        float(res.pvalue),
+        k - 1,
+        n,
+        k,
+        tv,
+        iv,
+        cells,
+        pooled_groups,
+        note,
+        observed=obs.tolist(),
+        expected=exp.tolist(),
+        labels=[str(x) for x in labels],
+    )
 
 
 def _prepare(counts, probs):
@@ -101,8 +117,19 @@ def _zero_violation(test, c, p):
     if bad.any():
         n = int(c.sum())
         cells = [Cell(f"token {i}", float(c[i]), 0.0) for i in np.nonzero(bad)[0][:5]]
-        return GofResult(test, math.inf, 0.0, 0, n, int(bad.sum()), float(c[bad].sum() / max(n, 1)), (float(c[bad].sum() / max(n, 1)), 1.0), cells, 0,
-                         "exact failure: tokens with probability 0 were emitted")
+        return GofResult(
+            test,
+            math.inf,
+            0.0,
+            0,
+            n,
+            int(bad.sum()),
+            float(c[bad].sum() / max(n, 1)),
+            (float(c[bad].sum() / max(n, 1)), 1.0),
+            cells,
+            0,
+            "exact failure: tokens with probability 0 were emitted",
+        )
     return None
 
 
@@ -164,7 +191,9 @@ def exact_multinomial_test(counts, probs, *, max_tables: int = 500_000) -> GofRe
     return GofResult("exact-multinomial", obs, min(1.0, total), k - 1, n, k, tv, iv, [], 0)
 
 
-def monte_carlo_gof_test(counts, probs, rng: np.random.Generator, *, n_resamples: int = 9999, statistic: str = "pearson") -> GofResult:
+def monte_carlo_gof_test(
+    counts, probs, rng: np.random.Generator, *, n_resamples: int = 9999, statistic: str = "pearson"
+) -> GofResult:
     """Pearson or G statistic on all positive-probability cells, p-value by simulation under the
     known null: (1 + #{T_b >= T_obs}) / (B + 1), valid at any n (Phipson and Smyth)."""
     c, p = _prepare(counts, probs)
@@ -191,4 +220,6 @@ def monte_carlo_gof_test(counts, probs, rng: np.random.Generator, *, n_resamples
         sims[s : s + step] = stat(rng.multinomial(n, p, size=min(step, n_resamples - s)))
     pval = (1 + int((sims >= t_obs - 1e-12).sum())) / (n_resamples + 1)
     tv, iv = tv_interval(c / max(n, 1), p, n, len(p))
-    return GofResult(f"monte-carlo-{statistic}", t_obs, pval, len(p) - 1, n, len(p), tv, iv, [], 0, f"{n_resamples} null simulations")
+    return GofResult(
+        f"monte-carlo-{statistic}", t_obs, pval, len(p) - 1, n, len(p), tv, iv, [], 0, f"{n_resamples} null simulations"
+    )

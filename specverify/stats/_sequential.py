@@ -36,7 +36,11 @@ class MultinomialEProcess:
     max_log_e: float = 0.0
 
     def __post_init__(self):
-        self.counts = np.zeros((1, self.n_cells)) if self.counts is None else np.asarray(self.counts, dtype=float).reshape(-1, self.n_cells)
+        self.counts = (
+            np.zeros((1, self.n_cells))
+            if self.counts is None
+            else np.asarray(self.counts, dtype=float).reshape(-1, self.n_cells)
+        )
         self.log_m = np.zeros(len(self.grid)) if self.log_m is None else np.asarray(self.log_m, dtype=float)
 
     @property
@@ -54,7 +58,7 @@ class MultinomialEProcess:
     def rejects(self, alpha: float) -> bool:
         return self.max_log_e >= math.log(1 / alpha)
 
-    def update(self, cells, null_mass, groups=None) -> "MultinomialEProcess":
+    def update(self, cells, null_mass, groups=None) -> MultinomialEProcess:
         """cells [n] observed cell ids; null_mass [n, C] (or [C]) their null laws; groups [n]
         (optional) which law each token follows; all in stream order."""
         cells = np.asarray(cells, dtype=np.int64)
@@ -92,9 +96,15 @@ class MultinomialEProcess:
         return self
 
     def state(self) -> dict:
-        return {"n_cells": self.n_cells, "grid": list(self.grid), "counts": self.counts.tolist(), "t": self.t,
-                "log_m": self.log_m.tolist(), "max_log_e": self.max_log_e}
+        return {
+            "n_cells": self.n_cells,
+            "grid": list(self.grid),
+            "counts": self.counts.tolist(),
+            "t": self.t,
+            "log_m": self.log_m.tolist(),
+            "max_log_e": self.max_log_e,
+        }
 
     @classmethod
-    def from_state(cls, d: dict) -> "MultinomialEProcess":
+    def from_state(cls, d: dict) -> MultinomialEProcess:
         return cls(d["n_cells"], tuple(d["grid"]), np.array(d["counts"]), d["t"], np.array(d["log_m"]), d["max_log_e"])

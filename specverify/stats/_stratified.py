@@ -24,16 +24,22 @@ import math
 import numpy as np
 from scipy import stats
 
+from ._gof import pool_cells, tv_interval
 from ._multiple import holm
 from ._results import Cell, GofResult
-from ._gof import pool_cells, tv_interval
 from ._stream import StreamLaw, binned_stream_test, default_stream_test
 
 #: the most strata :func:`whitebox_round_tests` returns with drafts known (an audit plans for them)
 WHITEBOX_STRATA_WITH_DRAFTS = 7
 
-__all__ = ["StratumResult", "stratified_position_tests", "whitebox_round_tests", "acceptance_given_draft_test",
-           "replacement_independence_test", "draft_repeat_eprocess"]
+__all__ = [
+    "StratumResult",
+    "stratified_position_tests",
+    "whitebox_round_tests",
+    "acceptance_given_draft_test",
+    "replacement_independence_test",
+    "draft_repeat_eprocess",
+]
 
 
 @dataclasses.dataclass
@@ -59,8 +65,18 @@ def _acceptance_binomial(p, q, k: int, reached: int) -> GofResult:
     beta = float(np.minimum(p, q).sum())
     bt = stats.binomtest(k, reached, beta)
     ci = bt.proportion_ci(confidence_level=0.999)
-    return GofResult("exact-binomial", float(k), float(bt.pvalue), 1, reached, 2, abs(k / reached - beta), (float(ci.low), float(ci.high)), [],
-                     note=f"observed rate {k / reached:.4f}, theory {beta:.4f}")
+    return GofResult(
+        "exact-binomial",
+        float(k),
+        float(bt.pvalue),
+        1,
+        reached,
+        2,
+        abs(k / reached - beta),
+        (float(ci.low), float(ci.high)),
+        [],
+        note=f"observed rate {k / reached:.4f}, theory {beta:.4f}",
+    )
 
 
 def stratified_position_tests(p, q, reached, accepted, emitted, *, is_bonus: bool = False) -> list[StratumResult]:
@@ -147,8 +163,19 @@ def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted, *, r
         i = int(np.nonzero(impossible)[0][0])
         what = "accepted with p(x) = 0" if a[i] else "rejected with p(x) >= q(x)"
         cells = [Cell(f"position {int(j[i])}, draft {int(x[i])}: {what}", 1.0, 0.0)]
-        return GofResult(name, math.inf, 0.0, 0, n, 0, float(impossible.mean()), (float(impossible.mean()), 1.0), cells, 0,
-                         f"exact failure: {int(impossible.sum())} acceptance decision(s) impossible under the full rule")
+        return GofResult(
+            name,
+            math.inf,
+            0.0,
+            0,
+            n,
+            0,
+            float(impossible.mean()),
+            (float(impossible.mean()), 1.0),
+            cells,
+            0,
+            f"exact failure: {int(impossible.sum())} acceptance decision(s) impossible under the full rule",
+        )
     live = (r > 0) & (r < 1)  # the rest are certain and were checked above
 
     def two_sided(m):
@@ -162,13 +189,27 @@ def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted, *, r
     p = min(1.0, 2 * min(p_all, p_later))
     rl = r[live]
     exp_acc, obs_acc = float(r.sum()), float(a.sum())
-    cells = [Cell(f"position {int(pos)} acceptances", float(a[j == pos].sum()), float(r[j == pos].sum())) for pos in np.unique(j)]
+    cells = [
+        Cell(f"position {int(pos)} acceptances", float(a[j == pos].sum()), float(r[j == pos].sum()))
+        for pos in np.unique(j)
+    ]
     cells.sort(key=lambda c: -abs(c.observed - c.expected))
     gap = abs(obs_acc - exp_acc) / max(n, 1)
     sd = math.sqrt(float(np.sum(rl * (1 - rl)))) or 1.0
-    return GofResult(name, s / sd, p, 1, n, 2, gap, (0.0, 1.0), cells, 0,
-                     f"accepted {obs_acc:.0f} vs {exp_acc:.1f} expected given the drafts (z = {s / sd:.2f}, Chernoff bound "
-                     f"p={p_all:.3g}; positions after the first, whose drafts were reached by accepting, p={p_later:.3g}; Bonferroni x2)")
+    return GofResult(
+        name,
+        s / sd,
+        p,
+        1,
+        n,
+        2,
+        gap,
+        (0.0, 1.0),
+        cells,
+        0,
+        f"accepted {obs_acc:.0f} vs {exp_acc:.1f} expected given the drafts (z = {s / sd:.2f}, Chernoff bound "
+        f"p={p_all:.3g}; positions after the first, whose drafts were reached by accepting, p={p_later:.3g}; Bonferroni x2)",
+    )
 
 
 def _cumcount(keys: np.ndarray) -> np.ndarray:
@@ -228,8 +269,19 @@ def draft_repeat_eprocess(p_rows, q_rows, drafts, num_accepted, replacements, *,
     ry = rho[pj[rej], y] / np.where(tot[pj[rej]] > 0, tot[pj[rej]], 1.0)
     n = len(x)
     if (ry <= 0).any():
-        return GofResult(name, math.inf, 0.0, 0, n, 0, 1.0, (0.0, 1.0), [], 0,
-                         "exact failure: a replacement outside the residual's support")
+        return GofResult(
+            name,
+            math.inf,
+            0.0,
+            0,
+            n,
+            0,
+            1.0,
+            (0.0, 1.0),
+            [],
+            0,
+            "exact failure: a replacement outside the residual's support",
+        )
     m = _cumcount(group[rej])
     c = _cumcount(group[rej] * v + y)
     log_e[rej] += np.log((c + kappa * ry) / (m + kappa)) - np.log(ry)
@@ -237,9 +289,20 @@ def draft_repeat_eprocess(p_rows, q_rows, drafts, num_accepted, replacements, *,
     best = float(path.max()) if n else 0.0
     p = float(min(1.0, math.exp(-best))) if best > 0 else 1.0
     repeats = int((m > 0).sum())
-    return GofResult(name, best, p, 0, n, 0, 0.0, (0.0, 1.0), [], 0,
-                     f"max log e = {best:.2f} over {n} verified drafts ({repeats} replacements after a repeated draft); "
-                     f"anytime-valid, kappa = {kappa:g}")
+    return GofResult(
+        name,
+        best,
+        p,
+        0,
+        n,
+        0,
+        0.0,
+        (0.0, 1.0),
+        [],
+        0,
+        f"max log e = {best:.2f} over {n} verified drafts ({repeats} replacements after a repeated draft); "
+        f"anytime-valid, kappa = {kappa:g}",
+    )
 
 
 def replacement_independence_test(p_rows, q_rows, position, drafts, replacements, *, top_k: int = 4) -> GofResult:
@@ -283,8 +346,19 @@ def replacement_independence_test(p_rows, q_rows, position, drafts, replacements
         obs = np.bincount(bx[x_all[m]] * k1 + by[y_all[m]], minlength=k1 * k1).astype(float)
         exp = int(m.sum()) * np.outer(mx, my).ravel()
         if (obs[exp <= 0] > 0).any():
-            return GofResult(name, math.inf, 0.0, 0, n, 0, 1.0, (0.0, 1.0), [], 0,
-                             f"exact failure: a rejection at position {int(j)} paired a draft and replacement of probability 0")
+            return GofResult(
+                name,
+                math.inf,
+                0.0,
+                0,
+                n,
+                0,
+                1.0,
+                (0.0, 1.0),
+                [],
+                0,
+                f"exact failure: a rejection at position {int(j)} paired a draft and replacement of probability 0",
+            )
         grp = pool_cells(exp)
         kk = grp.max() + 1 if (grp >= 0).any() else 0
         o = np.bincount(grp[grp >= 0], weights=obs[grp >= 0], minlength=kk)
@@ -325,11 +399,24 @@ def _pooled_stream(name, rows, tokens, position, rng) -> StratumResult | None:
     law = StreamLaw(np.where(mass > 0, rows / np.where(mass > 0, mass, 1.0), 1.0 / rows.shape[1]))
     st = default_stream_test(law, tokens, position, rng=rng, stratum=name)
     worst = st.worst
-    return StratumResult(name, dataclasses.replace(worst, test=f"{worst.test}, best of {len(st.components)} (Bonferroni)", pvalue=st.pvalue))
+    return StratumResult(
+        name,
+        dataclasses.replace(worst, test=f"{worst.test}, best of {len(st.components)} (Bonferroni)", pvalue=st.pvalue),
+    )
 
 
-def whitebox_round_tests(tokens, position, round_ids, num_accepted, P, Q, *, drafts=None, drafts_from_implementation: bool = False,
-                         rng: np.random.Generator | None = None) -> list[StratumResult]:
+def whitebox_round_tests(
+    tokens,
+    position,
+    round_ids,
+    num_accepted,
+    P,
+    Q,
+    *,
+    drafts=None,
+    drafts_from_implementation: bool = False,
+    rng: np.random.Generator | None = None,
+) -> list[StratumResult]:
     """The white-box strata of kernel-level rounds (rows depend on the position only), each over
     all positions at once (a position's tokens are tested against that position's law, so
     evidence adds up across positions while the stratum still says *what* broke):
@@ -365,32 +452,53 @@ def whitebox_round_tests(tokens, position, round_ids, num_accepted, P, Q, *, dra
         # Verified drafts: positions 0 .. min(num_accepted, gamma - 1) of each round.
         reached = np.arange(g)[None, :] <= np.minimum(n_acc_round, g - 1)[:, None]
         ri, pj = np.nonzero(reached)
-        out.append(StratumResult("acceptance given draft ~ Bernoulli(min(1, p/q))",
-                                 acceptance_given_draft_test(P, Q, pj, drafts[ri, pj], pj < n_acc_round[ri])))
+        out.append(
+            StratumResult(
+                "acceptance given draft ~ Bernoulli(min(1, p/q))",
+                acceptance_given_draft_test(P, Q, pj, drafts[ri, pj], pj < n_acc_round[ri]),
+            )
+        )
         # Replacements: the round's token at its rejection position, with the rejected draft.
         rej = np.nonzero(n_acc_round < g)[0]
         first = token_at_stop(tokens, position, round_ids, n_acc_round)
         if len(rej):
             jr = n_acc_round[rej]
-            out.append(StratumResult("rejected draft and replacement independent",
-                                     replacement_independence_test(P, Q, jr, drafts[rej, jr], first[rej])))
-        out.append(StratumResult("outcomes given the draft repeat no more than chance",
-                                 draft_repeat_eprocess(P, Q, drafts, n_acc_round, first)))
+            out.append(
+                StratumResult(
+                    "rejected draft and replacement independent",
+                    replacement_independence_test(P, Q, jr, drafts[rej, jr], first[rej]),
+                )
+            )
+        out.append(
+            StratumResult(
+                "outcomes given the draft repeat no more than chance",
+                draft_repeat_eprocess(P, Q, drafts, n_acc_round, first),
+            )
+        )
     else:
         for j in range(g):
             m = position == j
             k, reached = int((n_acc[m] > j).sum()), int(m.sum())
             if reached:
-                out.append(StratumResult(f"position {j}: acceptance ~ Bernoulli(sum min(p, q))", _acceptance_binomial(P[j], Q[j], k, reached)))
+                out.append(
+                    StratumResult(
+                        f"position {j}: acceptance ~ Bernoulli(sum min(p, q))",
+                        _acceptance_binomial(P[j], Q[j], k, reached),
+                    )
+                )
     inner = position < g
     acc = inner & (n_acc > position)
     rep = inner & (n_acc == position)
-    for name, rows, m in (("accepted tokens ~ min(p, q) / beta", np.minimum(P[:g], Q), acc),
-                          ("replacements ~ (p - q)+ / (1 - beta)", np.maximum(P[:g] - Q, 0.0), rep)):
+    for name, rows, m in (
+        ("accepted tokens ~ min(p, q) / beta", np.minimum(P[:g], Q), acc),
+        ("replacements ~ (p - q)+ / (1 - beta)", np.maximum(P[:g] - Q, 0.0), rep),
+    ):
         r = _pooled_stream(name, rows, tokens[m], position[m], rng)
         if r:
             out.append(r)
-    r = _pooled_stream("bonus tokens ~ p", P[g:], tokens[position == g], np.zeros(int((position == g).sum()), dtype=np.int64), rng)
+    r = _pooled_stream(
+        "bonus tokens ~ p", P[g:], tokens[position == g], np.zeros(int((position == g).sum()), dtype=np.int64), rng
+    )
     if r:
         out.append(r)
     return out
@@ -400,8 +508,19 @@ def whitebox_round_tests(tokens, position, round_ids, num_accepted, P, Q, *, dra
 WHITEBOX_CONTEXT_STRATA = 5
 
 
-def whitebox_context_tests(tokens, token_rows, position, round_ids, num_accepted, P, Q, *, drafts, draft_rows,
-                           rng: np.random.Generator | None = None) -> list[StratumResult]:
+def whitebox_context_tests(
+    tokens,
+    token_rows,
+    position,
+    round_ids,
+    num_accepted,
+    P,
+    Q,
+    *,
+    drafts,
+    draft_rows,
+    rng: np.random.Generator | None = None,
+) -> list[StratumResult]:
     """The white-box strata of rounds on a context model (rows depend on the whole prefix), for
     an implementation of the full rule that draws its own drafts: drafts ~ q, acceptance given the
     draft ~ Bernoulli(min(1, p/q)), accepted tokens ~ min(p, q) / beta, replacements ~ (p - q)+ /
@@ -412,7 +531,9 @@ def whitebox_context_tests(tokens, token_rows, position, round_ids, num_accepted
     proposed tokens (-1 where fewer were proposed) and the rows of their contexts.
     """
     rng = rng if rng is not None else np.random.default_rng(0)
-    tokens, token_rows, position, round_ids = (np.asarray(a, dtype=np.int64) for a in (tokens, token_rows, position, round_ids))
+    tokens, token_rows, position, round_ids = (
+        np.asarray(a, dtype=np.int64) for a in (tokens, token_rows, position, round_ids)
+    )
     P, Q = np.asarray(P, dtype=float), np.asarray(Q, dtype=float)
     n_acc_round = np.asarray(num_accepted, dtype=np.int64)
     drafts, draft_rows = np.asarray(drafts, dtype=np.int64), np.asarray(draft_rows, dtype=np.int64)
@@ -425,14 +546,21 @@ def whitebox_context_tests(tokens, token_rows, position, round_ids, num_accepted
     reached = (np.arange(g)[None, :] <= np.minimum(n_acc_round, g - 1)[:, None]) & proposed
     ri, pj = np.nonzero(reached)
     if len(ri):
-        out.append(StratumResult("acceptance given draft ~ Bernoulli(min(1, p/q))",
-                                 acceptance_given_draft_test(P, Q, draft_rows[ri, pj], drafts[ri, pj], pj < n_acc_round[ri],
-                                                             round_position=pj)))
+        out.append(
+            StratumResult(
+                "acceptance given draft ~ Bernoulli(min(1, p/q))",
+                acceptance_given_draft_test(
+                    P, Q, draft_rows[ri, pj], drafts[ri, pj], pj < n_acc_round[ri], round_position=pj
+                ),
+            )
+        )
     n_acc = n_acc_round[round_ids]
     inner = position < g
-    for name, rows, m in (("accepted tokens ~ min(p, q) / beta", np.minimum(P, Q), inner & (n_acc > position)),
-                          ("replacements ~ (p - q)+ / (1 - beta)", np.maximum(P - Q, 0.0), inner & (n_acc == position)),
-                          ("bonus tokens ~ p", P, position == g)):
+    for name, rows, m in (
+        ("accepted tokens ~ min(p, q) / beta", np.minimum(P, Q), inner & (n_acc > position)),
+        ("replacements ~ (p - q)+ / (1 - beta)", np.maximum(P - Q, 0.0), inner & (n_acc == position)),
+        ("bonus tokens ~ p", P, position == g),
+    ):
         r = _pooled_stream(name, rows, tokens[m], token_rows[m], rng)
         if r:
             out.append(r)

@@ -118,13 +118,32 @@ def _zero_mass_failure(test, law: StreamLaw, tokens, rows) -> GofResult | None:
         where = np.nonzero(bad)[0][:5]
         cells = [Cell(f"token {int(tokens[i])} under row {int(rows[i])}", 1.0, 0.0) for i in where]
         frac = float(bad.mean())
-        return GofResult(test, math.inf, 0.0, 0, n, 0, frac, (frac, 1.0), cells, 0,
-                         f"exact failure: {int(bad.sum())} emitted token(s) had probability 0 under the target law")
+        return GofResult(
+            test,
+            math.inf,
+            0.0,
+            0,
+            n,
+            0,
+            frac,
+            (frac, 1.0),
+            cells,
+            0,
+            f"exact failure: {int(bad.sum())} emitted token(s) had probability 0 under the target law",
+        )
     return None
 
 
-def binned_stream_test(law: StreamLaw, tokens, rows, *, kind: str = "sorted_mass", n_cells: int = DEFAULT_BINS,
-                       salt: int = 0, min_expected: float = 5.0) -> GofResult:
+def binned_stream_test(
+    law: StreamLaw,
+    tokens,
+    rows,
+    *,
+    kind: str = "sorted_mass",
+    n_cells: int = DEFAULT_BINS,
+    salt: int = 0,
+    min_expected: float = 5.0,
+) -> GofResult:
     """Pearson test of the projected counts against their expectation sum_t mass[r_t]."""
     tokens = np.asarray(tokens, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
@@ -142,8 +161,14 @@ def binned_stream_test(law: StreamLaw, tokens, rows, *, kind: str = "sorted_mass
     lab = []
     for j in range(k):
         members = np.nonzero(g == j)[0]
-        lab.append(labels[members[0]] if len(members) == 1 else " + ".join(labels[i] for i in members[:3]) + ("..." if len(members) > 3 else ""))
-    return cells_result(f"{kind}-bins", o, e, lab, lambda_="pearson", pooled_groups=int(sum((g == j).sum() > 1 for j in range(k))))
+        lab.append(
+            labels[members[0]]
+            if len(members) == 1
+            else " + ".join(labels[i] for i in members[:3]) + ("..." if len(members) > 3 else "")
+        )
+    return cells_result(
+        f"{kind}-bins", o, e, lab, lambda_="pearson", pooled_groups=int(sum((g == j).sum() > 1 for j in range(k)))
+    )
 
 
 def pit_values(law: StreamLaw, tokens, rows, rng: np.random.Generator, *, order: str = "probability") -> np.ndarray:
@@ -159,7 +184,9 @@ def pit_values(law: StreamLaw, tokens, rows, rng: np.random.Generator, *, order:
     return base + rng.random(len(tokens)) * law.table[rows, tokens]
 
 
-def pit_test(law: StreamLaw, tokens, rows, rng: np.random.Generator, *, method: str = "ad", order: str = "probability") -> GofResult:
+def pit_test(
+    law: StreamLaw, tokens, rows, rng: np.random.Generator, *, method: str = "ad", order: str = "probability"
+) -> GofResult:
     """Uniformity of the PIT values: 'ad' (Anderson-Darling, default), 'ks', or 'binned' (20 bins)."""
     from scipy import stats
 
@@ -175,13 +202,17 @@ def pit_test(law: StreamLaw, tokens, rows, rng: np.random.Generator, *, method: 
     cells = [Cell(f"PIT decile {i + 1}", hist[i], n / 10) for i in np.argsort(-np.abs(hist - n / 10))[:3]]
     if method == "ad":
         a2, p = anderson_darling_uniform(u)
-        return GofResult("pit-anderson-darling" + ("-id-order" if order == "id" else ""), a2, p, 0, n, 10, tv, iv, cells, 0)
+        return GofResult(
+            "pit-anderson-darling" + ("-id-order" if order == "id" else ""), a2, p, 0, n, 10, tv, iv, cells, 0
+        )
     if method == "ks":
         r = stats.kstest(u, "uniform")
         return GofResult("pit-ks", float(r.statistic), float(r.pvalue), 0, n, 10, tv, iv, cells, 0)
     if method == "binned":
         h = np.bincount(np.minimum((u * 20).astype(int), 19), minlength=20).astype(float)
-        return cells_result("pit-binned", h, np.full(20, n / 20), [f"PIT bin {i + 1}/20" for i in range(20)], lambda_="pearson")
+        return cells_result(
+            "pit-binned", h, np.full(20, n / 20), [f"PIT bin {i + 1}/20" for i in range(20)], lambda_="pearson"
+        )
     raise ValueError(f"unknown method {method!r}; use 'ad', 'ks' or 'binned'")
 
 
@@ -222,9 +253,24 @@ def loglik_score_test(law: StreamLaw, tokens, rows) -> GofResult:
     p = min(1.0, 2.0 * math.exp(min(0.0, res.fun)))
     var = np.sum(w * (np.sum(np.where(tab > 0, tab * np.where(tab > 0, logp, 0.0) ** 2, 0.0), axis=1) - mu**2))
     zscore = s / math.sqrt(var) if var > 0 else 0.0
-    direction = "sharper than the target (more mass on likely tokens)" if s > 0 else "flatter than the target (more mass on unlikely tokens)"
-    return GofResult("loglik-score", zscore, p, 1, n, 0, 0.0, (0.0, 1.0), [], 0,
-                     f"mean log p of the emitted tokens {s / n:+.4f} nats from its expectation (z = {zscore:.2f}): {direction}; Chernoff bound")
+    direction = (
+        "sharper than the target (more mass on likely tokens)"
+        if s > 0
+        else "flatter than the target (more mass on unlikely tokens)"
+    )
+    return GofResult(
+        "loglik-score",
+        zscore,
+        p,
+        1,
+        n,
+        0,
+        0.0,
+        (0.0, 1.0),
+        [],
+        0,
+        f"mean log p of the emitted tokens {s / n:+.4f} nats from its expectation (z = {zscore:.2f}): {direction}; Chernoff bound",
+    )
 
 
 def plain_pearson_stream_test(law: StreamLaw, tokens, rows) -> GofResult:
@@ -269,7 +315,11 @@ def vllm_position_chi2(law: StreamLaw, tokens, rows) -> tuple[bool, GofResult]:
     e_big = e_rows[r_i, t_i]
     codes, counts = np.unique(rows * v + tokens, return_counts=True)
     at = np.minimum(np.searchsorted(codes, big_codes), max(len(codes) - 1, 0))
-    o_big = np.where((len(codes) > 0) & (codes[at] == big_codes), counts[at], 0).astype(float) if len(codes) else np.zeros(len(big_codes))
+    o_big = (
+        np.where((len(codes) > 0) & (codes[at] == big_codes), counts[at], 0).astype(float)
+        if len(codes)
+        else np.zeros(len(big_codes))
+    )
     # Faithful to that test, a token of probability 0 is counted in 'other' like any rare token.
     o, e = np.append(o_big, n - o_big.sum()), np.append(e_big, max(0.0, n - float(e_big.sum())))
     keep = e > 1e-9 * max(n, 1)
@@ -279,8 +329,19 @@ def vllm_position_chi2(law: StreamLaw, tokens, rows) -> tuple[bool, GofResult]:
     df = len(o) - 1
     from scipy import stats
 
-    res = GofResult("vllm-chi2", x2, float(stats.chi2.sf(x2, df)) if df > 0 else 1.0, df, len(tokens), len(o), 0.0, (0.0, 1.0), [], 1,
-                    "decision by the threshold df + 10 sqrt(2 df), not by this p-value")
+    res = GofResult(
+        "vllm-chi2",
+        x2,
+        float(stats.chi2.sf(x2, df)) if df > 0 else 1.0,
+        df,
+        len(tokens),
+        len(o),
+        0.0,
+        (0.0, 1.0),
+        [],
+        1,
+        "decision by the threshold df + 10 sqrt(2 df), not by this p-value",
+    )
     return impossible or (df > 0 and x2 > df + 10 * math.sqrt(2 * df)), res
 
 
@@ -299,9 +360,19 @@ class StreamTestResult:
         return min(self.components, key=lambda r: r.pvalue)
 
 
-def default_stream_test(law: StreamLaw, tokens, rows, *, rng: np.random.Generator, alpha: float = 1e-6,
-                        beta: float = 1e-3, stratum: str = "all", n_bins: int = DEFAULT_BINS,
-                        top_k: int = DEFAULT_TOPK, salt: int | None = None) -> StreamTestResult:
+def default_stream_test(
+    law: StreamLaw,
+    tokens,
+    rows,
+    *,
+    rng: np.random.Generator,
+    alpha: float = 1e-6,
+    beta: float = 1e-3,
+    stratum: str = "all",
+    n_bins: int = DEFAULT_BINS,
+    top_k: int = DEFAULT_TOPK,
+    salt: int | None = None,
+) -> StreamTestResult:
     """specverify's default test for one stratum: sorted-mass bins, top-K + rest, salted hash
     buckets, PIT/Anderson-Darling in probability order and in id order, and the log-likelihood
     score test, combined by Bonferroni (p = 6 min p_i; ``DEFAULT_COMPONENTS``).
@@ -327,8 +398,9 @@ def default_stream_test(law: StreamLaw, tokens, rows, *, rng: np.random.Generato
     return StreamTestResult(stratum, n, p, comps, mde)
 
 
-def stratified_stream_test(law: StreamLaw, tokens, rows, strata, *, rng, alpha=1e-6, beta=1e-3, include_pooled=True,
-                           extra_family: int = 0):
+def stratified_stream_test(
+    law: StreamLaw, tokens, rows, strata, *, rng, alpha=1e-6, beta=1e-3, include_pooled=True, extra_family: int = 0
+):
     """default_stream_test per stratum (and pooled), Holm-adjusted across them.
 
     Each stratum's power statement (min_detectable_tv) is made at the first Holm step,
@@ -344,6 +416,8 @@ def stratified_stream_test(law: StreamLaw, tokens, rows, strata, *, rng, alpha=1
         results.append(default_stream_test(law, tokens, rows, rng=rng, alpha=alpha, beta=beta, stratum="all positions"))
     for s in labels:
         m = strata == s
-        results.append(default_stream_test(law, tokens[m], rows[m], rng=rng, alpha=alpha, beta=beta, stratum=f"position {s}"))
+        results.append(
+            default_stream_test(law, tokens[m], rows[m], rng=rng, alpha=alpha, beta=beta, stratum=f"position {s}")
+        )
     adj = holm([r.pvalue for r in results])
     return results, adj

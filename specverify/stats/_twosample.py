@@ -36,12 +36,32 @@ def homogeneity_test(counts_a, counts_b, *, min_expected: float = 5.0) -> GofRes
     r = iv_a[1] * 2  # radius for two estimated laws, conservatively doubled
     worst = np.argsort(-np.abs(A / na - B / nb))[:5]
     cells = [Cell(f"cell {i}", float(A[i]), float(B[i] * na / nb)) for i in worst]
-    return GofResult("homogeneity", float(res.statistic), float(res.pvalue), int(res.dof), int(na + nb), k, tv,
-                     (max(0.0, tv - r), min(1.0, tv + r)), cells, 0, "expected column: arm B scaled to arm A's size")
+    return GofResult(
+        "homogeneity",
+        float(res.statistic),
+        float(res.pvalue),
+        int(res.dof),
+        int(na + nb),
+        k,
+        tv,
+        (max(0.0, tv - r), min(1.0, tv + r)),
+        cells,
+        0,
+        "expected column: arm B scaled to arm A's size",
+    )
 
 
-def binned_homogeneity_test(tokens_a, tokens_b, *, vocab_size: int, n_bins: int = 32, salt: int = 0,
-                            reference_probs=None, permutations: int = 0, rng=None) -> GofResult:
+def binned_homogeneity_test(
+    tokens_a,
+    tokens_b,
+    *,
+    vocab_size: int,
+    n_bins: int = 32,
+    salt: int = 0,
+    reference_probs=None,
+    permutations: int = 0,
+    rng=None,
+) -> GofResult:
     """Homogeneity of two token samples after a shared predictable projection onto ``n_bins`` cells."""
     ta = np.asarray(tokens_a, dtype=np.int64)
     tb = np.asarray(tokens_b, dtype=np.int64)
@@ -70,8 +90,9 @@ def binned_homogeneity_test(tokens_a, tokens_b, *, vocab_size: int, n_bins: int 
                 s = np.where(ea > 0, (xa - ea) ** 2 / ea, 0) + np.where(eb > 0, (ya - eb) ** 2 / eb, 0)
             return s.sum(-1)
 
-        pr = stats.permutation_test((cell[ta], cell[tb]), stat, n_resamples=permutations, alternative="greater",
-                                    vectorized=True, rng=rng)
+        pr = stats.permutation_test(
+            (cell[ta], cell[tb]), stat, n_resamples=permutations, alternative="greater", vectorized=True, rng=rng
+        )
         res.pvalue, res.test = float(pr.pvalue), "binned-homogeneity-permutation"
     else:
         res.test = "binned-homogeneity"

@@ -89,13 +89,15 @@ class Verdict:
     def first_failure(self) -> tuple[CheckOutcome, str | None, str] | None:
         """(check, stratum or None, what was seen) of the failed check that comes first by Holm order:
         the smallest family-wise adjusted p-value, exact failures (no p-value: certain) before all."""
-        failed = sorted((c for c in self.checks if c.status == FAIL), key=lambda c: c.pvalue if c.pvalue is not None else -1.0)
+        failed = sorted(
+            (c for c in self.checks if c.status == FAIL), key=lambda c: c.pvalue if c.pvalue is not None else -1.0
+        )
         for c in failed:
             body, stratum = c.summary, None
-            if body.startswith(c.name + ", ") and ": " in body[len(c.name) + 2:]:
-                stratum, body = body[len(c.name) + 2:].split(": ", 1)
+            if body.startswith(c.name + ", ") and ": " in body[len(c.name) + 2 :]:
+                stratum, body = body[len(c.name) + 2 :].split(": ", 1)
             elif body.startswith(c.name + ": "):
-                body = body[len(c.name) + 2:]
+                body = body[len(c.name) + 2 :]
             return c, stratum, body
         return None
 
@@ -105,15 +107,21 @@ class Verdict:
             if self.checks and all(c.kind == "exact" for c in self.checks if c.status != "SKIPPED"):
                 names = ", ".join(c.name for c in self.checks if c.status == PASS)
                 return f"PASS (exact checks only, no sampling error): {names}; seed {self.seed}"
-            return (f"PASS: no deviation of TV >= {self.eps:.4g} (false-pass <= {self.beta:g}); "
-                    f"false-fail <= {self.alpha:g}; {self.samples:,} samples; seed {self.seed}")
+            return (
+                f"PASS: no deviation of TV >= {self.eps:.4g} (false-pass <= {self.beta:g}); "
+                f"false-fail <= {self.alpha:g}; {self.samples:,} samples; seed {self.seed}"
+            )
         if self.status == FAIL:
             tag = " [lossy by design]" if self.lossy_by_design else ""
             first = self.first_failure()
             if first is None:
                 return f"FAIL{tag}: {collapse_repeated_cells(self.evidence[0] if self.evidence else '')} (false-fail <= {self.alpha:g}; seed {self.seed})"
             c, stratum, body = first
-            what = "exact check" if c.kind == "exact" else ("white-box test" if (stratum or "").startswith("white-box") else "distribution test")
+            what = (
+                "exact check"
+                if c.kind == "exact"
+                else ("white-box test" if (stratum or "").startswith("white-box") else "distribution test")
+            )
             where = f"{what} '{c.name}'" + (f", stratum '{stratum}'" if stratum else "")
             more = sum(x.status == FAIL for x in self.checks) - 1
             tail = f"; {more} more check{'s' if more > 1 else ''} failed" if more else ""
@@ -122,11 +130,16 @@ class Verdict:
         if isinstance(nd.get("statement"), str):
             needed = nd["statement"]
         else:
-            needed = ", ".join(f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v}"
-                               for k, v in nd.items() if isinstance(v, (int, float, str)))
-        reach = (f"the samples collected detect TV >= {self.eps:.4g}, above the requested {self.eps_requested:g}"
-                 if self.eps is not None and self.eps < 1 else
-                 f"too few samples to detect any deviation (requested TV {self.eps_requested:g})")
+            needed = ", ".join(
+                f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v}"
+                for k, v in nd.items()
+                if isinstance(v, (int, float, str))
+            )
+        reach = (
+            f"the samples collected detect TV >= {self.eps:.4g}, above the requested {self.eps_requested:g}"
+            if self.eps is not None and self.eps < 1
+            else f"too few samples to detect any deviation (requested TV {self.eps_requested:g})"
+        )
         return f"INCONCLUSIVE: {reach}" + (f"; needed: {needed}" if needed else "")
 
     def to_dict(self) -> dict:

@@ -19,8 +19,15 @@ Plain numpy only (no specverify imports). ``CASES`` lists every implementation:
 
 
 def _case(spec, shape, buggy, bug_class=None, visible="any", flags=(), rounds=None):
-    return {"spec": "user_impls." + spec, "shape": shape, "flags": list(flags), "buggy": buggy,
-            "bug_class": bug_class, "visible": visible, "rounds": rounds}
+    return {
+        "spec": "user_impls." + spec,
+        "shape": shape,
+        "flags": list(flags),
+        "buggy": buggy,
+        "bug_class": bug_class,
+        "visible": visible,
+        "rounds": rounds,
+    }
 
 
 CASES = [
@@ -46,7 +53,9 @@ CASES = [
     _case("round_numpy:step_continue_after_reject", "round", True, "continue_after_reject", "any"),
     _case("round_numpy:step_shared_uniform", "round", True, "shared_uniform", "any"),
     _case("round_numpy:step_drafts_unconditioned", "round", True, "drafts_unconditioned", "any"),
-    _case("round_numpy:step_residual_from_q_when_close", "round", True, "replacement_from_q_high_overlap", "high_overlap"),
+    _case(
+        "round_numpy:step_residual_from_q_when_close", "round", True, "replacement_from_q_high_overlap", "high_overlap"
+    ),
     _case("round_numpy:step_greedy_bonus", "round", True, "bonus_argmax", "high_overlap"),
     _case("round_numpy:step_zero_guard_accepts", "round", True, "accepts_p_zero", "low_overlap"),
     _case("round_numpy:step_residual_from_p_when_far", "round", True, "replacement_from_p_low_overlap", "low_overlap"),
@@ -67,20 +76,83 @@ CASES = [
     _case("logits_steppers:step_logits_correct", "round", False, flags=["--logits"]),
     _case("logits_steppers:step_logits_gumbel", "round", False, flags=["--logits"]),
     _case("logits_steppers:step_logits_topk_target_only", "round", False, visible="settings:top_k", flags=["--logits"]),
-    _case("logits_steppers:step_logits_draft_order_swapped", "round", False, visible="settings:top_k", flags=["--logits"]),
-    _case("logits_steppers:step_logits_rep_penalty_target_only", "round", False, visible="settings:repetition_penalty", flags=["--logits"]),
+    _case(
+        "logits_steppers:step_logits_draft_order_swapped", "round", False, visible="settings:top_k", flags=["--logits"]
+    ),
+    _case(
+        "logits_steppers:step_logits_rep_penalty_target_only",
+        "round",
+        False,
+        visible="settings:repetition_penalty",
+        flags=["--logits"],
+    ),
     # Lossless but its untempered draft is accepted less often at temperature 0.6, so the 'later'
     # stratum fills slowly: at 2,500 sequences per unit the audit is honestly INCONCLUSIVE
     # (eps 0.0511); 3,200 reach eps 0.05.
-    _case("logits_steppers:step_logits_temp_target_only", "round", False, visible="settings:temperature", flags=["--logits"],
-          rounds=3200),
-    _case("logits_steppers:step_logits_temp_draft_only", "round", True, "temperature_draft_only", "settings:temperature", ["--logits"]),
-    _case("logits_steppers:step_logits_topp_before_temp", "round", True, "top_p_before_temperature", "settings:top_p", ["--logits"]),
-    _case("logits_steppers:step_logits_target_order_swapped", "round", True, "top_p_before_top_k_target", "settings:top_k", ["--logits"]),
-    _case("logits_steppers:step_logits_temp_in_ratio_only", "round", True, "temperature_in_ratio_only", "settings:temperature", ["--logits"]),
-    _case("logits_steppers:step_logits_rep_penalty_draft_only", "round", True, "repetition_penalty_draft_only", "settings:repetition_penalty", ["--logits"]),
-    _case("logits_steppers:step_logits_min_p_draft_only", "round", True, "min_p_draft_only", "settings:min_p", ["--logits"]),
-    _case("logits_steppers:step_logits_rep_penalty_prefix_only", "round", True, "repetition_penalty_stale_history", "settings:repetition_penalty", ["--logits"]),
+    _case(
+        "logits_steppers:step_logits_temp_target_only",
+        "round",
+        False,
+        visible="settings:temperature",
+        flags=["--logits"],
+        rounds=3200,
+    ),
+    _case(
+        "logits_steppers:step_logits_temp_draft_only",
+        "round",
+        True,
+        "temperature_draft_only",
+        "settings:temperature",
+        ["--logits"],
+    ),
+    _case(
+        "logits_steppers:step_logits_topp_before_temp",
+        "round",
+        True,
+        "top_p_before_temperature",
+        "settings:top_p",
+        ["--logits"],
+    ),
+    _case(
+        "logits_steppers:step_logits_target_order_swapped",
+        "round",
+        True,
+        "top_p_before_top_k_target",
+        "settings:top_k",
+        ["--logits"],
+    ),
+    _case(
+        "logits_steppers:step_logits_temp_in_ratio_only",
+        "round",
+        True,
+        "temperature_in_ratio_only",
+        "settings:temperature",
+        ["--logits"],
+    ),
+    _case(
+        "logits_steppers:step_logits_rep_penalty_draft_only",
+        "round",
+        True,
+        "repetition_penalty_draft_only",
+        "settings:repetition_penalty",
+        ["--logits"],
+    ),
+    _case(
+        "logits_steppers:step_logits_min_p_draft_only",
+        "round",
+        True,
+        "min_p_draft_only",
+        "settings:min_p",
+        ["--logits"],
+    ),
+    _case(
+        "logits_steppers:step_logits_rep_penalty_prefix_only",
+        "round",
+        True,
+        "repetition_penalty_stale_history",
+        "settings:repetition_penalty",
+        ["--logits"],
+    ),
     # greedy: greedy steppers (--greedy) and settings-aware probability steps ---------------------
     _case("greedy:greedy_argmax", "round", False, visible="greedy", flags=["--greedy"]),
     _case("greedy:greedy_sampled_drafts", "round", False, visible="greedy", flags=["--greedy"]),

@@ -112,8 +112,10 @@ def tv_report(samples, exact, thr_rng):
     n, T = samples.shape
     emp = np.stack([np.bincount(samples[:, t], minlength=V) / n for t in range(T)])
     tv = 0.5 * np.abs(emp - exact).sum(1)
-    sims = [0.5 * np.abs(np.stack([thr_rng.multinomial(n, e / e.sum()) / n for e in exact]) - exact).sum(1).max()
-            for _ in range(200)]
+    sims = [
+        0.5 * np.abs(np.stack([thr_rng.multinomial(n, e / e.sum()) / n for e in exact]) - exact).sum(1).max()
+        for _ in range(200)
+    ]
     return float(tv[0]), float(tv.max()), int(tv.argmax()), 1.2 * float(np.max(sims))
 
 
@@ -130,7 +132,7 @@ def run_rounds(fn, model, n, T, seed, settings=None):
             toks = fn(*args)
             assert 1 <= len(toks) <= GAMMA + 1, toks
             seq = seq + [int(t) for t in toks]
-        out[i] = seq[len(PROMPT): len(PROMPT) + T]
+        out[i] = seq[len(PROMPT) : len(PROMPT) + T]
     return out
 
 
@@ -182,15 +184,15 @@ class Settings:
         self.repetition_penalty = repetition_penalty
 
     def __repr__(self):
-        return (f"T={self.temperature} k={self.top_k} p={self.top_p} min_p={self.min_p} "
-                f"r={self.repetition_penalty}")
+        return f"T={self.temperature} k={self.top_k} p={self.top_p} min_p={self.min_p} r={self.repetition_penalty}"
 
 
 def ref_probs(logits, history, s):
     from specverify.dists import SamplingSettings, probs_from_logits, token_counts
 
-    ss = SamplingSettings(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
-                          repetition_penalty=s.repetition_penalty)
+    ss = SamplingSettings(
+        temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, repetition_penalty=s.repetition_penalty
+    )
     return probs_from_logits(logits, ss, seen_counts=token_counts(history, V))
 
 
@@ -228,7 +230,7 @@ class LogitsModel:
         seq = list(prompt)
         for _ in range(T):
             seq.append(int(np.argmax(ref_probs(row(self.LT, seq), seq, s))))
-        return seq[len(prompt):]
+        return seq[len(prompt) :]
 
 
 # ----------------------------------------------------------------------------- greedy (tie-rich tables)
@@ -273,7 +275,7 @@ def logits_greedy_check(fn, lm, n_seq=30, T=10):
         seq = list(prompt)
         while len(seq) < len(prompt) + T:
             seq = seq + [int(t) for t in fn(seq, lm.draft, lm.target, GAMMA, rng, s)]
-        bad += seq[len(prompt): len(prompt) + T] != lm.greedy_ref(prompt, T, s)
+        bad += seq[len(prompt) : len(prompt) + T] != lm.greedy_ref(prompt, T, s)
     return bad
 
 
@@ -329,7 +331,9 @@ def main():
             dev += ["greedy"] if g + g2 else []
         elif "--logits" in c["flags"]:
             knob = c["visible"].split(":")[1] if c["visible"].startswith("settings:") else None
-            for sname, s in [("ALL", S_ALL)] + ([(knob, KNOB_SETTINGS[knob])] if knob else []) + [("PLAIN", Settings())]:
+            for sname, s in (
+                [("ALL", S_ALL)] + ([(knob, KNOB_SETTINGS[knob])] if knob else []) + [("PLAIN", Settings())]
+            ):
                 if sname not in exact_logit:
                     exact_logit[sname] = lm.exact(s, 4)
                 law(sname, run_rounds(fn, lm, n_logit, 4, seed, s), exact_logit[sname])
@@ -357,12 +361,18 @@ def main():
         dev = ",".join(dev)
         verdict = "ok" if bool(dev) == c["buggy"] else "ok (tiny)" if name.split(":")[1] in TINY else "UNEXPECTED"
         rows.append((name, c["buggy"], c["visible"], dev, verdict))
-        print(f"{verdict:10s} {'BUG ' if c['buggy'] else 'good'} {name:50s} visible={c['visible']:27s} "
-              f"deviates={dev or '-':16s} " + "  ".join(f"{k}: {v}" for k, v in res.items())
-              + f"  ({time.time() - t1:.1f}s)", flush=True)
+        print(
+            f"{verdict:10s} {'BUG ' if c['buggy'] else 'good'} {name:50s} visible={c['visible']:27s} "
+            f"deviates={dev or '-':16s} "
+            + "  ".join(f"{k}: {v}" for k, v in res.items())
+            + f"  ({time.time() - t1:.1f}s)",
+            flush=True,
+        )
     n_bad = sum(r[4] == "UNEXPECTED" for r in rows)
-    print(f"\n{len(rows)} cases ({sum(r[1] for r in rows)} buggy, {sum(not r[1] for r in rows)} correct); "
-          f"bugs that deviated: {sum(r[1] and bool(r[3]) for r in rows)}; unexpected: {n_bad}; {time.time() - t0:.0f}s")
+    print(
+        f"\n{len(rows)} cases ({sum(r[1] for r in rows)} buggy, {sum(not r[1] for r in rows)} correct); "
+        f"bugs that deviated: {sum(r[1] and bool(r[3]) for r in rows)}; unexpected: {n_bad}; {time.time() - t0:.0f}s"
+    )
 
 
 if __name__ == "__main__":

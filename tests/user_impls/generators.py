@@ -30,7 +30,7 @@ def generate_correct(prompt, max_new_tokens, seed, model):
     seq = list(prompt)
     while len(seq) < len(prompt) + max_new_tokens:
         seq += _round(seq, model, 4, rng)
-    return seq[len(prompt): len(prompt) + max_new_tokens]
+    return seq[len(prompt) : len(prompt) + max_new_tokens]
 
 
 def generate_adaptive_gamma(prompt, max_new_tokens, seed, model):
@@ -41,7 +41,7 @@ def generate_adaptive_gamma(prompt, max_new_tokens, seed, model):
         out = _round(seq, model, gamma, rng)
         gamma = min(gamma + 2, 8) if len(out) == gamma + 1 else max(gamma - 1, 1)
         seq += out
-    return seq[len(prompt):][:max_new_tokens]
+    return seq[len(prompt) :][:max_new_tokens]
 
 
 def generate_realign_bug(prompt, max_new_tokens, seed, model):
@@ -64,7 +64,7 @@ def generate_unverified_tail(prompt, max_new_tokens, seed, model):
             seq.append(int(rng.choice(len(q), p=q)))
         else:
             seq += _round(seq, model, 4, rng)
-    return seq[len(prompt): len(prompt) + max_new_tokens]
+    return seq[len(prompt) : len(prompt) + max_new_tokens]
 
 
 def generate_last_round_unverified(prompt, max_new_tokens, seed, model):
@@ -78,4 +78,4 @@ def generate_last_round_unverified(prompt, max_new_tokens, seed, model):
                 seq.append(int(rng.choice(len(q), p=q)))
         else:
             seq += _round(seq, model, gamma, rng)
-    return seq[len(prompt):end]
+    return seq[len(prompt) : end]

@@ -66,7 +66,7 @@ class VerifiedContextStepper:
         P = np.asarray(target(self.ctx[:n], xs))
         for j, x in enumerate(xs):
             if rng.random() >= P[j, x] / qs[j][x]:
-                del self.ctx[n + j:]  # roll back the rejected drafts
+                del self.ctx[n + j :]  # roll back the rejected drafts
                 self.ctx.append(int(rng.choice(P.shape[1], p=_residual(P[j], qs[j]))))
                 return self.ctx[n:]
         self.ctx.append(int(rng.choice(P.shape[1], p=P[gamma])))
@@ -111,7 +111,7 @@ class StaleRollbackStepper:
         prefix = list(prefix)
         if len(prefix) != self.expected_len:  # new sequence
             self.ctx = prefix
-        ctx = self.ctx + prefix[len(self.ctx):]  # trust the cached context
+        ctx = self.ctx + prefix[len(self.ctx) :]  # trust the cached context
         xs, qs = [], []
         for _ in range(gamma):
             qs.append(np.asarray(draft(ctx + xs)))
@@ -162,7 +162,7 @@ class NoResetStepper:
     def __call__(self, prefix, draft, target, gamma, rng):
         if len(self.ctx) >= self.MAX_LEN:  # cache full: start over
             self.ctx = []
-        ctx = self.ctx + list(prefix)[len(self.ctx):]  # assumes prefix extends what we have
+        ctx = self.ctx + list(prefix)[len(self.ctx) :]  # assumes prefix extends what we have
         xs, qs = [], []
         for _ in range(gamma):
             qs.append(np.asarray(draft(ctx + xs)))
@@ -195,7 +195,7 @@ class RecycledDraftsStepper:
         P = np.asarray(target(prefix, xs))
         for j, x in enumerate(xs):
             if not rng.random() < P[j, x] / qs[j][x]:
-                self.spare = xs[j + 1:]  # still good drafts, do not waste them
+                self.spare = xs[j + 1 :]  # still good drafts, do not waste them
                 self.expected_len = len(prefix) + j + 1
                 return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
         self.spare, self.expected_len = [], len(prefix) + gamma + 1
