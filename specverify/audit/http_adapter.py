@@ -19,13 +19,14 @@ import math
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..errors import ImplementationError, ImplementationTimeout, MalformedOutputError
-from ..stats import FAIL, PASS, CheckOutcome, Verdict, binned_homogeneity_test, holm
+from ..errors import ImplementationError, ImplementationTimeout, MalformedOutputError, UnsupportedSettingError
+from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, Verdict, binned_homogeneity_test, holm
 
-__all__ = ["http_generator", "two_sample_endpoints"]
+__all__ = ["http_generator", "two_sample_endpoints", "two_sample_verdict", "parse_completion_ids"]
 
 
 def _post(url, payload, timeout):
@@ -35,51 +36,115 @@ def _post(url, payload, timeout):
         return r.read()
 
 
+def _payload(model, prompt, max_new_tokens, seed, settings, n: int = 1) -> dict:
+    """A /v1/completions body: token-id prompt, exact length, every sampling setting explicit."""
+    body = {
+        "model": model,
+        "prompt": [int(t) for t in prompt],
+        "max_tokens": int(max_new_tokens),
+        "min_tokens": int(max_new_tokens),
+        "ignore_eos": True,
+        "n": int(n),
+        "logprobs": 1,
+        "temperature": float(settings.temperature),
+        "top_p": float(settings.top_p),
+        "top_k": int(settings.top_k),
+        "min_p": float(settings.min_p),
+        "repetition_penalty": float(settings.repetition_penalty),
+        "presence_penalty": float(settings.presence_penalty),
+        "frequency_penalty": float(settings.frequency_penalty),
+        "return_tokens_as_token_ids": True,
+    }
+    if seed is not None:
+        body["seed"] = int(seed)
+    return body
+
+
+def _post_with_retries(url, payload, *, timeout, retries, backoff) -> bytes:
+    """The raw body; timeouts and 5xx are retried with exponential backoff, 4xx are not (the
+    request itself is wrong, or the setting is refused: an unsupported setting when it says so)."""
+    for attempt in range(retries + 1):
+        try:
+            return _post(url, payload, timeout)
+        except (TimeoutError, urllib.error.URLError) as exc:
+            if isinstance(exc, urllib.error.HTTPError) and exc.code < 500:
+                text = exc.read()[:300].decode(errors="replace")
+                if "not yet supported" in text or "not supported" in text:
+                    raise UnsupportedSettingError(f"{url} refused the setting: {text}") from exc
+                raise ImplementationError(f"{url} answered HTTP {exc.code}: {text!r}") from exc
+            if attempt == retries:
+                if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
+                    raise ImplementationTimeout(
+                        f"{url} did not answer within {timeout:g} s ({retries + 1} attempts)"
+                    ) from exc
+                raise ImplementationError(f"{url} failed after {retries + 1} attempts: {exc}") from exc
+            time.sleep(backoff * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def parse_completion_ids(raw: bytes, url: str = "the endpoint") -> list[list[int]]:
+    """Token ids of every choice, from ``choices[i].logprobs.tokens`` entries ``"token_id:<id>"``."""
+    try:
+        body = json.loads(raw)
+        return [[int(str(t).split("token_id:")[1]) for t in c["logprobs"]["tokens"]] for c in body["choices"]]
+    except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
+        raise MalformedOutputError(
+            f"{url} returned a response without choices[i].logprobs.tokens as 'token_id:<id>': {raw[:200]!r}; "
+            "send return_tokens_as_token_ids (vLLM) or the same convention"
+        ) from exc
+
+
+def _groups(prompts, seeds, per_request: int):
+    """Runs of one prompt, at most ``per_request`` long: one request with ``n`` completions each."""
+    out, i = [], 0
+    while i < len(prompts):
+        j = i + 1
+        while j < len(prompts) and j - i < per_request and list(prompts[j]) == list(prompts[i]):
+            j += 1
+        out.append((i, j))
+        i = j
+    return out
+
+
 def http_generator(
-    base_url: str, *, model: str = "default", timeout: float = 30.0, retries: int = 2, backoff: float = 0.5
+    base_url: str,
+    *,
+    model: str = "default",
+    timeout: float = 30.0,
+    retries: int = 2,
+    backoff: float = 0.5,
+    concurrency: int = 1,
+    completions_per_request: int = 1,
+    seeded: bool = True,
 ):
+    """``generate(prompt, n, seed, settings)`` over ``POST {base_url}/v1/completions``.
+
+    ``generate.batch(prompts, n, seeds, settings)`` (used by :func:`audit_lm`) sends up to
+    ``concurrency`` requests at once; consecutive equal prompts are merged into one request with
+    ``n`` = up to ``completions_per_request`` completions (the seed of the run's first sequence).
+    ``seeded=False`` sends no seed (the server's own generator)."""
     url = base_url.rstrip("/") + "/v1/completions"
 
-    def generate(prompt, max_new_tokens, seed, settings):
-        payload = {
-            "model": model,
-            "prompt": list(prompt),
-            "max_tokens": max_new_tokens,
-            "seed": int(seed),
-            "logprobs": 1,
-            "temperature": settings.temperature,
-            "top_p": settings.top_p,
-            "top_k": settings.top_k,
-            "min_p": settings.min_p,
-            "repetition_penalty": settings.repetition_penalty,
-            "return_tokens_as_token_ids": True,
-        }
-        last = None
-        for attempt in range(retries + 1):
-            try:
-                raw = _post(url, payload, timeout)
-                break
-            except (TimeoutError, urllib.error.URLError) as exc:
-                is_timeout = isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError)
-                if isinstance(exc, urllib.error.HTTPError) and exc.code < 500:
-                    raise ImplementationError(f"{url} answered HTTP {exc.code}: {exc.read()[:200]!r}") from exc
-                last = exc
-                if attempt == retries:
-                    if is_timeout:
-                        raise ImplementationTimeout(
-                            f"{url} did not answer within {timeout:g} s ({retries + 1} attempts)"
-                        ) from exc
-                    raise ImplementationError(f"{url} failed after {retries + 1} attempts: {exc}") from exc
-                time.sleep(backoff * 2**attempt)
-        try:
-            body = json.loads(raw)
-            toks = body["choices"][0]["logprobs"]["tokens"]
-            return [int(str(t).split("token_id:")[1]) for t in toks]
-        except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
-            raise MalformedOutputError(
-                f"{url} returned a response without choices[0].logprobs.tokens as 'token_id:<id>': {raw[:200]!r}"
-            ) from exc
+    def one(prompt, n_new, seed, settings, n=1):
+        body = _payload(model, prompt, n_new, seed if seeded else None, settings, n)
+        ids = parse_completion_ids(
+            _post_with_retries(url, body, timeout=timeout, retries=retries, backoff=backoff), url
+        )
+        if len(ids) != n:
+            raise MalformedOutputError(f"{url} returned {len(ids)} choices for n={n}")
+        return ids
 
+    def generate(prompt, max_new_tokens, seed, settings):
+        return one(prompt, max_new_tokens, seed, settings)[0]
+
+    def batch(prompts, max_new_tokens, seeds, settings):
+        groups = _groups(prompts, seeds, max(1, completions_per_request))
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            futs = [pool.submit(one, prompts[i], max_new_tokens, seeds[i], settings, j - i) for i, j in groups]
+            return [ids for f in futs for ids in f.result()]
+
+    generate.batch = batch
+    generate.batch_size = max(1, concurrency) * max(1, completions_per_request)
     generate.__name__ = f"http:{base_url}"
     return generate
 
@@ -93,8 +158,8 @@ def _sample_both(endpoints, prompts, length, settings):
             out.append(
                 np.array(
                     [
-                        list(gen(prompts[i % len(prompts)], length, int(seed), settings))[:length]
-                        for i, seed in enumerate(seeds)
+                        list(gen(prompts[i % len(prompts)], length, int(sd), settings))[:length]
+                        for i, sd in enumerate(seeds)
                     ]
                 )
             )
@@ -121,116 +186,171 @@ def two_sample_endpoints(
 ) -> Verdict:
     """A speculative endpoint against a non-speculative one, when the target is not available locally.
 
-    Each endpoint answers ``n_sequences`` requests per setting (prompts in turn, fresh seeds); at
-    every position the (prompt, token) pairs of the two are compared on ``n_bins`` salted hash
-    buckets (chi-square homogeneity), Holm across positions and settings at family-wise rate
-    ``alpha``. The verdict states the eps this sample size detects with false-pass rate ``beta``
-    at the first Holm step: TV on the buckets >= sqrt(2 lambda* / n) / 2, lambda* the chi-square
-    noncentrality for power 1 - beta (two arms of n each: lambda = (n / 2) w^2 >= 2 n TV^2). It is
-    a PASS only when that eps is at most the requested ``eps``; otherwise
-    INCONCLUSIVE, with the sequences per endpoint that would reach ``eps``.
-
-    ``vocab_size`` (the endpoints' vocabulary) fixes the buckets in advance; without it the key
-    space is taken from the largest id seen in either sample (a symmetric function of the pooled
-    samples, so the test keeps its level).
+    Each endpoint answers ``n_sequences`` requests per setting (prompts in turn, fresh seeds); the
+    samples are compared by :func:`two_sample_verdict`.
     """
-    from ..stats import INCONCLUSIVE, noncentrality_for_power
-    from .conclude import decide
-
     t0 = time.perf_counter()
     settings = tuple(settings) if isinstance(settings, (list, tuple)) else (settings,)
     if not prompts or n_sequences < 1 or length < 1 or not settings:
         raise ValueError("need at least one prompt, one setting, n_sequences >= 1 and length >= 1")
     rng = np.random.default_rng(seed)
-    m = len(settings) * length  # tests in the Holm family
-    lam = noncentrality_for_power(n_bins - 1, alpha / m, beta)
-    eps_reached = math.sqrt(2 * lam / n_sequences) / 2
-    need = math.ceil(2 * lam / (4 * eps * eps))
-    checks, evidence, res, labels = [], [], [], []
-    pidx = np.arange(n_sequences) % len(prompts)
-    for k, s in enumerate(settings):
-        label = f"settings[{k}] {s.short()}"
+    samples = []
+    for s in settings:
         seeds = rng.integers(2**31, size=(2, n_sequences))
-        samples = _sample_both(((gen_spec, seeds[0], names[0]), (gen_ref, seeds[1], names[1])), prompts, length, s)
-        if isinstance(samples, tuple) and isinstance(samples[1], ImplementationError):
-            name, exc = samples
-            checks.append(CheckOutcome(f"{label}: {name}", FAIL, "exact", str(exc)))
-            evidence.append(f"{label}: {name}: {exc}")
+        samples.append(
+            _sample_both(((gen_spec, seeds[0], names[0]), (gen_ref, seeds[1], names[1])), prompts, length, s)
+        )
+    prompt_index = np.arange(n_sequences) % len(prompts)
+    v = two_sample_verdict(
+        samples,
+        settings=settings,
+        prompt_index=prompt_index,
+        n_prompts=len(prompts),
+        vocab_size=vocab_size,
+        alpha=alpha,
+        beta=beta,
+        eps=eps,
+        seed=seed,
+        n_bins=n_bins,
+    )
+    v.seconds = time.perf_counter() - t0
+    return v
+
+
+def _output_problem(label, A, B, n_sequences, length, vocab_size):
+    """A message when a sample is malformed (short, negative or out-of-vocabulary ids), else None."""
+    if A.shape != (n_sequences, length) or B.shape != (n_sequences, length) or (A < 0).any() or (B < 0).any():
+        return f"{label}: an endpoint returned fewer than {length} tokens or a negative id"
+    if vocab_size and (A.max() >= vocab_size or B.max() >= vocab_size):
+        return f"{label}: an endpoint returned id {int(max(A.max(), B.max()))} >= vocabulary size {vocab_size}"
+    return None
+
+
+def two_sample_verdict(
+    samples,
+    *,
+    settings,
+    prompt_index,
+    n_prompts: int,
+    vocab_size: int | None = None,
+    alpha: float = 1e-6,
+    beta: float = 1e-3,
+    eps: float = 0.05,
+    seed: int = 0,
+    n_bins: int = 32,
+    subject: str = "two-sample endpoints",
+) -> Verdict:
+    """Two samples per setting, ``samples[k] = (A, B)`` ([n, length] token arrays, row i drawn for
+    prompt ``prompt_index[i]``) or ``(name, error)`` when one side failed.
+
+    At every position the (prompt, token) pairs are compared on ``n_bins`` salted hash buckets
+    (chi-square homogeneity), Holm across positions and settings at family-wise rate ``alpha``.
+    The verdict states the eps this sample size detects with false-pass rate ``beta`` at the first
+    Holm step: TV on the buckets >= sqrt(2 lambda* / n) / 2, lambda* the chi-square noncentrality
+    for power 1 - beta (two arms of n each: lambda = (n / 2) w^2 >= 2 n TV^2). It is a PASS only
+    when that eps is at most the requested ``eps``; otherwise INCONCLUSIVE, with the sequences
+    per side that would reach ``eps``. ``vocab_size`` fixes the buckets in advance; without it the
+    key space is taken from the largest id seen in either sample (a symmetric function of the
+    pooled samples, so the test keeps its level).
+    """
+    from ..stats import noncentrality_for_power
+
+    prompt_index = np.asarray(prompt_index)
+    n_sequences = len(prompt_index)
+    length = max((x[0].shape[1] for x in samples if isinstance(x[0], np.ndarray) and x[0].ndim == 2), default=1)
+    lam = noncentrality_for_power(n_bins - 1, alpha / (len(settings) * length), beta)
+    eps_reached = math.sqrt(2 * lam / n_sequences) / 2
+    checks, evidence, res, labels = [], [], [], []
+    for k, (s, pair) in enumerate(zip(settings, samples, strict=False)):
+        label = f"settings[{k}] {s.short()}"
+        if isinstance(pair, tuple) and isinstance(pair[1], Exception):
+            checks.append(CheckOutcome(name=f"{label}: {pair[0]}", status=FAIL, kind="exact", summary=str(pair[1])))
+            evidence.append(f"{label}: {pair[0]}: {pair[1]}")
             continue
-        A, B = samples
-        if A.shape != (n_sequences, length) or B.shape != (n_sequences, length) or (A < 0).any() or (B < 0).any():
-            msg = f"{label}: an endpoint returned fewer than {length} tokens or a negative id"
-            checks.append(CheckOutcome(f"{label}: output", FAIL, "exact", msg))
-            evidence.append(msg)
+        A, B = (np.asarray(x) for x in pair)
+        problem = _output_problem(label, A, B, n_sequences, length, vocab_size)
+        if problem:
+            checks.append(CheckOutcome(name=f"{label}: output", status=FAIL, kind="exact", summary=problem))
+            evidence.append(problem)
             continue
         v = vocab_size or int(max(A.max(), B.max())) + 1
-        if vocab_size and (A.max() >= v or B.max() >= v):
-            msg = f"{label}: an endpoint returned id {int(max(A.max(), B.max()))} >= vocabulary size {v}"
-            checks.append(CheckOutcome(f"{label}: output", FAIL, "exact", msg))
-            evidence.append(msg)
-            continue
-        # Key each token with its prompt, so that different prompts are not pooled into one law.
-        for j in range(length):
-            r = binned_homogeneity_test(
-                pidx * v + A[:, j],
-                pidx * v + B[:, j],
-                vocab_size=len(prompts) * v,
-                n_bins=n_bins,
-                salt=seed * 1000 + k * 100 + j,
+        for j in range(length):  # each token keyed with its prompt: prompts are not pooled into one law
+            res.append(
+                binned_homogeneity_test(
+                    prompt_index * v + A[:, j],
+                    prompt_index * v + B[:, j],
+                    vocab_size=n_prompts * v,
+                    n_bins=n_bins,
+                    salt=seed * 1000 + k * 100 + j,
+                )
             )
-            res.append(r)
             labels.append(f"{label}, position {j}")
     adj = holm([r.pvalue for r in res]) if res else []
-    enough = eps_reached <= eps
-    for lab, r, a in zip(labels, res, adj):
-        if a <= alpha:
-            msg = f"{lab}: {r.test} p={r.pvalue:.3g} (Holm-adjusted {a:.3g}); {r}"
-            checks.append(CheckOutcome(lab, FAIL, "statistical", msg, float(a), eps_reached, 2 * n_sequences))
-            evidence.append(msg)
-        elif enough:
-            checks.append(
-                CheckOutcome(
-                    lab,
-                    PASS,
-                    "statistical",
-                    f"no deviation of TV >= {eps_reached:.4f} on {n_bins} hash buckets of (prompt, token) "
-                    f"({n_sequences:,} sequences per endpoint)",
-                    float(a),
-                    eps_reached,
-                    2 * n_sequences,
-                )
+    for lab, r, a in zip(labels, res, adj, strict=False):
+        checks.append(
+            _two_sample_outcome(
+                lab,
+                r,
+                float(a),
+                alpha=alpha,
+                eps=eps,
+                eps_reached=eps_reached,
+                lam=lam,
+                n_sequences=n_sequences,
+                n_bins=n_bins,
+                evidence=evidence,
             )
-        else:
-            reach = (
-                f"they detect only TV >= {eps_reached:.4f}"
-                if eps_reached < 1
-                else "too few to detect any deviation (the detectable TV bound exceeds 1)"
-            )
-            checks.append(
-                CheckOutcome(
-                    lab,
-                    INCONCLUSIVE,
-                    "statistical",
-                    f"no deviation found in {n_sequences:,} sequences per endpoint, but {reach}; "
-                    f"requested {eps:g} needs {need:,}",
-                    float(a),
-                    eps_reached,
-                    2 * n_sequences,
-                )
-            )
+        )
+    from .conclude import decide
+
     status = decide(checks)
-    needed = {"sequences_per_endpoint": need, "collected": n_sequences} if status == INCONCLUSIVE else None
+    need = math.ceil(2 * lam / (4 * eps * eps))
     return Verdict(
-        status,
-        alpha,
-        beta,
-        eps_reached,
-        eps,
-        seed,
-        checks,
-        evidence,
-        needed,
-        2 * n_sequences * length * len(settings),
-        time.perf_counter() - t0,
-        "two-sample endpoints",
+        status=status,
+        alpha=alpha,
+        beta=beta,
+        eps=eps_reached,
+        eps_requested=eps,
+        seed=seed,
+        checks=checks,
+        evidence=evidence,
+        needed={"sequences_per_endpoint": need, "collected": n_sequences} if status == INCONCLUSIVE else None,
+        samples=2 * n_sequences * length * len(settings),
+        seconds=0.0,
+        subject=subject,
+    )
+
+
+def _two_sample_outcome(lab, r, adjusted, *, alpha, eps, eps_reached, lam, n_sequences, n_bins, evidence):
+    if adjusted <= alpha:
+        msg = f"{lab}: {r.test} p={r.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); {r}"
+        evidence.append(msg)
+        return CheckOutcome(
+            name=lab, status=FAIL, kind="statistical", summary=msg, pvalue=adjusted, eps=eps_reached, n=2 * n_sequences
+        )
+    if eps_reached <= eps:
+        return CheckOutcome(
+            name=lab,
+            status=PASS,
+            kind="statistical",
+            pvalue=adjusted,
+            eps=eps_reached,
+            n=2 * n_sequences,
+            summary=f"no deviation of TV >= {eps_reached:.4f} on {n_bins} hash buckets of (prompt, token) "
+            f"({n_sequences:,} sequences per side)",
+        )
+    reach = (
+        f"they detect only TV >= {eps_reached:.4f}"
+        if eps_reached < 1
+        else "too few to detect any deviation (the detectable TV bound exceeds 1)"
+    )
+    return CheckOutcome(
+        name=lab,
+        status=INCONCLUSIVE,
+        kind="statistical",
+        pvalue=adjusted,
+        eps=eps_reached,
+        n=2 * n_sequences,
+        summary=f"no deviation found in {n_sequences:,} sequences per side, but {reach}; "
+        f"requested {eps:g} needs {math.ceil(2 * lam / (4 * eps * eps)):,}",
     )

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..dists import GREEDY, SamplingSettings
-from ..errors import ImplementationError, UnsupportedSettingError
+from ..errors import ImplementationError, MalformedOutputError, UnsupportedSettingError
 from ..lm.transformers_lm import CausalLM, KVSession
 from ..stats import FAIL, PASS, CheckOutcome, StreamLaw, Verdict, default_stream_test
 from .adapters import call_with_timeout
@@ -77,27 +77,51 @@ def common_shape_generator(fn, target, draft=None):
     return generate
 
 
+def _call_batch(generate, prompts, length, seeds, s, *, timeout, name):
+    """``len(prompts)`` sequences: one ``generate.batch`` call when the generator has one (engines
+    that schedule requests together; the call gets ``timeout`` per sequence), else one call each."""
+    if hasattr(generate, "batch"):
+        t = timeout * len(prompts) if timeout else None
+        out = call_with_timeout(generate.batch, [list(p) for p in prompts], length, seeds, s, timeout=t, what=name)
+        if len(out) != len(prompts):
+            raise MalformedOutputError(f"{name}.batch returned {len(out)} sequences for {len(prompts)} prompts")
+        return [list(x) for x in out]
+    return [
+        list(call_with_timeout(generate, list(p), length, sd, s, timeout=timeout, what=name))
+        for p, sd in zip(prompts, seeds, strict=False)
+    ]
+
+
 def _sample_setting(generate, aud, prompts, s, *, length, need, rng, deadline, max_sequences, timeout, name):
     """(tokens, law rows, sequences, error, unsupported, complete) for one setting."""
     toks, rows, i = [], [], 0
+    size = max(1, int(getattr(generate, "batch_size", 1)))
     while len(toks) < need:
         if (time.monotonic() > deadline and toks) or (max_sequences and i >= max_sequences):
             return toks, rows, i, None, None, False
-        prompt = prompts[i % len(prompts)]
+        k = min(size, -(-(need - len(toks)) // length), (max_sequences - i) if max_sequences else size)
+        batch = [prompts[(i + j) % len(prompts)] for j in range(k)]
+        seeds = [int(rng.integers(2**31)) for _ in range(k)]
         try:
-            seq = call_with_timeout(
-                generate, list(prompt), length, int(rng.integers(2**31)), s, timeout=timeout, what=name
-            )
-            seq = [int(t) for t in list(seq)[:length]]
+            seqs = _call_batch(generate, batch, length, seeds, s, timeout=timeout, name=name)
         except UnsupportedSettingError as exc:
             return toks, rows, i, None, str(exc), False
         except ImplementationError as exc:
             return toks, rows, i, str(exc), None, False
-        if len(seq) < length or any(t < 0 or t >= aud.vocab_size for t in seq):
-            return toks, rows, i, f"{name} returned {seq}; expected {length} ids in [0, {aud.vocab_size})", None, False
-        rows.append(aud.sequence_probs(prompt, seq, s))
-        toks.extend(seq)
-        i += 1
+        for prompt, seq in zip(batch, seqs, strict=False):
+            seq = [int(t) for t in seq[:length]]
+            if len(seq) < length or any(t < 0 or t >= aud.vocab_size for t in seq):
+                return (
+                    toks,
+                    rows,
+                    i,
+                    f"{name} returned {seq}; expected {length} ids in [0, {aud.vocab_size})",
+                    None,
+                    False,
+                )
+            rows.append(aud.sequence_probs(prompt, seq, s))
+            toks.extend(seq)
+            i += 1
     return toks, rows, i, None, None, True
 
 
@@ -115,36 +139,36 @@ def _conclude_setting(label, fam: TestFamily, toks, rows, n_seq, length, complet
     detail = {"components": [str(c) for c in res.components], "sequences": n_seq, "length": length}
     if res.pvalue <= fam.alpha_fixed:
         return CheckOutcome(
-            label,
-            FAIL,
-            "statistical",
-            failure_message(label, "all generated tokens", res.worst, res.pvalue),
-            res.pvalue,
-            res.min_detectable_tv,
-            len(toks),
-            detail,
+            name=label,
+            status=FAIL,
+            kind="statistical",
+            summary=failure_message(label, "all generated tokens", res.worst, res.pvalue),
+            pvalue=res.pvalue,
+            eps=res.min_detectable_tv,
+            n=len(toks),
+            details=detail,
         )
     if complete and res.min_detectable_tv <= eps * (1 + 1e-9):
         return CheckOutcome(
-            label,
-            PASS,
-            "statistical",
-            f"no deviation of TV >= {res.min_detectable_tv:.4f} over {len(toks):,} tokens",
-            res.pvalue,
-            res.min_detectable_tv,
-            len(toks),
-            detail,
+            name=label,
+            status=PASS,
+            kind="statistical",
+            summary=f"no deviation of TV >= {res.min_detectable_tv:.4f} over {len(toks):,} tokens",
+            pvalue=res.pvalue,
+            eps=res.min_detectable_tv,
+            n=len(toks),
+            details=detail,
         )
     return CheckOutcome(
-        label,
-        "INCONCLUSIVE",
-        "statistical",
-        f"not reached: eps {res.min_detectable_tv:.4f} > {eps:g} after "
+        name=label,
+        status="INCONCLUSIVE",
+        kind="statistical",
+        summary=f"not reached: eps {res.min_detectable_tv:.4f} > {eps:g} after "
         f"{len(toks):,} tokens ({fam.tokens_per_stratum():,} planned); no deviation found",
-        res.pvalue,
-        res.min_detectable_tv,
-        len(toks),
-        detail,
+        pvalue=res.pvalue,
+        eps=res.min_detectable_tv,
+        n=len(toks),
+        details=detail,
     )
 
 
@@ -194,10 +218,12 @@ def audit_lm(
             name=name,
         )
         if unsup:
-            checks.append(CheckOutcome(f"{label}: implementation", UNSUPPORTED, "exact", unsup))
+            checks.append(
+                CheckOutcome(name=f"{label}: implementation", status=UNSUPPORTED, kind="exact", summary=unsup)
+            )
             continue
         if err:
-            checks.append(CheckOutcome(f"{label}: implementation", FAIL, "exact", err))
+            checks.append(CheckOutcome(name=f"{label}: implementation", status=FAIL, kind="exact", summary=err))
             evidence.append(err)
             continue
         total += len(toks)
@@ -276,9 +302,9 @@ def greedy_equivalence(
                 for t in call_with_timeout(generate, list(prompt), length, 0, GREEDY, timeout=call_timeout, what=name)
             ][:length]
         except UnsupportedSettingError as exc:
-            return CheckOutcome(GREEDY_NAME, UNSUPPORTED, "exact", str(exc))
+            return CheckOutcome(name=GREEDY_NAME, status=UNSUPPORTED, kind="exact", summary=str(exc))
         except ImplementationError as exc:
-            return CheckOutcome(GREEDY_NAME, FAIL, "exact", str(exc))
+            return CheckOutcome(name=GREEDY_NAME, status=FAIL, kind="exact", summary=str(exc))
         gaps.append(batched_vs_incremental_logit_gap(target_model, prompt, want))
         if got == want:
             continue
@@ -294,17 +320,18 @@ def greedy_equivalence(
     if divergences:
         p, j, g, w, m = divergences[0]
         return CheckOutcome(
-            GREEDY_NAME,
-            FAIL,
-            "exact",
-            f"{len(divergences)} of {len(prompts)} prompts diverge from target-only greedy away from any tie; first at "
+            name=GREEDY_NAME,
+            status=FAIL,
+            kind="exact",
+            summary=f"{len(divergences)} of {len(prompts)} prompts diverge from target-only greedy away from any tie; first at "
             f"token {j}: emitted {g}, target argmax {w}, top-2 logit margin {m:.3g} (> tie tolerance {tie_tol:g}; "
             f"measured batched-vs-incremental logit gap {gap:.2g})",
         )
     note = f"; {excused} divergence(s) at near-ties (margin <= {tie_tol:g})" if excused else ""
     return CheckOutcome(
-        GREEDY_NAME,
-        PASS,
-        "exact",
-        f"{len(prompts)} prompts x {length} tokens equal to target-only greedy{note}; batched-vs-incremental logit gap {gap:.2g}",
+        name=GREEDY_NAME,
+        status=PASS,
+        kind="exact",
+        summary=f"{len(prompts)} prompts x {length} tokens equal to target-only greedy{note}; "
+        f"batched-vs-incremental logit gap {gap:.2g}",
     )

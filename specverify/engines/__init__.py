@@ -1,0 +1,1 @@
+"""Adapters for real inference engines (vLLM, llama.cpp); see docs/engines.md."""

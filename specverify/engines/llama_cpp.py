@@ -1,0 +1,139 @@
+"""llama.cpp through llama-cpp-python's Python API (its server takes only text prompts).
+
+    engine = LlamaCppEngine(gguf_target, draft="prompt-lookup", k=3)        # or draft=gguf_draft
+    generate = engine.generator(seeded=True)                                  # for audit_lm
+
+Prompts go in as token ids; the completion's text (" t12 t34" with the vocabulary that
+:func:`~specverify.engines.write_gguf` writes) is read back as ids, and checked against the
+reported log-probability tokens so that a detokenisation slip is an error, not a wrong sample.
+Settings map to ``create_completion`` keywords (:func:`completion_kwargs`): ``top_k=0`` and
+``min_p=0`` switch those filters off, ``repeat_penalty`` is the repetition penalty. llama.cpp
+applies temperature after its filters (penalties, top-k, top-p, min-p, then temperature), where
+transformers and vLLM apply it first; with temperature != 1 combined with top-p or min-p the
+one-sample audit against the transformers pipeline measures that difference too, while the
+two-sample audit against the same engine without speculation isolates speculation.
+
+Speculation: ``"prompt-lookup"`` is ``LlamaPromptLookupDecoding(num_pred_tokens=k)``; a GGUF path
+is a second model drafting ``k`` greedy tokens (:class:`GreedyDraft`). llama-cpp-python verifies
+by sampling the target at each drafted position and keeping drafts while the sample equals the
+draft, so the same seed gives the same tokens with or without speculation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dists import SamplingSettings
+from ..errors import MalformedOutputError
+
+__all__ = ["LlamaCppEngine", "GreedyDraft", "completion_kwargs", "ids_from_text"]
+
+
+def completion_kwargs(s: SamplingSettings) -> dict:
+    """specverify's settings as ``Llama.create_completion`` keywords (temperature 0 is greedy)."""
+    if s.is_greedy:
+        return {"temperature": 0.0, "top_k": 1, "top_p": 1.0, "min_p": 0.0, "repeat_penalty": 1.0}
+    return {
+        "temperature": float(s.temperature),
+        "top_p": float(s.top_p),
+        "top_k": int(s.top_k),
+        "min_p": float(s.min_p),
+        "repeat_penalty": float(s.repetition_penalty),
+        "presence_penalty": float(s.presence_penalty),
+        "frequency_penalty": float(s.frequency_penalty),
+    }
+
+
+def ids_from_text(text: str) -> list[int]:
+    """ " t12 t34" -> [12, 34] (the vocabulary of the GGUF files specverify writes)."""
+    try:
+        return [int(w[1:]) for w in text.split()]
+    except ValueError as exc:
+        raise MalformedOutputError(
+            f"llama.cpp returned text {text[:80]!r}, not words 't<id>'; the GGUF must be one "
+            "written by specverify.engines.write_gguf"
+        ) from exc
+
+
+def _draft_base():
+    from llama_cpp.llama_speculative import LlamaDraftModel
+
+    return LlamaDraftModel
+
+
+class GreedyDraft:
+    """A second GGUF model proposing ``k`` greedy tokens (llama-cpp-python's ``LlamaDraftModel``
+    protocol: called with the ids so far, returns the proposed ids)."""
+
+    def __new__(cls, path, k: int, *, n_threads: int = 1):
+        base = _draft_base()
+
+        class _Draft(base):
+            def __init__(self):
+                from llama_cpp import Llama
+
+                self.k = k
+                self.model = Llama(model_path=str(path), n_ctx=512, n_threads=n_threads, verbose=False)
+
+            def __call__(self, input_ids, **kwargs):
+                out = []
+                for tok in self.model.generate([int(t) for t in input_ids], top_k=1, temp=0.0, reset=True):
+                    out.append(tok)
+                    if len(out) >= self.k:
+                        break
+                return np.array(out, dtype=np.intc)
+
+        return _Draft()
+
+
+class LlamaCppEngine:
+    """One ``llama_cpp.Llama`` over a GGUF target, optionally with a drafter (module docstring)."""
+
+    def __init__(self, gguf_path, *, draft: str | None = None, k: int = 3, n_threads: int = 1, seed: int = 0):
+        from llama_cpp import Llama
+
+        drafter = None
+        if draft == "prompt-lookup":
+            from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+            drafter = LlamaPromptLookupDecoding(num_pred_tokens=k, max_ngram_size=3)
+        elif draft:
+            drafter = GreedyDraft(draft, k, n_threads=n_threads)
+        self.method = "none" if draft is None else ("prompt-lookup" if draft == "prompt-lookup" else "draft")
+        self.llm = Llama(
+            model_path=str(gguf_path),
+            n_ctx=512,
+            n_threads=n_threads,
+            seed=seed,
+            draft_model=drafter,
+            logits_all=drafter is not None,
+            verbose=False,
+        )
+
+    def run(self, prompt, n: int, seed: int | None, s: SamplingSettings) -> list[int]:
+        kw = completion_kwargs(s)
+        if seed is not None:
+            kw["seed"] = int(seed)
+        out = self.llm.create_completion(prompt=[int(t) for t in prompt], max_tokens=n, logprobs=1, **kw)
+        choice = out["choices"][0]
+        ids = ids_from_text(choice["text"])
+        reported = ids_from_text("".join(choice["logprobs"]["tokens"])) if choice.get("logprobs") else ids
+        if ids != reported:
+            raise MalformedOutputError(f"llama.cpp's text {ids} and its log-probability tokens {reported} disagree")
+        return ids
+
+    def generator(self, *, seeded: bool = True, name: str | None = None):
+        """``generate`` for :func:`~specverify.audit.audit_lm` (requests one at a time: batch size 1)."""
+
+        def generate(prompt, n, seed, s):
+            return self.run(prompt, n, seed if seeded else None, s)
+
+        generate.__name__ = name or f"llama.cpp[{self.method}]"
+        return generate
+
+    def logits(self, ids) -> np.ndarray:
+        """[len(ids), V] logits of one pass (needs ``logits_all``; a fresh engine without a drafter
+        is built with it off, so this makes a scoring copy's worth of state: call on an idle engine)."""
+        self.llm.reset()
+        self.llm.eval([int(t) for t in ids])
+        return np.array(self.llm.scores[: len(ids)], dtype=np.float64)

