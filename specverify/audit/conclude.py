@@ -95,20 +95,22 @@ def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
     label = unit.label  # short, for tables; the pair's description ends each summary
     about = f" [pair: {pair.label()}]" if hasattr(pair, "label") else ""
     if sample.unsupported:
-        return CheckOutcome(f"{unit.label}: implementation", UNSUPPORTED, "exact", sample.unsupported)
+        return CheckOutcome(
+            name=f"{unit.label}: implementation", status=UNSUPPORTED, kind="exact", summary=sample.unsupported
+        )
     if sample.error:
-        return CheckOutcome(f"{unit.label}: implementation", FAIL, "exact", sample.error)
+        return CheckOutcome(name=f"{unit.label}: implementation", status=FAIL, kind="exact", summary=sample.error)
     gen, fam = sample.gen, unit.family
     if not len(gen.tokens):
         return CheckOutcome(
-            label,
-            INCONCLUSIVE,
-            "statistical",
-            "not sampled: the time cap (--budget) was reached before this unit started",
-            None,
-            math.inf,
-            0,
-            {"pair": unit.pair_kind},
+            name=label,
+            status=INCONCLUSIVE,
+            kind="statistical",
+            summary="not sampled: the time cap (--budget) was reached before this unit started",
+            pvalue=None,
+            eps=math.inf,
+            n=0,
+            details={"pair": unit.pair_kind},
         )
     law, rows = _law(unit, pair, gen)
     wb = _whitebox(adapter, unit, pair, gen, cfg)
@@ -142,37 +144,55 @@ def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
             if what == "stream"
             else f"{label}, white-box {r.stratum}: {r.result} (Holm-adjusted {p:.3g})"
         )
-        return CheckOutcome(label, FAIL, "statistical", msg + about, p, eps_here, len(gen.tokens), detail)
+        return CheckOutcome(
+            name=label,
+            status=FAIL,
+            kind="statistical",
+            summary=msg + about,
+            pvalue=p,
+            eps=eps_here,
+            n=len(gen.tokens),
+            details=detail,
+        )
     if ep_fail:
         msg = (
             f"{label}: sequential e-process crossed 1/alpha (max e = {math.exp(min(sample.eprocess.max_log_e, 700)):.3g}) "
             f"after {sample.eprocess.t:,} tokens"
         )
-        return CheckOutcome(label, FAIL, "statistical", msg + about, None, eps_here, len(gen.tokens), detail)
+        return CheckOutcome(
+            name=label,
+            status=FAIL,
+            kind="statistical",
+            summary=msg + about,
+            pvalue=None,
+            eps=eps_here,
+            n=len(gen.tokens),
+            details=detail,
+        )
     worst = int(np.argmin(adj))
     if sample.complete and eps_here <= cfg.eps * (1 + 1e-9):
         return CheckOutcome(
-            label,
-            PASS,
-            "statistical",
-            f"no deviation of TV >= {eps_here:.4f} in any of {len(results)} strata "
+            name=label,
+            status=PASS,
+            kind="statistical",
+            summary=f"no deviation of TV >= {eps_here:.4f} in any of {len(results)} strata "
             f"(sorted-mass projection; pooled {results[0].min_detectable_tv:.4f}){about}",
-            float(adj[worst]),
-            eps_here,
-            len(gen.tokens),
-            detail,
+            pvalue=float(adj[worst]),
+            eps=eps_here,
+            n=len(gen.tokens),
+            details=detail,
         )
     why = "the time cap stopped sampling" if not sample.complete else "the rounds given by --rounds were not enough"
     return CheckOutcome(
-        label,
-        INCONCLUSIVE,
-        "statistical",
-        f"not reached: eps {eps_here:.4f} > {cfg.eps:g} ({why}); no "
+        name=label,
+        status=INCONCLUSIVE,
+        kind="statistical",
+        summary=f"not reached: eps {eps_here:.4f} > {cfg.eps:g} ({why}); no "
         f"deviation found in {len(gen.tokens):,} tokens{about}",
-        float(adj[worst]),
-        eps_here,
-        len(gen.tokens),
-        detail,
+        pvalue=float(adj[worst]),
+        eps=eps_here,
+        n=len(gen.tokens),
+        details=detail,
     )
 
 
@@ -240,17 +260,17 @@ def make_verdict(
     reached = [c.eps for c in checks if c.kind == "statistical" and c.eps is not None]
     eps_reached = max(reached) if reached else (0.0 if status == PASS else math.inf)
     return Verdict(
-        status,
-        alpha,
-        beta,
-        eps_reached,
-        eps,
-        seed,
-        checks,
-        evidence,
-        needed if status == INCONCLUSIVE else None,
-        samples,
-        seconds,
-        subject,
+        status=status,
+        alpha=alpha,
+        beta=beta,
+        eps=eps_reached,
+        eps_requested=eps,
+        seed=seed,
+        checks=checks,
+        evidence=evidence,
+        needed=needed if status == INCONCLUSIVE else None,
+        samples=samples,
+        seconds=seconds,
+        subject=subject,
         lossy_by_design=lossy_by_design,
     )

@@ -81,14 +81,19 @@ def boundary_check(adapter, cfg, **_):
         return None
     if bad.any():
         return CheckOutcome(
-            name,
-            FAIL,
-            "exact",
-            f"with every acceptance uniform at 0, {int(bad.sum())} token(s) with target "
+            name=name,
+            status=FAIL,
+            kind="exact",
+            summary=f"with every acceptance uniform at 0, {int(bad.sum())} token(s) with target "
             f"probability 0 were emitted (first: token {int(np.asarray(tokens)[bad][0])}); the acceptance "
             "comparison must be strict: accept iff u < p(x)/q(x)",
         )
-    return CheckOutcome(name, PASS, "exact", "no zero-probability token emitted with every acceptance uniform at 0")
+    return CheckOutcome(
+        name=name,
+        status=PASS,
+        kind="exact",
+        summary="no zero-probability token emitted with every acceptance uniform at 0",
+    )
 
 
 def greedy_check(adapter, cfg, **_):
@@ -135,28 +140,28 @@ def _greedy_outcome(name, pair, gen, cfg, *, raw):
         margin = srt[0] - srt[1]
         kind = "an exact tie (lowest id wins)" if margin == 0 else f"top-2 logit margin {margin:.3g}"
         return CheckOutcome(
-            name,
-            FAIL,
-            "exact",
-            f"{int((~ok).sum())} of {len(ok):,} tokens differ from target-only greedy; "
+            name=name,
+            status=FAIL,
+            kind="exact",
+            summary=f"{int((~ok).sum())} of {len(ok):,} tokens differ from target-only greedy; "
             f"first at round position {int(gen.position[i])}: emitted {int(gen.tokens[i])}, target argmax "
             f"{int(want[i])} ({kind}); tokens per position {where}",
         )
     missing = [j for j, c in enumerate(counts) if c == 0]
     if raw and missing:
         return CheckOutcome(
-            name,
-            INCONCLUSIVE,
-            "exact",
-            f"every token equals target-only greedy, but round position(s) {missing} "
+            name=name,
+            status=INCONCLUSIVE,
+            kind="exact",
+            summary=f"every token equals target-only greedy, but round position(s) {missing} "
             f"were never reached (tokens per position {where}); raise --gamma's coverage with more --rounds",
         )
     ties = f"; {int(tied.sum()):,} at exact ties" if tied.any() else ""
     return CheckOutcome(
-        name,
-        PASS,
-        "exact",
-        f"{len(ok):,} tokens, every one the target's argmax given its prefix{ties}; tokens per position {where}",
+        name=name,
+        status=PASS,
+        kind="exact",
+        summary=f"{len(ok):,} tokens, every one the target's argmax given its prefix{ties}; tokens per position {where}",
     )
 
 
@@ -209,10 +214,10 @@ def differential_check(adapter, cfg, **_):
             i = int(diff[0])
             j = int(np.argmax(got[i] != want[i]))
             return CheckOutcome(
-                name,
-                FAIL,
-                "exact",
-                f"settings {s.short()}, round {i}: emitted {got[i].tolist()}, reference "
+                name=name,
+                status=FAIL,
+                kind="exact",
+                summary=f"settings {s.short()}, round {i}: emitted {got[i].tolist()}, reference "
                 f"{want[i].tolist()} (first difference at position {j}; u_accept {ua[i].tolist()}, u_final {uf[i]!r}, "
                 f"drafts {X[i].tolist()}); {len(diff)} of {b} rounds differ",
             )
@@ -232,10 +237,10 @@ def differential_check(adapter, cfg, **_):
             )
             if not np.array_equal(one[0], got[i]):
                 return CheckOutcome(
-                    name,
-                    FAIL,
-                    "exact",
-                    f"batch invariance: round {int(i)} emitted {got[i].tolist()} in a batch of {b} "
+                    name=name,
+                    status=FAIL,
+                    kind="exact",
+                    summary=f"batch invariance: round {int(i)} emitted {got[i].tolist()} in a batch of {b} "
                     f"but {one[0].tolist()} alone, with the same uniforms",
                 )
     # The conformance vectors' full-rule cases (p == q, disjoint supports, zeros, one-hot rows,
@@ -266,18 +271,18 @@ def differential_check(adapter, cfg, **_):
         if len(bad):
             i = int(bad[0])
             return CheckOutcome(
-                name,
-                FAIL,
-                "exact",
-                f"conformance case {case['id']}: emitted {got[i].tolist()}, reference {want[i].tolist()} "
+                name=name,
+                status=FAIL,
+                kind="exact",
+                summary=f"conformance case {case['id']}: emitted {got[i].tolist()}, reference {want[i].tolist()} "
                 f"(u_accept {ua[i].tolist()}, u_final {uf[i]!r})",
             )
         n_cases += 1
     return CheckOutcome(
-        name,
-        PASS,
-        "exact",
-        f"1,536 synthetic rounds and {n_cases} conformance cases probed at u = 0, at the acceptance "
+        name=name,
+        status=PASS,
+        kind="exact",
+        summary=f"1,536 synthetic rounds and {n_cases} conformance cases probed at u = 0, at the acceptance "
         "ratios and the residual's CDF breakpoints: tokens identical to the reference; batch invariant",
     )
 
@@ -290,10 +295,10 @@ def reproducibility_check(adapter, cfg, *, plan, pairs):
     b = adapter.generate(pairs[u.index], 64, cfg.gamma, np.random.default_rng(cfg.seed + 5), u.settings)
     same = len(a.tokens) == len(b.tokens) and np.array_equal(a.tokens, b.tokens)
     return CheckOutcome(
-        "seeded reproducibility",
-        PASS if same else FAIL,
-        "exact",
-        "same seed, same output"
+        name="seeded reproducibility",
+        status=PASS if same else FAIL,
+        kind="exact",
+        summary="same seed, same output"
         if same
         else "the same seed produced different outputs: the implementation "
         "draws randomness from somewhere other than the generator it is given",

@@ -61,7 +61,10 @@ def audit(adapter, config: AuditConfig | None = None, **overrides) -> Verdict:
     pairs = {u.index: u.make_pair(adapter.harness, cfg) for u in plan.units}
     checks, evidence = _collect_all(adapter, cfg, plan, pairs, samples, fp, deadline=t0 + cfg.budget_s)
     checks += _exact(adapter, cfg, plan, pairs)
-    checks += [CheckOutcome(f"plan: {why.split(':')[0]}", SKIPPED, "exact", why) for why in plan.skipped]
+    checks += [
+        CheckOutcome(name=f"plan: {why.split(':')[0]}", status=SKIPPED, kind="exact", summary=why)
+        for why in plan.skipped
+    ]
     evidence += [
         f"{c.name}: {c.summary}" if not c.summary.startswith(c.name) else c.summary
         for c in checks
@@ -144,10 +147,10 @@ def _exact(adapter, cfg, plan, pairs) -> list[CheckOutcome]:
         label = "lossy by design" if lossy else ("exact by construction" if mean_tv < 1e-12 else "inexact")
         out.append(
             CheckOutcome(
-                "deviation of the rule, computed exactly",
-                PASS if mean_tv < 1e-12 else FAIL,
-                "exact",
-                f"{label}: TV between the first emitted token's law and the target's, computed by enumeration: "
+                name="deviation of the rule, computed exactly",
+                status=PASS if mean_tv < 1e-12 else FAIL,
+                kind="exact",
+                summary=f"{label}: TV between the first emitted token's law and the target's, computed by enumeration: "
                 f"mean {mean_tv:.4g}, max {max_tv:.4g} over contexts",
                 lossy_by_design=lossy,
             )
@@ -157,7 +160,7 @@ def _exact(adapter, cfg, plan, pairs) -> list[CheckOutcome]:
             try:
                 c = fn(adapter, cfg, plan=plan, pairs=pairs)
             except ImplementationError as exc:
-                c = CheckOutcome(fn.__name__.replace("_", " "), FAIL, "exact", str(exc))
+                c = CheckOutcome(name=fn.__name__.replace("_", " "), status=FAIL, kind="exact", summary=str(exc))
             if c is not None:
                 out.append(c)
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from typing import Any
 
@@ -10,6 +11,8 @@ __all__ = ["GofResult", "Cell", "to_jsonable"]
 
 
 def to_jsonable(x: Any):
+    if isinstance(x, enum.Enum):  # statuses: their string value
+        return to_jsonable(x.value)
     if dataclasses.is_dataclass(x):
         return {k: to_jsonable(v) for k, v in dataclasses.asdict(x).items()}
     if isinstance(x, dict):

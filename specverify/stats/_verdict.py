@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import math
 import re
@@ -19,9 +20,36 @@ from typing import Any
 
 from ._results import to_jsonable
 
-__all__ = ["Verdict", "CheckOutcome", "PASS", "FAIL", "INCONCLUSIVE", "SCHEMA_VERSION", "collapse_repeated_cells"]
+__all__ = [
+    "Verdict",
+    "CheckOutcome",
+    "Status",
+    "PASS",
+    "FAIL",
+    "INCONCLUSIVE",
+    "SKIPPED",
+    "UNSUPPORTED",
+    "SCHEMA_VERSION",
+    "collapse_repeated_cells",
+]
 
-PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
+
+class Status(str, enum.Enum):
+    """The status of a verdict or of one check. A ``str``: it compares equal to its name
+    (``Status.PASS == "PASS"``), formats and prints as the bare name, and serialises to it in JSON."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    SKIPPED = "SKIPPED"  # a setting the plan leaves out, with the reason (checks only)
+    UNSUPPORTED = "UNSUPPORTED"  # the implementation declined a setting: reported, never a FAIL (checks only)
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+PASS, FAIL, INCONCLUSIVE = Status.PASS, Status.FAIL, Status.INCONCLUSIVE
+SKIPPED, UNSUPPORTED = Status.SKIPPED, Status.UNSUPPORTED
 SCHEMA_VERSION = "specverify.verdict/1"
 
 
@@ -51,7 +79,7 @@ def collapse_repeated_cells(text: str) -> str:
     return "; ".join(p if isinstance(p, str) else f"{p[0]}: observed {p[1]:.0f}, expected {p[2]:.{p[3]}f}" for p in out)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class CheckOutcome:
     """One check of an audit (a statistical test family, or an exact check)."""
 
@@ -65,8 +93,11 @@ class CheckOutcome:
     details: Any = None
     lossy_by_design: bool = False
 
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
 
-@dataclasses.dataclass
+
+@dataclasses.dataclass(kw_only=True)
 class Verdict:
     status: str
     alpha: float
@@ -82,7 +113,8 @@ class Verdict:
     subject: str = ""
     lossy_by_design: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
         if self.status == PASS and (self.eps is None or not math.isfinite(self.eps)):
             raise ValueError("a PASS verdict must state the eps it could have detected")
 
@@ -104,7 +136,7 @@ class Verdict:
     def headline(self) -> str:
         """One line, the same in the terminal, the JSON (``headline``) and the HTML report."""
         if self.status == PASS:
-            if self.checks and all(c.kind == "exact" for c in self.checks if c.status != "SKIPPED"):
+            if self.checks and all(c.kind == "exact" for c in self.checks if c.status != SKIPPED):
                 names = ", ".join(c.name for c in self.checks if c.status == PASS)
                 return f"PASS (exact checks only, no sampling error): {names}; seed {self.seed}"
             return (
