@@ -76,8 +76,8 @@ def cells_result(test, obs, exp, labels, *, lambda_, pooled_groups=0, note="") -
     n = int(round(obs.sum()))
     k = len(obs)
     if k < 2:
-        return GofResult(
-            test, 0.0, 1.0, 0, n, k, 0.0, (0.0, 1.0), [], pooled_groups, "fewer than two cells: nothing to test"
+        return GofResult.empty(
+            test, n=n, cells=k, pooled_groups=pooled_groups, why="fewer than two cells: nothing to test"
         )
     res = stats.power_divergence(obs, exp * (obs.sum() / exp.sum()), lambda_=lambda_)
     tv, iv = tv_interval(obs / max(n, 1), exp / exp.sum(), n, k)
@@ -85,17 +85,17 @@ def cells_result(test, obs, exp, labels, *, lambda_, pooled_groups=0, note="") -
     worst = np.argsort(-np.abs(resid))[:5]
     cells = [Cell(str(labels[i]), float(obs[i]), float(exp[i])) for i in worst]
     return GofResult(
-        test,
-        float(res.statistic),
-        float(res.pvalue),
-        k - 1,
-        n,
-        k,
-        tv,
-        iv,
-        cells,
-        pooled_groups,
-        note,
+        test=test,
+        statistic=float(res.statistic),
+        pvalue=float(res.pvalue),
+        df=k - 1,
+        n=n,
+        cells=k,
+        tv_estimate=tv,
+        tv_interval=iv,
+        worst_cells=cells,
+        pooled_groups=pooled_groups,
+        note=note,
         observed=obs.tolist(),
         expected=exp.tolist(),
         labels=[str(x) for x in labels],
@@ -117,18 +117,15 @@ def _zero_violation(test, c, p):
     if bad.any():
         n = int(c.sum())
         cells = [Cell(f"token {i}", float(c[i]), 0.0) for i in np.nonzero(bad)[0][:5]]
-        return GofResult(
+        frac = float(c[bad].sum() / max(n, 1))
+        return GofResult.exact_failure(
             test,
-            math.inf,
-            0.0,
-            0,
-            n,
-            int(bad.sum()),
-            float(c[bad].sum() / max(n, 1)),
-            (float(c[bad].sum() / max(n, 1)), 1.0),
-            cells,
-            0,
-            "exact failure: tokens with probability 0 were emitted",
+            n=n,
+            why="tokens with probability 0 were emitted",
+            tv_estimate=frac,
+            tv_interval=(frac, 1.0),
+            worst_cells=cells,
+            cells=int(bad.sum()),
         )
     return None
 
@@ -188,7 +185,18 @@ def exact_multinomial_test(counts, probs, *, max_tables: int = 500_000) -> GofRe
         if x2(v) >= obs - 1e-9:
             total += math.exp(math.lgamma(n + 1) - sum(math.lgamma(x + 1) for x in v) + float((v * logp).sum()))
     tv, iv = tv_interval(c / n, p, n, k)
-    return GofResult("exact-multinomial", obs, min(1.0, total), k - 1, n, k, tv, iv, [], 0)
+    return GofResult(
+        test="exact-multinomial",
+        statistic=obs,
+        pvalue=min(1.0, total),
+        df=k - 1,
+        n=n,
+        cells=k,
+        tv_estimate=tv,
+        tv_interval=iv,
+        worst_cells=[],
+        pooled_groups=0,
+    )
 
 
 def monte_carlo_gof_test(
@@ -221,5 +229,15 @@ def monte_carlo_gof_test(
     pval = (1 + int((sims >= t_obs - 1e-12).sum())) / (n_resamples + 1)
     tv, iv = tv_interval(c / max(n, 1), p, n, len(p))
     return GofResult(
-        f"monte-carlo-{statistic}", t_obs, pval, len(p) - 1, n, len(p), tv, iv, [], 0, f"{n_resamples} null simulations"
+        test=f"monte-carlo-{statistic}",
+        statistic=t_obs,
+        pvalue=pval,
+        df=len(p) - 1,
+        n=n,
+        cells=len(p),
+        tv_estimate=tv,
+        tv_interval=iv,
+        worst_cells=[],
+        pooled_groups=0,
+        note=f"{n_resamples} null simulations",
     )

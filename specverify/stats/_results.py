@@ -7,7 +7,7 @@ import enum
 import math
 from typing import Any
 
-__all__ = ["GofResult", "Cell", "to_jsonable"]
+__all__ = ["GofResult", "Cell", "to_jsonable", "EXACT_FAILURE"]
 
 
 def to_jsonable(x: Any):
@@ -39,14 +39,20 @@ class Cell:
         return (self.observed - self.expected) / math.sqrt(self.expected) if self.expected > 0 else math.inf
 
 
-@dataclasses.dataclass
+EXACT_FAILURE = "exact failure: "  # how an exact failure's note begins (conclude.py reads it)
+
+
+@dataclasses.dataclass(kw_only=True)
 class GofResult:
     """Outcome of one goodness-of-fit test.
 
     ``tv_estimate`` is the total variation between the observed and expected cell frequencies
     (on the test's cells), with a (1 - delta) confidence interval ``tv_interval``;
     ``min_detectable_tv`` is the smallest TV on these cells this n detects with probability
-    1 - beta at the test's alpha (set by the caller through :func:`with_power`).
+    1 - beta at the test's alpha (set by the caller: ``default_stream_test`` fills it in).
+
+    Built with keywords; the two recurring degenerate cases have their own constructors:
+    :meth:`exact_failure` (a certain deviation, p-value 0) and :meth:`empty` (nothing to test, p-value 1).
     """
 
     test: str
@@ -66,6 +72,56 @@ class GofResult:
     observed: list | None = None  # all cells, for plots
     expected: list | None = None
     labels: list | None = None
+
+    @classmethod
+    def exact_failure(
+        cls,
+        test: str,
+        *,
+        n: int,
+        why: str,
+        tv_estimate: float = 1.0,
+        tv_interval: tuple[float, float] = (0.0, 1.0),
+        worst_cells: list[Cell] | None = None,
+        cells: int = 0,
+    ) -> GofResult:
+        """A deviation no correct sampler can show (e.g. a token of probability 0 was emitted): statistic
+        inf, p-value 0, note ``"exact failure: <why>"``."""
+        return cls(
+            test=test,
+            statistic=math.inf,
+            pvalue=0.0,
+            df=0,
+            n=n,
+            cells=cells,
+            tv_estimate=tv_estimate,
+            tv_interval=tv_interval,
+            worst_cells=list(worst_cells or []),
+            note=EXACT_FAILURE + why,
+        )
+
+    @classmethod
+    def empty(
+        cls, test: str, *, why: str, n: int = 0, cells: int = 0, df: int = 0, pooled_groups: int = 0
+    ) -> GofResult:
+        """Nothing to test (no tokens, fewer than two cells): statistic 0, p-value 1, ``note`` says why."""
+        return cls(
+            test=test,
+            statistic=0.0,
+            pvalue=1.0,
+            df=df,
+            n=n,
+            cells=cells,
+            tv_estimate=0.0,
+            tv_interval=(0.0, 1.0),
+            worst_cells=[],
+            pooled_groups=pooled_groups,
+            note=why,
+        )
+
+    @property
+    def is_exact_failure(self) -> bool:
+        return self.note.startswith(EXACT_FAILURE)
 
     def __str__(self) -> str:
         worst = ", ".join(f"{c.label}: {c.observed:.0f} vs {c.expected:.1f}" for c in self.worst_cells[:3])

@@ -66,15 +66,15 @@ def _acceptance_binomial(p, q, k: int, reached: int) -> GofResult:
     bt = stats.binomtest(k, reached, beta)
     ci = bt.proportion_ci(confidence_level=0.999)
     return GofResult(
-        "exact-binomial",
-        float(k),
-        float(bt.pvalue),
-        1,
-        reached,
-        2,
-        abs(k / reached - beta),
-        (float(ci.low), float(ci.high)),
-        [],
+        test="exact-binomial",
+        statistic=float(k),
+        pvalue=float(bt.pvalue),
+        df=1,
+        n=reached,
+        cells=2,
+        tv_estimate=abs(k / reached - beta),
+        tv_interval=(float(ci.low), float(ci.high)),
+        worst_cells=[],
         note=f"observed rate {k / reached:.4f}, theory {beta:.4f}",
     )
 
@@ -163,18 +163,13 @@ def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted, *, r
         i = int(np.nonzero(impossible)[0][0])
         what = "accepted with p(x) = 0" if a[i] else "rejected with p(x) >= q(x)"
         cells = [Cell(f"position {int(j[i])}, draft {int(x[i])}: {what}", 1.0, 0.0)]
-        return GofResult(
+        return GofResult.exact_failure(
             name,
-            math.inf,
-            0.0,
-            0,
-            n,
-            0,
-            float(impossible.mean()),
-            (float(impossible.mean()), 1.0),
-            cells,
-            0,
-            f"exact failure: {int(impossible.sum())} acceptance decision(s) impossible under the full rule",
+            n=n,
+            why=f"{int(impossible.sum())} acceptance decision(s) impossible under the full rule",
+            tv_estimate=float(impossible.mean()),
+            tv_interval=(float(impossible.mean()), 1.0),
+            worst_cells=cells,
         )
     live = (r > 0) & (r < 1)  # the rest are certain and were checked above
 
@@ -197,17 +192,17 @@ def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted, *, r
     gap = abs(obs_acc - exp_acc) / max(n, 1)
     sd = math.sqrt(float(np.sum(rl * (1 - rl)))) or 1.0
     return GofResult(
-        name,
-        s / sd,
-        p,
-        1,
-        n,
-        2,
-        gap,
-        (0.0, 1.0),
-        cells,
-        0,
-        f"accepted {obs_acc:.0f} vs {exp_acc:.1f} expected given the drafts (z = {s / sd:.2f}, Chernoff bound "
+        test=name,
+        statistic=s / sd,
+        pvalue=p,
+        df=1,
+        n=n,
+        cells=2,
+        tv_estimate=gap,
+        tv_interval=(0.0, 1.0),
+        worst_cells=cells,
+        pooled_groups=0,
+        note=f"accepted {obs_acc:.0f} vs {exp_acc:.1f} expected given the drafts (z = {s / sd:.2f}, Chernoff bound "
         f"p={p_all:.3g}; positions after the first, whose drafts were reached by accepting, p={p_later:.3g}; Bonferroni x2)",
     )
 
@@ -269,19 +264,7 @@ def draft_repeat_eprocess(p_rows, q_rows, drafts, num_accepted, replacements, *,
     ry = rho[pj[rej], y] / np.where(tot[pj[rej]] > 0, tot[pj[rej]], 1.0)
     n = len(x)
     if (ry <= 0).any():
-        return GofResult(
-            name,
-            math.inf,
-            0.0,
-            0,
-            n,
-            0,
-            1.0,
-            (0.0, 1.0),
-            [],
-            0,
-            "exact failure: a replacement outside the residual's support",
-        )
+        return GofResult.exact_failure(name, n=n, why="a replacement outside the residual's support")
     m = _cumcount(group[rej])
     c = _cumcount(group[rej] * v + y)
     log_e[rej] += np.log((c + kappa * ry) / (m + kappa)) - np.log(ry)
@@ -290,17 +273,17 @@ def draft_repeat_eprocess(p_rows, q_rows, drafts, num_accepted, replacements, *,
     p = float(min(1.0, math.exp(-best))) if best > 0 else 1.0
     repeats = int((m > 0).sum())
     return GofResult(
-        name,
-        best,
-        p,
-        0,
-        n,
-        0,
-        0.0,
-        (0.0, 1.0),
-        [],
-        0,
-        f"max log e = {best:.2f} over {n} verified drafts ({repeats} replacements after a repeated draft); "
+        test=name,
+        statistic=best,
+        pvalue=p,
+        df=0,
+        n=n,
+        cells=0,
+        tv_estimate=0.0,
+        tv_interval=(0.0, 1.0),
+        worst_cells=[],
+        pooled_groups=0,
+        note=f"max log e = {best:.2f} over {n} verified drafts ({repeats} replacements after a repeated draft); "
         f"anytime-valid, kappa = {kappa:g}",
     )
 
@@ -346,18 +329,10 @@ def replacement_independence_test(p_rows, q_rows, position, drafts, replacements
         obs = np.bincount(bx[x_all[m]] * k1 + by[y_all[m]], minlength=k1 * k1).astype(float)
         exp = int(m.sum()) * np.outer(mx, my).ravel()
         if (obs[exp <= 0] > 0).any():
-            return GofResult(
+            return GofResult.exact_failure(
                 name,
-                math.inf,
-                0.0,
-                0,
-                n,
-                0,
-                1.0,
-                (0.0, 1.0),
-                [],
-                0,
-                f"exact failure: a rejection at position {int(j)} paired a draft and replacement of probability 0",
+                n=n,
+                why=f"a rejection at position {int(j)} paired a draft and replacement of probability 0",
             )
         grp = pool_cells(exp)
         kk = grp.max() + 1 if (grp >= 0).any() else 0
@@ -375,11 +350,22 @@ def replacement_independence_test(p_rows, q_rows, position, drafts, replacements
                 cells.append(Cell(f"position {int(j)}: {la} x {lb}", float(obs[c]), float(exp[c])))
         obs_all.append(obs), exp_all.append(exp)
     if df == 0:
-        return GofResult(name, 0.0, 1.0, 0, n, 0, 0.0, (0.0, 1.0), [], 0, "too few rejections to form two cells")
+        return GofResult.empty(name, n=n, why="too few rejections to form two cells")
     cells.sort(key=lambda c: -abs(c.residual))
     o, e = np.concatenate(obs_all), np.concatenate(exp_all)
     tv, iv = tv_interval(o / o.sum(), e / e.sum(), int(o.sum()), len(o))
-    return GofResult(name, x2, float(stats.chi2.sf(x2, df)), df, n, len(o), tv, iv, cells[:5], 0)
+    return GofResult(
+        test=name,
+        statistic=x2,
+        pvalue=float(stats.chi2.sf(x2, df)),
+        df=df,
+        n=n,
+        cells=len(o),
+        tv_estimate=tv,
+        tv_interval=iv,
+        worst_cells=cells[:5],
+        pooled_groups=0,
+    )
 
 
 def token_at_stop(tokens, position, round_ids, num_accepted) -> np.ndarray:

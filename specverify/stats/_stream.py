@@ -118,18 +118,13 @@ def _zero_mass_failure(test, law: StreamLaw, tokens, rows) -> GofResult | None:
         where = np.nonzero(bad)[0][:5]
         cells = [Cell(f"token {int(tokens[i])} under row {int(rows[i])}", 1.0, 0.0) for i in where]
         frac = float(bad.mean())
-        return GofResult(
+        return GofResult.exact_failure(
             test,
-            math.inf,
-            0.0,
-            0,
-            n,
-            0,
-            frac,
-            (frac, 1.0),
-            cells,
-            0,
-            f"exact failure: {int(bad.sum())} emitted token(s) had probability 0 under the target law",
+            n=n,
+            why=f"{int(bad.sum())} emitted token(s) had probability 0 under the target law",
+            tv_estimate=frac,
+            tv_interval=(frac, 1.0),
+            worst_cells=cells,
         )
     return None
 
@@ -196,18 +191,38 @@ def pit_test(
     u = pit_values(law, tokens, rows, rng, order=order)
     n = len(u)
     if n == 0:
-        return GofResult(f"pit-{method}", 0.0, 1.0, 0, 0, 0, 0.0, (0.0, 1.0), [], 0, "no tokens")
+        return GofResult.empty(f"pit-{method}", why="no tokens")
     hist = np.bincount(np.minimum((u * 10).astype(int), 9), minlength=10).astype(float)
     tv, iv = tv_interval(hist / n, np.full(10, 0.1), n, 10)
     cells = [Cell(f"PIT decile {i + 1}", hist[i], n / 10) for i in np.argsort(-np.abs(hist - n / 10))[:3]]
     if method == "ad":
         a2, p = anderson_darling_uniform(u)
         return GofResult(
-            "pit-anderson-darling" + ("-id-order" if order == "id" else ""), a2, p, 0, n, 10, tv, iv, cells, 0
+            test="pit-anderson-darling" + ("-id-order" if order == "id" else ""),
+            statistic=a2,
+            pvalue=p,
+            df=0,
+            n=n,
+            cells=10,
+            tv_estimate=tv,
+            tv_interval=iv,
+            worst_cells=cells,
+            pooled_groups=0,
         )
     if method == "ks":
         r = stats.kstest(u, "uniform")
-        return GofResult("pit-ks", float(r.statistic), float(r.pvalue), 0, n, 10, tv, iv, cells, 0)
+        return GofResult(
+            test="pit-ks",
+            statistic=float(r.statistic),
+            pvalue=float(r.pvalue),
+            df=0,
+            n=n,
+            cells=10,
+            tv_estimate=tv,
+            tv_interval=iv,
+            worst_cells=cells,
+            pooled_groups=0,
+        )
     if method == "binned":
         h = np.bincount(np.minimum((u * 20).astype(int), 19), minlength=20).astype(float)
         return cells_result(
@@ -234,7 +249,7 @@ def loglik_score_test(law: StreamLaw, tokens, rows) -> GofResult:
         return z
     n = len(tokens)
     if n == 0:
-        return GofResult("loglik-score", 0.0, 1.0, 1, 0, 0, 0.0, (0.0, 1.0), [], 0, "no tokens")
+        return GofResult.empty("loglik-score", df=1, why="no tokens")
     cnt = np.bincount(rows, minlength=law.table.shape[0])
     used = np.nonzero(cnt)[0]
     tab, w = law.table[used], cnt[used].astype(np.float64)
@@ -259,17 +274,17 @@ def loglik_score_test(law: StreamLaw, tokens, rows) -> GofResult:
         else "flatter than the target (more mass on unlikely tokens)"
     )
     return GofResult(
-        "loglik-score",
-        zscore,
-        p,
-        1,
-        n,
-        0,
-        0.0,
-        (0.0, 1.0),
-        [],
-        0,
-        f"mean log p of the emitted tokens {s / n:+.4f} nats from its expectation (z = {zscore:.2f}): {direction}; Chernoff bound",
+        test="loglik-score",
+        statistic=zscore,
+        pvalue=p,
+        df=1,
+        n=n,
+        cells=0,
+        tv_estimate=0.0,
+        tv_interval=(0.0, 1.0),
+        worst_cells=[],
+        pooled_groups=0,
+        note=f"mean log p of the emitted tokens {s / n:+.4f} nats from its expectation (z = {zscore:.2f}): {direction}; Chernoff bound",
     )
 
 
@@ -291,7 +306,18 @@ def plain_pearson_stream_test(law: StreamLaw, tokens, rows) -> GofResult:
     df = int(sum((law.table[r] > 0).sum() - 1 for r in used_rows))
     n = len(tokens)
     tv, iv = tv_interval(obs[keep] / n, exp[keep] / n, n, int(keep.sum()))
-    return GofResult("plain-pearson", x2, float(stats.chi2.sf(x2, df)), df, n, int(keep.sum()), tv, iv, [], 0)
+    return GofResult(
+        test="plain-pearson",
+        statistic=x2,
+        pvalue=float(stats.chi2.sf(x2, df)),
+        df=df,
+        n=n,
+        cells=int(keep.sum()),
+        tv_estimate=tv,
+        tv_interval=iv,
+        worst_cells=[],
+        pooled_groups=0,
+    )
 
 
 def vllm_position_chi2(law: StreamLaw, tokens, rows) -> tuple[bool, GofResult]:
@@ -330,17 +356,17 @@ def vllm_position_chi2(law: StreamLaw, tokens, rows) -> tuple[bool, GofResult]:
     from scipy import stats
 
     res = GofResult(
-        "vllm-chi2",
-        x2,
-        float(stats.chi2.sf(x2, df)) if df > 0 else 1.0,
-        df,
-        len(tokens),
-        len(o),
-        0.0,
-        (0.0, 1.0),
-        [],
-        1,
-        "decision by the threshold df + 10 sqrt(2 df), not by this p-value",
+        test="vllm-chi2",
+        statistic=x2,
+        pvalue=float(stats.chi2.sf(x2, df)) if df > 0 else 1.0,
+        df=df,
+        n=len(tokens),
+        cells=len(o),
+        tv_estimate=0.0,
+        tv_interval=(0.0, 1.0),
+        worst_cells=[],
+        pooled_groups=1,
+        note="decision by the threshold df + 10 sqrt(2 df), not by this p-value",
     )
     return impossible or (df > 0 and x2 > df + 10 * math.sqrt(2 * df)), res
 

@@ -29,7 +29,7 @@ def homogeneity_test(counts_a, counts_b, *, min_expected: float = 5.0) -> GofRes
     A = np.bincount(g[g >= 0], weights=a[g >= 0], minlength=k)
     B = np.bincount(g[g >= 0], weights=b[g >= 0], minlength=k)
     if k < 2:
-        return GofResult("homogeneity", 0.0, 1.0, 0, int(na + nb), k, 0.0, (0.0, 1.0), [], 0, "fewer than two cells")
+        return GofResult.empty("homogeneity", n=int(na + nb), cells=k, why="fewer than two cells")
     res = stats.chi2_contingency(np.stack([A, B]), correction=False)
     tv = 0.5 * float(np.abs(A / na - B / nb).sum())
     _, iv_a = tv_interval(A / na, A / na, int(na), k)
@@ -37,17 +37,17 @@ def homogeneity_test(counts_a, counts_b, *, min_expected: float = 5.0) -> GofRes
     worst = np.argsort(-np.abs(A / na - B / nb))[:5]
     cells = [Cell(f"cell {i}", float(A[i]), float(B[i] * na / nb)) for i in worst]
     return GofResult(
-        "homogeneity",
-        float(res.statistic),
-        float(res.pvalue),
-        int(res.dof),
-        int(na + nb),
-        k,
-        tv,
-        (max(0.0, tv - r), min(1.0, tv + r)),
-        cells,
-        0,
-        "expected column: arm B scaled to arm A's size",
+        test="homogeneity",
+        statistic=float(res.statistic),
+        pvalue=float(res.pvalue),
+        df=int(res.dof),
+        n=int(na + nb),
+        cells=k,
+        tv_estimate=tv,
+        tv_interval=(max(0.0, tv - r), min(1.0, tv + r)),
+        worst_cells=cells,
+        pooled_groups=0,
+        note="expected column: arm B scaled to arm A's size",
     )
 
 
