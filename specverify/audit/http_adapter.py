@@ -116,20 +116,23 @@ def http_generator(
     concurrency: int = 1,
     completions_per_request: int = 1,
     seeded: bool = True,
+    on_response=None,
 ):
     """``generate(prompt, n, seed, settings)`` over ``POST {base_url}/v1/completions``.
 
     ``generate.batch(prompts, n, seeds, settings)`` (used by :func:`audit_lm`) sends up to
     ``concurrency`` requests at once; consecutive equal prompts are merged into one request with
     ``n`` = up to ``completions_per_request`` completions (the seed of the run's first sequence).
-    ``seeded=False`` sends no seed (the server's own generator)."""
+    ``seeded=False`` sends no seed (the server's own generator); ``on_response(body, raw)`` sees
+    every request and its raw answer (for logging or recording)."""
     url = base_url.rstrip("/") + "/v1/completions"
 
     def one(prompt, n_new, seed, settings, n=1):
         body = _payload(model, prompt, n_new, seed if seeded else None, settings, n)
-        ids = parse_completion_ids(
-            _post_with_retries(url, body, timeout=timeout, retries=retries, backoff=backoff), url
-        )
+        raw = _post_with_retries(url, body, timeout=timeout, retries=retries, backoff=backoff)
+        if on_response is not None:
+            on_response(body, raw)
+        ids = parse_completion_ids(raw, url)
         if len(ids) != n:
             raise MalformedOutputError(f"{url} returned {len(ids)} choices for n={n}")
         return ids

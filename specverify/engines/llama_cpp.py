@@ -106,7 +106,7 @@ class LlamaCppEngine:
             n_threads=n_threads,
             seed=seed,
             draft_model=drafter,
-            logits_all=drafter is not None,
+            logits_all=True,
             verbose=False,
         )
 
@@ -132,8 +132,7 @@ class LlamaCppEngine:
         return generate
 
     def logits(self, ids) -> np.ndarray:
-        """[len(ids), V] logits of one pass (needs ``logits_all``; a fresh engine without a drafter
-        is built with it off, so this makes a scoring copy's worth of state: call on an idle engine)."""
+        """[len(ids), V] logits of one pass over ``ids`` (the engine keeps every row: ``logits_all``)."""
         self.llm.reset()
         self.llm.eval([int(t) for t in ids])
         return np.array(self.llm.scores[: len(ids)], dtype=np.float64)

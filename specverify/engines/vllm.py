@@ -143,6 +143,16 @@ class VLLMOffline:
             raise _refusal(exc, s) from exc
         return [list(o.outputs[0].token_ids) for o in outs]
 
+    def prompt_logprobs(self, prompt, top: int = 20) -> list[dict[int, float] | None]:
+        """vLLM's log-probabilities of each prompt position's ``top`` tokens and of the prompt token
+        itself (entry 0 is None): for checking the engine's logits against transformers'."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(max_tokens=1, prompt_logprobs=top, detokenize=False)
+        out = self.llm.generate([TokensPrompt(prompt_token_ids=[int(t) for t in prompt])], params, use_tqdm=False)[0]
+        return [None if d is None else {int(k): float(v.logprob) for k, v in d.items()} for d in out.prompt_logprobs]
+
     def generator(self, *, batch_size: int = 64, seeded: bool = True, name: str | None = None):
         """``generate`` for :func:`~specverify.audit.audit_lm`, with ``.batch`` and ``.batch_size``."""
 

@@ -1,0 +1,504 @@
+"""The engine audit matrix: every engine x speculative method x setting, as its users run it.
+
+    python -m specverify.engines.matrix --engine vllm --out results/engines     # scripts/engines/run.sh
+
+Each configuration runs in its own process (a fresh engine; a crash or hang loses one row, and a
+finished row is not run again: the per-configuration JSON files are the checkpoint). Per
+configuration, with the engine's own settings mapping:
+
+* one-sample: :func:`~specverify.audit.audit_lm` against the target's law computed in float64 from
+  the same weights, on the parity grid (``grid``) or the default setting, at every (batch size,
+  per-request seed) variant; sequences of ``4 (k + 1)`` tokens; plus greedy equivalence;
+* two-sample: the default setting against the same engine without speculation (stored samples
+  of the ``none`` configuration: :data:`TWO_SAMPLE_SEQUENCES` sequences of
+  :data:`TWO_SAMPLE_LENGTH` tokens per side), which isolates speculation from any difference
+  between the engine's settings pipeline and transformers';
+* the engine's logits against transformers' (``none`` configuration) and a recording of raw
+  outputs (prompts, seeds, tokens) that the tests replay without the engine.
+
+Prompts are half random (2-5 ids) and half repetitive (24 ids with a short period), so that
+lookup drafters (n-gram, prompt lookup) see both low and high overlap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "EngineConfig",
+    "MATRICES",
+    "audit_prompts",
+    "engine_logprobs",
+    "logprob_gap",
+    "run_config",
+    "write_table",
+    "main",
+]
+
+TWO_SAMPLE_SEQUENCES = 4800
+TWO_SAMPLE_LENGTH = 8
+RECORD_SEQUENCES = 192
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EngineConfig:
+    """One engine configuration; ``variants`` are (batch size, per-request seeds) pairs audited on
+    the same engine instance (the first gets the grid and the greedy check)."""
+
+    engine: str
+    method: str
+    k: int = 0
+    overlap: str = ""
+    grid: bool = False
+    variants: tuple[tuple[int, bool], ...] = ((64, True),)
+    extra: tuple[tuple[str, str], ...] = ()
+    eps: float = 0.05
+
+    @property
+    def key(self) -> str:
+        parts = [self.method] + ([f"k{self.k}"] if self.k else []) + ([self.overlap] if self.overlap else [])
+        return "-".join(parts + [v for _, v in self.extra])
+
+
+def _vllm() -> list[EngineConfig]:
+    main = ((64, True), (1, True), (64, False))
+    out = [EngineConfig(engine="vllm", method="none", grid=True, variants=main)]
+    out += [
+        EngineConfig(engine="vllm", method="ngram", k=k, grid=k == 3, variants=main if k == 3 else ((64, True),))
+        for k in (1, 3, 5)
+    ]
+    out += [
+        EngineConfig(
+            engine="vllm", method="draft", k=k, overlap="high", grid=k == 3, variants=main if k == 3 else ((64, True),)
+        )
+        for k in (1, 3, 5)
+    ]
+    out += [EngineConfig(engine="vllm", method="draft", k=3, overlap="low", grid=True)]
+    out += [
+        EngineConfig(
+            engine="vllm", method="draft", k=3, overlap="high", extra=(("draft_sample_method", "probabilistic"),)
+        )
+    ]
+    out += [EngineConfig(engine="vllm", method="eagle", k=k, grid=k == 3) for k in (1, 3, 5)]
+    out += [
+        EngineConfig(engine="vllm", method=m, k=k, overlap=o, extra=(("via", "server"),))
+        for m, k, o in (("none", 0, ""), ("ngram", 3, ""), ("draft", 3, "high"))
+    ]
+    return out
+
+
+def _llama() -> list[EngineConfig]:
+    # llama-cpp-python's speculative path samples position by position in Python (about 50 tokens/s
+    # here against 900 without it), so its speculative rows are audited at eps 0.1 (a quarter of the
+    # tokens); the same-seed coupling with the engine without speculation is checked exactly.
+    out = [EngineConfig(engine="llama.cpp", method="none", grid=True, variants=((1, True), (1, False)))]
+    out += [EngineConfig(engine="llama.cpp", method="prompt-lookup", k=k, grid=k == 3, eps=0.1) for k in (1, 3, 5)]
+    out += [
+        EngineConfig(engine="llama.cpp", method="draft", k=k, overlap="high", grid=k == 3, eps=0.1) for k in (1, 3, 5)
+    ]
+    out += [EngineConfig(engine="llama.cpp", method="draft", k=3, overlap="low", eps=0.1)]
+    return out
+
+
+MATRICES = {"vllm": _vllm, "llama.cpp": _llama}
+
+
+def audit_prompts(n: int = 32, *, vocab: int = 512, seed: int = 0) -> list[list[int]]:
+    """Half random prompts of 2-5 ids, half 24-id prompts repeating a 3-6 id motif."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        if i % 2 == 0:
+            out.append([int(t) for t in rng.integers(3, vocab, size=int(rng.integers(2, 6)))])
+        else:
+            motif = rng.integers(3, vocab, size=int(rng.integers(3, 7)))
+            out.append([int(motif[j % len(motif)]) for j in range(24)])
+    return out
+
+
+def _engine(cfg: EngineConfig, models, work: Path):
+    if cfg.engine == "vllm":
+        from .vllm import VLLMOffline, speculative_config
+
+        spec = speculative_config(cfg.method, cfg.k, models, overlap=cfg.overlap or "high")
+        if spec is not None:
+            spec.update(dict(cfg.extra))
+        return VLLMOffline(models.target, speculative_config=spec)
+    from ._models import write_gguf
+    from .llama_cpp import LlamaCppEngine
+
+    gguf = {name: work / f"{name}.gguf" for name in ("target", "draft_low", "draft_high")}
+    for name, path in gguf.items():
+        if not path.exists():
+            write_gguf(getattr(models, name), path)
+    draft = {"none": None, "prompt-lookup": "prompt-lookup", "draft": gguf.get(f"draft_{cfg.overlap}")}[cfg.method]
+    return LlamaCppEngine(gguf["target"], draft=draft, k=max(cfg.k, 1))
+
+
+def _generator(engine, cfg: EngineConfig, batch: int, seeded: bool):
+    name = f"{cfg.engine}[{cfg.key}] batch {batch}{'' if seeded else ', unseeded'}"
+    if cfg.engine == "vllm":
+        return engine.generator(batch_size=batch, seeded=seeded, name=name)
+    return engine.generator(seeded=seeded, name=name)
+
+
+class _Recorder:
+    """Wraps a generator and keeps the first ``limit`` (prompt, seed, tokens) of each setting."""
+
+    def __init__(self, gen, limit: int):
+        self.gen, self.limit, self.calls = gen, limit, {}
+        self.batch_size = getattr(gen, "batch_size", 1)
+        self.__name__ = gen.__name__
+        if hasattr(gen, "batch"):
+            self.batch = self._batch
+
+    def _keep(self, prompts, seeds, s, outs):
+        rec = self.calls.setdefault(s.short(), [])
+        for p, sd, o in zip(prompts, seeds, outs, strict=True):
+            if len(rec) < self.limit:
+                rec.append({"prompt": [int(t) for t in p], "seed": int(sd), "tokens": [int(t) for t in o]})
+
+    def _batch(self, prompts, n, seeds, s):
+        outs = self.gen.batch(prompts, n, seeds, s)
+        self._keep(prompts, seeds, s, outs)
+        return outs
+
+    def __call__(self, prompt, n, seed, s):
+        out = self.gen(prompt, n, seed, s)
+        self._keep([prompt], [seed], s, [out])
+        return out
+
+
+def _rows(cfg: EngineConfig, verdict, *, batch: int, seeded: bool, test: str, seconds: float) -> list[dict]:
+    """One row per check of a verdict, with the configuration that produced it."""
+    base = {
+        "engine": cfg.engine,
+        "config": cfg.key,
+        "method": cfg.method,
+        "k": cfg.k,
+        "draft": cfg.overlap,
+        "batch": batch,
+        "seeded": seeded,
+        "test": test,
+    }
+    return [
+        dict(base, check=c.name, status=str(c.status), eps=c.eps, n=c.n, summary=c.summary, seconds=round(seconds, 1))
+        for c in verdict.checks
+    ]
+
+
+def _one_sample(cfg, engine, target, prompts, record: dict, *, seed: int, budget_s: float) -> tuple[list, list]:
+    from ..audit.lm_audit import audit_lm
+    from ..audit.plan import DEFAULT_SETTINGS, PARITY_GRID
+
+    rows, verdicts = [], []
+    for i, (batch, seeded) in enumerate(cfg.variants):
+        gen = _Recorder(_generator(engine, cfg, batch, seeded), RECORD_SEQUENCES)
+        settings = PARITY_GRID if (cfg.grid and i == 0) else DEFAULT_SETTINGS[:1]
+        t0 = time.monotonic()
+        v = audit_lm(
+            gen,
+            target,
+            prompts=prompts,
+            settings=settings,
+            gamma=max(cfg.k, 1),
+            seed=seed + i,
+            eps=cfg.eps,
+            budget_s=budget_s,
+            name=gen.__name__,
+            greedy_check=i == 0,
+            call_timeout=120.0,
+        )
+        rows += _rows(
+            cfg, v, batch=batch, seeded=seeded, test="one-sample vs float64 target law", seconds=time.monotonic() - t0
+        )
+        verdicts.append(v.to_dict())
+        if i == 0:
+            record["one_sample"] = gen.calls
+    return rows, verdicts
+
+
+def _two_sample_tokens(engine, cfg, prompts, seed: int) -> np.ndarray:
+    """[TWO_SAMPLE_SEQUENCES, TWO_SAMPLE_LENGTH] default-setting tokens, prompts in rotation."""
+    from ..dists import SamplingSettings
+
+    gen = _generator(engine, cfg, 64, True)
+    seeds = np.random.default_rng(seed).integers(2**31, size=TWO_SAMPLE_SEQUENCES)
+    ps = [prompts[i % len(prompts)] for i in range(TWO_SAMPLE_SEQUENCES)]
+    if hasattr(gen, "batch"):
+        out = gen.batch(ps, TWO_SAMPLE_LENGTH, [int(s) for s in seeds], SamplingSettings())
+    else:
+        out = [gen(p, TWO_SAMPLE_LENGTH, int(s), SamplingSettings()) for p, s in zip(ps, seeds, strict=True)]
+    return np.array([o[:TWO_SAMPLE_LENGTH] for o in out])
+
+
+def _two_sample(cfg, engine, prompts, work: Path, *, seed: int) -> tuple[list, dict | None]:
+    """The default setting against the engine without speculation (stored by the ``none`` row)."""
+    from ..audit.http_adapter import two_sample_verdict
+    from ..dists import SamplingSettings
+
+    if cfg.engine != "vllm":  # llama.cpp: the exact same-seed coupling replaces it (see _llama)
+        return [], None
+    store = work / f"{cfg.engine}-baseline-two-sample.npy"
+    t0 = time.monotonic()
+    if cfg.method == "none":
+        np.save(store, _two_sample_tokens(engine, cfg, prompts, seed + 7))
+        return [], None
+    if not store.exists():
+        return [], None
+    spec = _two_sample_tokens(engine, cfg, prompts, seed + 11)
+    v = two_sample_verdict(
+        [(spec, np.load(store))],
+        settings=(SamplingSettings(),),
+        prompt_index=np.arange(TWO_SAMPLE_SEQUENCES) % len(prompts),
+        n_prompts=len(prompts),
+        vocab_size=512,
+        eps=0.1,
+        seed=seed,
+        subject=f"{cfg.engine}[{cfg.key}] vs no speculation",
+    )
+    return _rows(
+        cfg,
+        v,
+        batch=64,
+        seeded=True,
+        test="two-sample vs same engine without speculation",
+        seconds=time.monotonic() - t0,
+    ), v.to_dict()
+
+
+def engine_logprobs(cfg, engine, prompt, *, top: int = 20) -> list[list]:
+    """[[position, token, log-probability], ...]: the engine's log-softmax of the next token after
+    ``prompt[: position + 1]`` for its ``top`` tokens (vLLM: prompt log-probabilities; llama.cpp:
+    its logits of one pass)."""
+    if cfg.engine == "vllm":
+        got = engine.prompt_logprobs(prompt, top)
+        return [[t - 1, tok, lp] for t in range(1, len(prompt)) for tok, lp in got[t].items()]
+    lg = engine.logits(prompt)
+    ls = lg - lg.max(-1, keepdims=True)
+    ls = ls - np.log(np.exp(ls).sum(-1, keepdims=True))
+    return [[t, int(tok), float(ls[t, tok])] for t in range(len(prompt)) for tok in np.argsort(-ls[t])[:top]]
+
+
+def logprob_gap(target, prompt, entries) -> float:
+    """max |engine log-probability - transformers' float64 log-probability| over ``entries``."""
+    import torch
+
+    with torch.no_grad():
+        ref = torch.log_softmax(target(torch.tensor([list(prompt)])).logits[0].double(), -1).numpy()
+    return float(max(abs(lp - ref[pos, tok]) for pos, tok, lp in entries))
+
+
+def _logit_gap(cfg, engine, target, prompts) -> dict:
+    """The engine's logits against transformers' on four prompts (recorded for the tests)."""
+    rows = [{"prompt": p, "entries": engine_logprobs(cfg, engine, p)} for p in prompts[:4]]
+    gap = max(logprob_gap(target, r["prompt"], r["entries"]) for r in rows)
+    return {"max_abs_logprob_gap": gap, "prompts": len(rows), "rows": rows}
+
+
+SERVER_CONCURRENCY = 16
+SERVER_COMPLETIONS = 4
+
+
+def _engine_throughput(gen, prompts, *, n_requests: int = 64, length: int = 32) -> float:
+    """Tokens per second of plain concurrent requests (no auditing), on the same machine."""
+    from ..dists import SamplingSettings
+
+    ps = [prompts[i % len(prompts)] for i in range(n_requests)]
+    t0 = time.monotonic()
+    out = gen.batch(ps, length, list(range(n_requests)), SamplingSettings())
+    return sum(len(o) for o in out) / (time.monotonic() - t0)
+
+
+def run_server(cfg: EngineConfig, models, target, prompts, *, seed: int = 0, budget_s: float = 3600.0) -> dict:
+    """The default setting through vLLM's OpenAI server: concurrent requests, ``n`` completions
+    per request; audited tokens per second against the engine's own throughput."""
+    from ..audit.http_adapter import http_generator
+    from ..audit.lm_audit import audit_lm
+    from ..audit.plan import DEFAULT_SETTINGS
+    from .vllm import serve, speculative_config
+
+    spec = speculative_config(cfg.method, cfg.k, models, overlap=cfg.overlap or "high")
+    bodies: list = []
+
+    def keep(body, raw):
+        if len(bodies) < 24:
+            bodies.append({"request": body, "response": json.loads(raw)})
+
+    with serve(models.target, speculative=spec, log=Path(".engines/work") / f"server-{cfg.key}.log") as url:
+        gen = http_generator(
+            url,
+            model=str(models.target),
+            concurrency=SERVER_CONCURRENCY,
+            timeout=120.0,
+            completions_per_request=SERVER_COMPLETIONS,
+            on_response=keep,
+        )
+        own = _engine_throughput(gen, prompts)
+        t0 = time.monotonic()
+        grouped = [p for p in prompts for _ in range(SERVER_COMPLETIONS)]
+        v = audit_lm(
+            gen,
+            target,
+            prompts=grouped,
+            settings=DEFAULT_SETTINGS[:1],
+            gamma=max(cfg.k, 1),
+            seed=seed,
+            budget_s=budget_s,
+            name=f"vllm-server[{cfg.key}]",
+            greedy_check=True,
+            call_timeout=120.0,
+        )
+        secs = time.monotonic() - t0
+    rows = _rows(
+        cfg,
+        v,
+        batch=SERVER_CONCURRENCY * SERVER_COMPLETIONS,
+        seeded=True,
+        seconds=secs,
+        test=f"one-sample via HTTP ({SERVER_CONCURRENCY} concurrent x n={SERVER_COMPLETIONS})",
+    )
+    return {
+        "rows": rows,
+        "verdicts": [v.to_dict()],
+        "engine_tokens_per_s": round(own, 1),
+        "audited_tokens_per_s": round(v.samples / secs, 1),
+        "bodies": bodies,
+    }
+
+
+def run_config(cfg: EngineConfig, *, models_root: Path, work: Path, seed: int = 0, budget_s: float = 3600.0) -> dict:
+    """Every audit of one configuration (module docstring); the result is JSON-ready."""
+    from ._models import build_engine_models, load_float64
+
+    t0 = time.monotonic()
+    models = build_engine_models(models_root)
+    target = load_float64(models.target)
+    prompts = audit_prompts(seed=seed)
+    if dict(cfg.extra).get("via") == "server":
+        res = run_server(cfg, models, target, prompts, seed=seed, budget_s=budget_s)
+        record = {"config": dataclasses.asdict(cfg), "prompts": prompts, "bodies": res.pop("bodies"), "one_sample": {}}
+        return dict(
+            res, config=dataclasses.asdict(cfg), key=cfg.key, seconds=round(time.monotonic() - t0, 1), record=record
+        )
+    engine = _engine(cfg, models, work)
+    init_s = time.monotonic() - t0
+    record: dict = {"config": dataclasses.asdict(cfg), "prompts": prompts}
+    rows, verdicts = _one_sample(cfg, engine, target, prompts, record, seed=seed, budget_s=budget_s)
+    two_rows, two_v = _two_sample(cfg, engine, prompts, work, seed=seed)
+    out = {
+        "config": dataclasses.asdict(cfg),
+        "key": cfg.key,
+        "rows": rows + two_rows,
+        "verdicts": verdicts,
+        "two_sample": two_v,
+        "init_s": round(init_s, 1),
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+    if cfg.method == "none":
+        record["logits"] = _logit_gap(cfg, engine, target, prompts)
+        out["logits_vs_transformers"] = {k: v for k, v in record["logits"].items() if k != "rows"}
+    if hasattr(engine, "spec_metrics"):
+        out["spec_metrics"] = engine.spec_metrics()
+    out["record"] = record
+    return out
+
+
+_TABLE_HEAD = (
+    "| engine | config | test | batch | seeds | check | verdict | eps | n | s |\n"
+    "|---|---|---|---|---|---|---|---|---|---|\n"
+)
+
+
+def write_table(out: Path) -> Path:
+    """results/engines/README.md: one line per check of every finished configuration."""
+    lines = []
+    for f in sorted(out.glob("*/*.json")):
+        res = json.loads(f.read_text())
+        for r in res["rows"]:
+            eps = "" if r["eps"] is None else f"{r['eps']:.3f}"
+            lines.append(
+                f"| {r['engine']} | {r['config']} | {r['test']} | {r['batch']} | {'yes' if r['seeded'] else 'no'} "
+                f"| {r['check']} | **{r['status']}** | {eps} | {r['n'] or ''} | {r['seconds']} |"
+            )
+    table = out / "README.md"
+    intro = (out / "INTRO.md").read_text() if (out / "INTRO.md").exists() else "# Engine audits\n\n"
+    table.write_text(intro + _TABLE_HEAD + "\n".join(lines) + "\n")
+    return table
+
+
+def _run_one(engine: str, key: str, out: Path, work: Path, record_dir: Path | None) -> None:
+    cfg = next(c for c in MATRICES[engine]() if c.key == key)
+    res = run_config(cfg, models_root=work / "models", work=work)
+    record = res.pop("record")
+    (out / engine).mkdir(parents=True, exist_ok=True)
+    (out / engine / f"{key}.json").write_text(json.dumps(res, indent=1, default=str))
+    if record_dir is not None:
+        record_dir.mkdir(parents=True, exist_ok=True)
+        keep = {
+            "config": record["config"],
+            "prompts": record["prompts"],
+            "default": record["one_sample"].get("default", []),
+            "logits": record.get("logits"),
+            "bodies": record.get("bodies"),
+        }
+        (record_dir / f"{engine}-{key}.json").write_text(json.dumps(keep))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m specverify.engines.matrix", description=__doc__.split("\n")[0])
+    ap.add_argument("--engine", choices=sorted(MATRICES), required=True)
+    ap.add_argument("--out", type=Path, default=Path("results/engines"))
+    ap.add_argument("--work", type=Path, default=Path(".engines/work"), help="models, GGUF files, baseline samples")
+    ap.add_argument("--record", type=Path, default=Path("tests/data/engines"), help="where raw outputs are recorded")
+    ap.add_argument("--only", nargs="*", help="configuration keys to run (default: all not yet finished)")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per configuration")
+    a = ap.parse_args(argv)
+    a.work.mkdir(parents=True, exist_ok=True)
+    if a.one:
+        _run_one(a.engine, a.one, a.out, a.work, a.record)
+        return 0
+    todo = [
+        c
+        for c in MATRICES[a.engine]()
+        if (a.only and c.key in a.only) or (not a.only and not (a.out / a.engine / f"{c.key}.json").exists())
+    ]
+    todo.sort(key=lambda c: c.method != "none")  # the baseline first: the two-sample rows need it
+    for cfg in todo:
+        t0 = time.monotonic()
+        cmd = [
+            sys.executable,
+            "-m",
+            "specverify.engines.matrix",
+            "--engine",
+            a.engine,
+            "--one",
+            cfg.key,
+            "--out",
+            str(a.out),
+            "--work",
+            str(a.work),
+            "--record",
+            str(a.record),
+        ]
+        try:
+            rc = subprocess.run(cmd, timeout=a.timeout, env=dict(os.environ, VLLM_CONFIGURE_LOGGING="0")).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        print(f"{a.engine} {cfg.key}: exit {rc} in {time.monotonic() - t0:.0f} s", flush=True)
+    print(write_table(a.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
