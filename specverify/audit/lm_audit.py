@@ -108,20 +108,14 @@ def _sample_setting(generate, aud, prompts, s, *, length, need, rng, deadline, m
             return toks, rows, i, None, str(exc), False
         except ImplementationError as exc:
             return toks, rows, i, str(exc), None, False
-        for prompt, seq in zip(batch, seqs, strict=False):
-            seq = [int(t) for t in seq[:length]]
+        seqs = [[int(t) for t in seq[:length]] for seq in seqs]
+        for seq in seqs:
             if len(seq) < length or any(t < 0 or t >= aud.vocab_size for t in seq):
-                return (
-                    toks,
-                    rows,
-                    i,
-                    f"{name} returned {seq}; expected {length} ids in [0, {aud.vocab_size})",
-                    None,
-                    False,
-                )
-            rows.append(aud.sequence_probs(prompt, seq, s))
-            toks.extend(seq)
-            i += 1
+                bad = f"{name} returned {seq}; expected {length} ids in [0, {aud.vocab_size})"
+                return toks, rows, i, bad, None, False
+        rows.extend(aud.batch_sequence_probs(batch, seqs, s))
+        toks.extend(t for seq in seqs for t in seq)
+        i += len(seqs)
     return toks, rows, i, None, None, True
 
 
@@ -323,9 +317,9 @@ def greedy_equivalence(
             name=GREEDY_NAME,
             status=FAIL,
             kind="exact",
-            summary=f"{len(divergences)} of {len(prompts)} prompts diverge from target-only greedy away from any tie; first at "
-            f"token {j}: emitted {g}, target argmax {w}, top-2 logit margin {m:.3g} (> tie tolerance {tie_tol:g}; "
-            f"measured batched-vs-incremental logit gap {gap:.2g})",
+            summary=f"{len(divergences)} of {len(prompts)} prompts diverge from target-only greedy away from any tie; "
+            f"first at token {j}: emitted {g}, target argmax {w}, top-2 logit margin {m:.3g} "
+            f"(> tie tolerance {tie_tol:g}; measured batched-vs-incremental logit gap {gap:.2g})",
         )
     note = f"; {excused} divergence(s) at near-ties (margin <= {tie_tol:g})" if excused else ""
     return CheckOutcome(

@@ -212,11 +212,35 @@ class CausalLM:
     ) -> np.ndarray:
         """[len(continuation), V]: the law of each continuation token given everything before it,
         all from one teacher-forced pass."""
-        ids = list(prompt) + list(continuation)
-        lg = self.logits(ids)
-        n = len(prompt)
-        rows = [self.process(lg[n - 1 + t], settings, ids[: n + t], n).cpu().numpy() for t in range(len(continuation))]
-        return np.stack(rows) if rows else np.zeros((0, self.vocab_size))
+        return self.batch_sequence_probs([prompt], [continuation], settings)[0]
+
+    @torch.no_grad()
+    def batch_sequence_probs(
+        self, prompts: list[list[int]], continuations: list[list[int]], settings: SamplingSettings | None = None
+    ) -> list[np.ndarray]:
+        """:meth:`sequence_probs` of many sequences, one teacher-forced pass per group of sequences of
+        equal total length (no padding, so no attention mask to get wrong)."""
+        groups: dict[int, list[int]] = {}
+        for i, (p, c) in enumerate(zip(prompts, continuations, strict=True)):
+            groups.setdefault(len(p) + len(c), []).append(i)
+        out: list[np.ndarray] = [np.zeros((0, self.vocab_size))] * len(prompts)
+        for idx in groups.values():
+            ids = torch.tensor([list(prompts[i]) + list(continuations[i]) for i in idx], device=self.device)
+            logits = self.model(input_ids=ids, use_cache=False).logits
+            for row, i in zip(logits, idx, strict=True):
+                out[i] = self._continuation_probs(row, list(prompts[i]), list(continuations[i]), settings)
+        return out
+
+    def _continuation_probs(self, logits, prompt, continuation, settings) -> np.ndarray:
+        n, m = len(prompt), len(continuation)
+        if m == 0:
+            return np.zeros((0, self.vocab_size))
+        rows = logits[n - 1 : n - 1 + m].double()
+        if settings is None or not settings.uses_history:  # one pipeline call for every position
+            x = rows if settings is None else process_logits_torch(rows, settings)
+            return torch.softmax(x, -1).cpu().numpy()
+        ids = prompt + continuation
+        return np.stack([self.process(rows[t], settings, ids[: n + t], n).cpu().numpy() for t in range(m)])
 
 
 class KVSession:
