@@ -176,7 +176,7 @@ def test_cli_exit_codes_json_and_html(tmp_path, capsys):
         == 0
     )
     d = json.loads(j.read_text())
-    assert d["schema"] == "specverify.verdict/1" and d["status"] == "PASS" and d["eps"] <= 0.08
+    assert d["schema"] == "specverify.verdict/2" and d["status"] == "PASS" and d["eps"] <= 0.08
     assert "<html" in h.read_text().lower() or "<!doctype html>" in h.read_text().lower()
     assert main(["audit", "replacement_from_p", "--no-progress", "--eps", "0.08", "--temperature", "1.0"]) == 1
     assert main(["audit", "no_such_thing", "--no-progress"]) == 2

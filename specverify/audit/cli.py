@@ -147,7 +147,7 @@ def add_commands(sub):
     a.add_argument("--call-timeout", type=float, default=30.0, help="per-call timeout in seconds")
     a.add_argument("--checkpoint", help="checkpoint file (written after every batch)")
     a.add_argument("--resume", action="store_true", help="continue from --checkpoint")
-    a.add_argument("--json", metavar="FILE", help="write the verdict as JSON (schema specverify.verdict/1)")
+    a.add_argument("--json", metavar="FILE", help="write the verdict as JSON (schema specverify.verdict/2)")
     a.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     a.add_argument("--list-checks", action="store_true", help="describe every check and exit")
     a.add_argument("--no-progress", action="store_true")
@@ -506,6 +506,8 @@ def print_verdict(v, console=None):
             escape(collapse_repeated_cells(c.summary)),
         )
     console.print(table)
+    for line in v.diagnosis_lead():  # a diagnosed FAIL leads with its root cause
+        console.print(escape(line), soft_wrap=True)
     console.print(escape(v.headline()), soft_wrap=True)
 
 

@@ -205,6 +205,32 @@ def _evidence_items(v) -> list[str]:
     return items
 
 
+def _diagnosis_html(v) -> str:
+    """The diagnosis of a FAIL, first on the page: the class, what to check, the facts, and the
+    ranked candidates with their likelihood ratios and the reports they were modelled on."""
+    d = v.diagnosis or {}
+    if not d.get("lead"):
+        return ""
+    esc = html.escape
+    facts = "".join(f"<li>{esc(f)}</li>" for f in d.get("facts", []))
+    rows = "".join(
+        f"<tr><td>{i + 1}</td><td><b>{esc(c['class'])}</b> {esc(c.get('parameter', ''))}</td>"
+        f"<td class='num'>e^{c['log_likelihood_ratio_vs_target']:.1f}</td><td class='num'>{c['explained_share']:.0%}</td>"
+        f"<td>{esc(c['mechanism'])}</td><td>{esc(', '.join(c['references']))}</td></tr>"
+        for i, c in enumerate(d.get("candidates", []))
+    )
+    table = (
+        "<table><tr><th>#</th><th>class</th><th>likelihood ratio vs target</th><th>explains</th>"
+        f"<th>mechanism</th><th>modelled on</th></tr>{rows}</table>"
+        if rows
+        else ""
+    )
+    return (
+        f"<div class='diagnosis'><h2>{esc(d['lead'])}</h2><ul>{facts}</ul>{table}"
+        f"<p class='method'>{esc(d.get('method', ''))}</p></div><h3>Statistics</h3>"
+    )
+
+
 def render_html(v) -> str:
     esc = html.escape
     rows = "".join(
@@ -246,10 +272,12 @@ td.num{{text-align:right;white-space:nowrap}}
 h2.headline{{font-size:1.1em;line-height:1.4;padding:.6em .8em;border-left:6px solid currentColor;background:#fafafa}}
 pre{{background:#f6f6f6;padding:1em;overflow:auto;max-height:30em}}img{{max-width:100%}}
 .facts th{{font-weight:normal;color:#555}}
+.diagnosis{{border-left:6px solid #b00;background:#fff6f6;padding:.4em 1em;margin:1em 0}}.diagnosis h2{{font-size:1.15em;line-height:1.4}}
+.method{{color:#555;font-size:.9em}}
 </style></head>
 <body>
 <h1>specverify audit: {esc(v.subject)}</h1>
-<h2 class="headline {esc(v.status)}">{esc(v.headline())}</h2>
+{_diagnosis_html(v)}<h2 class="headline {esc(v.status)}">{esc(v.headline())}</h2>
 <table class="facts">{facts_html}</table>
 <p>Exit code {"0" if v.status == "PASS" else "1" if v.status == "FAIL" else "3"}. What PASS, FAIL and INCONCLUSIVE promise: docs/verdict.md.</p>
 <h3>Checks</h3>

@@ -86,7 +86,21 @@ def audit(adapter, config: AuditConfig | None = None, **overrides) -> Verdict:
     )
     if cfg.checkpoint and Path(cfg.checkpoint).exists() and v.status != INCONCLUSIVE:
         Path(cfg.checkpoint).unlink()
+    if v.status == FAIL:
+        v.diagnosis = _diagnosis(adapter, cfg, plan, pairs, samples, checks)
     return v
+
+
+def _diagnosis(adapter, cfg, plan, pairs, samples, checks) -> dict:
+    """The FAIL's diagnosis; a failure of the diagnosis itself is reported, never raised (the
+    verdict stands on the statistics alone)."""
+    from ..diagnosis import diagnose_audit
+
+    try:
+        d = diagnose_audit(adapter, cfg, plan, pairs, samples, checks)
+    except Exception as exc:  # noqa: BLE001 - the verdict must not depend on the diagnosis
+        return {"version": 1, "verdict": "unavailable", "lead": "", "facts": [], "error": repr(exc)}
+    return d.to_dict() if d is not None else None
 
 
 def _resume(cfg, fp) -> dict[int, UnitSample]:

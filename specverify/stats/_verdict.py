@@ -50,7 +50,7 @@ class Status(str, enum.Enum):
 
 PASS, FAIL, INCONCLUSIVE = Status.PASS, Status.FAIL, Status.INCONCLUSIVE
 SKIPPED, UNSUPPORTED = Status.SKIPPED, Status.UNSUPPORTED
-SCHEMA_VERSION = "specverify.verdict/1"
+SCHEMA_VERSION = "specverify.verdict/2"  # /2: the `diagnosis` field of a FAIL
 
 
 _CELL = re.compile(r"^(?P<label>.+?): observed (?P<obs>[0-9.]+), expected (?P<exp>[0-9.]+)$")
@@ -112,6 +112,8 @@ class Verdict:
     seconds: float = 0.0
     subject: str = ""
     lossy_by_design: bool = False
+    #: a FAIL's diagnosis (specverify.diagnosis.Diagnosis.to_dict(): versioned; None otherwise)
+    diagnosis: dict | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -132,6 +134,14 @@ class Verdict:
                 body = body[len(c.name) + 2 :]
             return c, stratum, body
         return None
+
+    def diagnosis_lead(self) -> list[str]:
+        """The lines that lead a diagnosed FAIL (before the statistics headline): the most likely
+        class and what to check, then the structural facts; [] without a diagnosis."""
+        d = self.diagnosis or {}
+        if not d.get("lead"):
+            return []
+        return [d["lead"]] + [f"  - {f}" for f in d.get("facts", [])]
 
     def headline(self) -> str:
         """One line, the same in the terminal, the JSON (``headline``) and the HTML report."""

@@ -1,0 +1,29 @@
+"""Diagnosis: after a FAIL, the most likely root cause among the catalogued bug classes.
+
+For every class, the law it would produce on the audited pairs and settings is computed exactly
+(the full rule with that class's one change, on the pair's tables), the observed rounds are
+scored under it (events: drafts, acceptance given the draft, replacement, bonus, structure; per
+position and per unit) and the classes are ranked by their likelihood ratio against the target
+law. A class is named only when it beats the target law by a stated margin and explains most of
+the deviation; otherwise the answer is "not a known class".
+
+    from specverify.diagnosis import diagnose_audit, diagnose_rounds, CLASSES
+"""
+
+from ._classes import ALIASES, CLASSES, BugClass
+from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
+from ._evidence import RoundEvidence, round_evidence
+from ._audit import diagnose_audit
+
+__all__ = [
+    "diagnose_audit",
+    "diagnose_rounds",
+    "round_evidence",
+    "Diagnosis",
+    "Candidate",
+    "RoundEvidence",
+    "CLASSES",
+    "ALIASES",
+    "BugClass",
+    "NOT_KNOWN",
+]

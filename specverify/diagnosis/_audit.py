@@ -1,0 +1,101 @@
+"""The diagnosis step of an audit: evidence from what the audit collected, then the ranking.
+
+Round evidence comes from every statistical unit whose rounds show their drafts (kernels, round
+steps, the catalogue's kernel samplers). The catalogue's order-1 sequence samplers emit no
+drafts, so their rounds are re-collected here with the sampler's own round function (seeded,
+``SEQUENCE_ROUNDS`` rounds per unit). An audit that failed only an exact check is diagnosed from
+that check: the boundary check is the signature of an inclusive comparison, a seeded
+reproducibility failure the signature of state kept across sequences.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..harness import Generation
+from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
+from ._evidence import round_evidence
+
+__all__ = ["diagnose_audit", "SEQUENCE_ROUNDS"]
+
+SEQUENCE_ROUNDS = 8_000
+
+_EXACT_SIGNATURES = {
+    "boundary": ("inclusive_compare", "with every acceptance uniform at 0 a draft with p(x) = 0 was kept"),
+    "seeded reproducibility": ("state_not_reset", "the same seed gave different outputs: state survives between calls"),
+}
+
+
+def _sequence_rounds(sampler, pair, gamma, settings, rng, n) -> Generation:
+    """``n`` consecutive rounds of an order-1 sequence sampler, with drafts, chained in sequences
+    of 8 rounds; a round whose context is not the last emitted token is a structural mismatch."""
+    b = max(1, n // 8)
+    ctx = np.full(b, pair.start_context, dtype=np.int64)
+    toks, pos, rid, rows, acc, drafts, mism = [], [], [], [], [], [], []
+    last = ctx.copy()
+    for r in range(8):
+        out = sampler.round(pair, ctx, gamma, rng, settings)
+        ids = r * b + np.arange(b)
+        t = out.tokens
+        valid = t >= 0
+        prev = np.concatenate([last[:, None], np.where(valid, t, -1)[:, :-1]], axis=1)
+        i, j = np.nonzero(valid)
+        toks.append(t[i, j]), pos.append(j), rid.append(ids[i]), rows.append(prev[i, j])
+        acc.append(out.num_accepted), drafts.append(out.drafts), mism.append(ctx != last)
+        n_emit = valid.sum(1)
+        last = t[np.arange(b), n_emit - 1]
+        ctx = out.next_context
+    seq = np.concatenate([np.arange(b)] * 8)
+    rid = np.concatenate(rid)
+    gen = Generation(np.concatenate(toks), np.concatenate(rows), np.concatenate(pos), seq[rid],
+                     np.concatenate(acc), 8 * b, np.concatenate(drafts), True, round_id=rid)
+    gen.mismatch = np.concatenate(mism)
+    return gen
+
+
+def _units(adapter, cfg, plan, pairs, samples):
+    out = []
+    sampler = getattr(adapter, "sampler", None)
+    for u in plan.units:
+        s = samples.get(u.index)
+        pair = pairs[u.index]
+        if s is None or not len(s.gen.tokens) or not hasattr(pair, "target_table"):
+            continue
+        gen = s.gen
+        if gen.drafts is None and sampler is not None and adapter.harness == "sequence":
+            rng = np.random.default_rng([cfg.seed, u.index, 77])
+            gen = _sequence_rounds(sampler, pair, cfg.gamma, u.settings, rng, SEQUENCE_ROUNDS)
+        ev = round_evidence(gen, pair, cfg.gamma, label=u.label, settings=u.settings, pair_kind=u.pair_kind)
+        if ev is not None:
+            if hasattr(gen, "mismatch"):
+                ev.mismatch = ev.mismatch | gen.mismatch
+            out.append((ev, pair, u.settings))
+    return out
+
+
+def _from_exact(checks) -> Diagnosis | None:
+    failed = [c for c in checks if c.status == "FAIL" and c.kind == "exact"]
+    for c in failed:
+        for key, (name, fact) in _EXACT_SIGNATURES.items():
+            if c.name.startswith(key):
+                cand = Candidate(name, float("inf"), 1.0, {}, [], {}, "")
+                return Diagnosis(name, [cand], [fact], f"signature of the exact check '{c.name}'", 0.0, 1.0, 0)
+    return None
+
+
+def diagnose_audit(adapter, cfg, plan, pairs, samples, checks) -> Diagnosis | None:
+    """The diagnosis of a FAILed audit (None when nothing failed)."""
+    if not any(c.status == "FAIL" for c in checks):
+        return None
+    units = _units(adapter, cfg, plan, pairs, samples)
+    stat_failed = any(c.status == "FAIL" and c.kind == "statistical" for c in checks)
+    d = diagnose_rounds(units) if units and stat_failed else None
+    if d is not None and d.known:
+        return d
+    exact = _from_exact(checks)
+    if exact is not None:
+        return exact
+    if d is not None:
+        return d
+    return Diagnosis(NOT_KNOWN, [], ["no round evidence: the failing checks show no rounds to score"],
+                     "no evidence to score", 10.0, 0.5, 0)

@@ -1,0 +1,432 @@
+"""One :class:`RoundModel` per bug mechanism (the hooks and shapes are in :mod:`._models`).
+
+Each docstring states the law the bug produces; the class names match the catalogue's hooks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..catalogue import bugs as cat
+from ._models import (
+    EPS,
+    ORDER,
+    Chunk,
+    RoundModel,
+    Tables,
+    cdf_bounds,
+    interval_law,
+    normalise,
+    pipeline,
+    ratio,
+    residual,
+    settings_without,
+)
+
+
+def _catalogue_tables(pair, settings, base: Tables, sampler) -> Tables:
+    """The rows a catalogue sampler's table hooks compute, on every row of the pair."""
+    rows = np.arange(base.P.shape[0])
+    P = sampler.target_rows(pair, rows, settings, bonus=False)
+    Pb = sampler.target_rows(pair, rows, settings, bonus=True)
+    Qs = sampler.draft_rows_sampled(pair, rows, settings)
+    return Tables(P, Pb, Qs, sampler.draft_rows_reported(pair, rows, settings, Qs))
+
+
+class CatalogueTables(RoundModel):
+    """A settings/dtype bug of the catalogue: the full rule on the rows its hooks compute."""
+
+    def __init__(self, sampler_cls):
+        self.sampler = sampler_cls()
+        self.name = sampler_cls.name
+
+    def tables(self, pair, settings, base):
+        if not hasattr(pair, "target_logits"):
+            return base
+        return _catalogue_tables(pair, settings, base, self.sampler)
+
+
+class TargetKnobMissing(RoundModel):
+    """One sampling knob is not applied to the target (draft fine): the rule is exact for the
+    wrong target, so the output follows p computed without that knob."""
+
+    def __init__(self, knob):
+        self.knob, self.name = knob, f"target_missing_{knob}"
+
+    def tables(self, pair, settings, base):
+        if settings is None or getattr(settings, self.knob) == getattr(settings_without(None, self.knob), self.knob):
+            return base
+        P = pair.target_table(settings_without(settings, self.knob))
+        return Tables(P, P, base.Qs, base.Qr)
+
+
+class TargetOrder(RoundModel):
+    """The target applies the sampling steps in another order (the draft in the right one)."""
+
+    def __init__(self, name, order):
+        self.name, self.order = name, order
+
+    def tables(self, pair, settings, base):
+        if not hasattr(pair, "target_logits"):
+            return base
+        P = pipeline(pair.target_logits, settings, self.order)
+        return Tables(P, P, base.Qs, base.Qr)
+
+
+class TemperatureInRatioOnly(RoundModel):
+    """Temperature only inside the acceptance ratio: drafts, residual and bonus untempered."""
+
+    name = "temperature_in_ratio_only"
+
+    def tables(self, pair, settings, base):
+        if settings is None or settings.temperature == 1.0:
+            return base
+        cold = settings_without(settings, "temperature")
+        P, Q = pair.target_table(cold), pair.draft_table(cold)
+        return Tables(P, P, Q, Q, {"Phot": base.P, "Qhot": base.Qr})
+
+    def accept(self, c):
+        if "Phot" not in c.extra:
+            return super().accept(c)
+        return ratio(c.at(c.extra["Phot"]), c.at(c.extra["Qhot"]))
+
+
+# -- acceptance -------------------------------------------------------------------------------
+class AlwaysAccept(RoundModel):
+    name = "always_accept"
+
+    def accept(self, c):
+        return np.ones(c.X.shape)
+
+
+class UniformZero(RoundModel):
+    """u = 0: every draft with p(x) > 0 is kept."""
+
+    name = "u_const_zero"
+
+    def accept(self, c):
+        return (c.at(c.P) > 0).astype(float)
+
+
+class ZeroGuard(RoundModel):
+    """A division guard reads p(x) = 0 as ratio 1: drafts the target forbids are kept."""
+
+    name = "zero_guard_accepts"
+
+    def accept(self, c):
+        px = c.at(c.P)
+        return np.where(px > 0, ratio(px, c.at(c.Qr)), 1.0)
+
+
+class InvertedRatio(RoundModel):
+    """Keep with probability min(1, q(x)/p(x)) (0 when p(x) = 0)."""
+
+    name = "inverted_ratio"
+
+    def accept(self, c):
+        px, qx = c.at(c.P), c.at(c.Qr)
+        return np.where(px > 0, ratio(qx, px), 0.0)
+
+
+class OrAccept(RoundModel):
+    """Keep if the target's own draw equals x OR u q < p: 1 - (1 - p(x)) (1 - min(1, p/q))."""
+
+    name = "or_accept"
+
+    def accept(self, c):
+        px = c.at(c.P)
+        return 1 - (1 - px) * (1 - ratio(px, c.at(c.Qr)))
+
+
+class OffByOneTargetRow(RoundModel):
+    """The ratio reads the next position's target row: min(1, p_{j+1}(x_j) / q_j(x_j))."""
+
+    name = "off_by_one_target_row"
+
+    def accept(self, c):
+        n, g = c.X.shape
+        nxt = np.take_along_axis(c.P[:, 1:], c.X[:, :, None], axis=2)[:, :, 0]
+        return ratio(nxt, c.at(c.Qr))
+
+
+class SameUniform(RoundModel):
+    """One acceptance uniform for every position: kept through j iff u < min_{i<=j} r_i, so
+    A_j = min_{i<=j} r_i / min_{i<j} r_i."""
+
+    name = "same_uniform_all_positions"
+
+    def accept(self, c):
+        r = ratio(c.at(c.P), c.at(c.Qr))
+        m = np.minimum.accumulate(r, axis=1)
+        prev = np.concatenate([np.ones((len(r), 1)), m[:, :-1]], axis=1)
+        return np.where(prev > 0, m / np.where(prev > 0, prev, 1.0), 0.0)
+
+
+def _draft_interval(c: Chunk):
+    """(lo, hi) [n, g]: the id-order CDF interval of q_s that drew each draft token."""
+    lo, hi = cdf_bounds(c.Qs.reshape(-1, c.Qs.shape[-1]))
+    x = c.X.reshape(-1)
+    i = np.arange(len(x))
+    return lo[i, x].reshape(c.X.shape), hi[i, x].reshape(c.X.shape)
+
+
+class DraftUniformForAcceptance(RoundModel):
+    """The uniform that drew x by inverse CDF of q is reused for the acceptance test: given x,
+    u ~ U(C(x-), C(x)), so A = |[C(x-), C(x)) cap [0, r)| / q(x)."""
+
+    name = "draft_uniform_reused_for_acceptance"
+
+    def accept(self, c):
+        lo, hi = _draft_interval(c)
+        r = ratio(c.at(c.P), c.at(c.Qr))
+        width = np.clip(np.minimum(hi, r) - lo, 0.0, None)
+        return np.where(hi > lo, width / np.where(hi > lo, hi - lo, 1.0), 0.0)
+
+
+class SharedNoise(DraftUniformForAcceptance):
+    """One uniform draws the draft, tests it and draws the replacement: given a rejection,
+    u ~ U(max(C(x-), r), C(x)) drives the residual's inverse CDF."""
+
+    name = "shared_noise"
+
+    def replaced(self, c, j, rows):
+        lo, hi = _draft_interval(c)
+        r = ratio(c.at(c.P), c.at(c.Qr))
+        w = residual(c.P[rows, j], c.Qr[rows, j])
+        a, b = cdf_bounds(w)
+        return interval_law(a, b, np.maximum(lo[rows, j], r[rows, j]), hi[rows, j])
+
+
+class ReuseAcceptUniform(RoundModel):
+    """The acceptance uniform drives the residual's inverse CDF: given a rejection u ~ U(r, 1)."""
+
+    name = "reuse_u_for_residual"
+
+    def replaced(self, c, j, rows):
+        r = ratio(c.at(c.P), c.at(c.Qr))[rows, j]
+        w = residual(c.P[rows, j], c.Qr[rows, j])
+        a, b = cdf_bounds(w)
+        return interval_law(a, b, r, np.ones_like(r))
+
+
+# -- replacement ------------------------------------------------------------------------------
+class Replacement(RoundModel):
+    """The replacement drawn from another law f(p, q) of the stopping position."""
+
+    def __init__(self, name, law):
+        self.name, self.law = name, law
+
+    def replaced(self, c, j, rows):
+        p, q = c.P[rows, j], c.Qr[rows, j]
+        return normalise(self.law(p, q), p)
+
+
+def _softmax_rows(w):
+    z = np.exp(w - w.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
+
+
+def _unnormalised(p, q):
+    """(p - q)+ searched with u in [0, 1): the missing mass 1 - sum lands on the last id."""
+    w = np.maximum(p - q, 0.0)
+    w[:, -1] += np.clip(1.0 - w.sum(-1), 0.0, None)
+    return w
+
+
+class ResidualSwitch(RoundModel):
+    """The replacement law switches on the residual mass m = sum (p - q)+: to q when m < t
+    ('draft ~ target') or to p when m > t ('draft useless'); t is fitted on a grid."""
+
+    GRID = (0.05, 0.1, 0.3, 0.5)
+
+    def __init__(self, name, fallback, below):
+        self.name, self.fallback, self.below, self.t = name, fallback, below, 0.1
+
+    def replaced(self, c, j, rows):
+        p, q = c.P[rows, j], c.Qr[rows, j]
+        m = np.maximum(p - q, 0.0).sum(-1, keepdims=True)
+        hit = m < self.t if self.below else m > self.t
+        return np.where(hit, q if self.fallback == "q" else p, residual(p, q))
+
+
+class DedupGreedyRatio(RoundModel):
+    """Argmax drafts, the ratio with the draft's q, and p without x as the replacement."""
+
+    name = "topk_candidate_with_draft_ratio"
+
+    def draft_law(self, c):
+        return _one_hot_argmax(c.Qs)
+
+    def replaced(self, c, j, rows):
+        p = c.P[rows, j].copy()
+        p[np.arange(len(rows)), c.X[rows, j]] = 0.0
+        return normalise(p, c.P[rows, j])
+
+
+def _one_hot_argmax(rows):
+    out = np.zeros_like(rows)
+    np.put_along_axis(out, np.argmax(rows, -1)[..., None], 1.0, axis=-1)
+    return out
+
+
+class ArgmaxDraft(RoundModel):
+    name = "argmax_draft_soft_q"
+
+    def draft_law(self, c):
+        return _one_hot_argmax(c.Qs)
+
+
+class DraftsUnconditioned(RoundModel):
+    """Every draft drawn from the first position's row q(. | prefix); ratios use the right rows."""
+
+    name = "drafts_unconditioned"
+
+    def draft_law(self, c):
+        return np.repeat(c.Qs[:, :1], c.Qs.shape[1], axis=1)
+
+
+class RecycledDrafts(RoundModel):
+    """Drafts left over after a rejection are proposed again in the next round."""
+
+    name = "recycled_drafts"
+
+    def draft_law(self, c):
+        law = c.Qs.copy()
+        has = c.spare >= 0
+        hot = np.zeros_like(law)
+        np.put_along_axis(hot, np.maximum(c.spare, 0)[..., None], 1.0, axis=-1)
+        return np.where(has[..., None], hot, law)
+
+
+# -- bonus ------------------------------------------------------------------------------------
+class BonusPreviousRow(RoundModel):
+    name = "bonus_from_previous_row"
+
+    def bonus(self, c, rows):
+        return c.P[rows, -2]
+
+
+class BonusFromQ(RoundModel):
+    """The bonus is one more draft sample, from q at the bonus position."""
+
+    name = "bonus_from_q"
+
+    def bonus(self, c, rows):
+        return normalise(c.Qb[rows], c.Pb[rows])
+
+
+class BonusArgmax(RoundModel):
+    name = "bonus_argmax"
+
+    def bonus(self, c, rows):
+        return _one_hot_argmax(c.Pb[rows])
+
+
+# -- round structure --------------------------------------------------------------------------
+class RejectOneLate(RoundModel):
+    """The rejected draft is emitted, then its replacement: a round that truly kept m drafts
+    shows k = min(m + 1, g). So A'_0 = 1, A'_j = a_{j-1}; a final token at k < g is the
+    replacement of position k - 1; at k = g a mix of that and the bonus."""
+
+    name = "reject_one_late"
+
+    def accept(self, c):
+        a = super().accept(c)
+        return np.concatenate([np.ones((len(a), 1)), a[:, :-1]], axis=1)
+
+    def replaced(self, c, j, rows):
+        jj = np.maximum(j - 1, 0)
+        return super().replaced(c, jj, rows)
+
+    def bonus(self, c, rows):
+        g = c.X.shape[1]
+        a = super().accept(c)[rows, g - 1][:, None]
+        return a * c.Pb[rows] + (1 - a) * super().replaced(c, np.full(len(rows), g - 1), rows)
+
+
+class ContinueAfterRejection(RoundModel):
+    """Verification goes on after a rejection: every round emits g + 1 tokens, and a block is
+    standard only when each position emitted its draft (kept, or replaced by itself)."""
+
+    name = "continue_after_rejection"
+
+    def accept(self, c):
+        return np.ones(c.X.shape)
+
+    def nonstandard(self, ev):
+        # Each round is non-standard unless all g positions emitted their drafts; rounds are
+        # long, so most are: 1/2 is a deliberately uninformative rate for the event itself.
+        return np.full(len(ev.k), 0.5)
+
+
+class StateMismatch(RoundModel):
+    """A verification pass on another prefix than the true one: after a rejection (a cache not
+    rolled back), or at a flat rate t (KV block boundary: about 1/16; a cache keyed on the
+    position only: most rounds); t fitted in its range."""
+
+    def __init__(self, name, when, lo=EPS, hi=1 - EPS):
+        self.name, self.when, self.lo, self.hi, self.t = name, when, lo, hi, lo
+
+    def mismatch(self, ev):
+        if self.when == "after_rejection":
+            return np.where(ev.prev_rejected, 1 - 1e-3, EPS)
+        return np.full(len(ev.k), self.t)
+
+    def fit(self, ev):
+        if self.when != "after_rejection":
+            rate = float(ev.mismatch.mean()) if len(ev.mismatch) else 0.0
+            self.t = float(np.clip(rate, self.lo, self.hi))
+
+
+def models() -> list[RoundModel]:
+    """Every candidate model, the reference first."""
+    from numpy import abs as _abs
+
+    out = [RoundModel()]
+    for s in (
+        cat.RawQReported,
+        cat.TargetDefaultParams,
+        cat.MinPBonusOnly,
+        cat.TopKTopPOrder,
+        cat.Bf16Draft,
+        cat.TemperatureTwice,
+        cat.DraftSettingsNotForwarded,
+    ):
+        out.append(CatalogueTables(s))
+    out += [TargetKnobMissing(k) for k in ORDER]
+    out += [
+        TargetOrder("top_p_before_temperature", ("top_p", "temperature", "top_k", "min_p")),
+        TargetOrder("top_p_before_top_k_target", ("temperature", "top_p", "top_k", "min_p")),
+        TemperatureInRatioOnly(),
+        AlwaysAccept(),
+        UniformZero(),
+        ZeroGuard(),
+        InvertedRatio(),
+        OrAccept(),
+        OffByOneTargetRow(),
+        SameUniform(),
+        DraftUniformForAcceptance(),
+        SharedNoise(),
+        ReuseAcceptUniform(),
+        Replacement("residual_softmax", lambda p, q: _softmax_rows(np.maximum(p - q, 0.0))),
+        Replacement("replacement_from_p", lambda p, q: p),
+        Replacement("replacement_from_q", lambda p, q: q),
+        Replacement("residual_wrong_sign", lambda p, q: np.maximum(q - p, 0.0)),
+        Replacement("residual_unclipped", lambda p, q: _abs(p - q)),
+        Replacement("residual_not_normalised", _unnormalised),
+        ResidualSwitch("replacement_from_q_when_close", "q", below=True),
+        ResidualSwitch("replacement_from_p_when_far", "p", below=False),
+        DedupGreedyRatio(),
+        ArgmaxDraft(),
+        DraftsUnconditioned(),
+        RecycledDrafts(),
+        BonusPreviousRow(),
+        BonusFromQ(),
+        BonusArgmax(),
+        RejectOneLate(),
+        ContinueAfterRejection(),
+        StateMismatch("no_kv_rollback", "after_rejection"),
+        StateMismatch("kv_block_wrong_prefix", "flat", lo=EPS, hi=0.2),
+        StateMismatch("cache_key_position_only", "flat", lo=0.2, hi=1 - EPS),
+    ]
+    return out

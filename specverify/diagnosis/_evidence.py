@@ -1,0 +1,115 @@
+"""The evidence a diagnosis scores: each round of one audit unit, in the form of its events.
+
+A round that drafted x_0 .. x_{g-1} and emitted the block b is *standard* when
+b = x_0 .. x_{k-1}, y (k drafts kept, then one final token y: a replacement when k < g, the
+bonus when k = g). Its probability given the drafts factorises into events, each conditional on
+the ones before it (the decomposition every candidate law is scored on):
+
+    P(b | x) = prod_{j<k} A_j  *  { (1 - A_k) R_k(y)   if k < g
+                                   { B(y)               if k = g
+
+with A_j the probability of keeping x_j, R_k the replacement law and B the bonus law; an
+implementation that draws its own drafts adds prod_j D_j(x_j). A round whose block is not of
+that form (a token after a replacement), or whose verification pass was asked about a prefix
+other than the true one (the auditor then records no drafts), is a structural event of its own.
+
+Shapes: R rounds, g = gamma, V vocabulary; row ids index the pair's [M, V] tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+__all__ = ["RoundEvidence", "round_evidence"]
+
+
+@dataclasses.dataclass
+class RoundEvidence:
+    """One unit's rounds (module docstring). -1 marks what the auditor could not see."""
+
+    drafts: np.ndarray  # [R, g] drafted tokens
+    k: np.ndarray  # [R] drafts kept
+    y: np.ndarray  # [R] final token (replacement or bonus), -1 when truncated
+    prow: np.ndarray  # [R, g + 1] target row of each position (row of the true prefix)
+    qrow: np.ndarray  # [R, g] draft row of each position
+    standard: np.ndarray  # [R] the block is drafts[:k] + [y]
+    mismatch: np.ndarray  # [R] the verification pass saw another prefix (no drafts recorded)
+    prev_rejected: np.ndarray  # [R] the previous round of the same sequence ended in a rejection
+    spare: np.ndarray  # [R, g] drafts left over after the previous round's rejection (-1: none)
+    drafted_by_impl: bool
+    label: str = ""
+    settings: object = None
+    pair_kind: str = ""
+
+    @property
+    def gamma(self) -> int:
+        return self.drafts.shape[1]
+
+    @property
+    def usable(self) -> np.ndarray:
+        """[R] rounds whose events can be scored: standard, drafts seen, final token seen."""
+        return self.standard & ~self.mismatch & (self.y >= 0)
+
+
+def _blocks(gen, n_rounds: int, g: int) -> np.ndarray:
+    """[R, g + 1] emitted tokens by (round, position), -1 where nothing was recorded."""
+    blocks = np.full((n_rounds, g + 1), -1, dtype=np.int64)
+    rid = gen.rounds_of_tokens
+    ok = gen.position <= g
+    blocks[rid[ok], gen.position[ok]] = gen.tokens[ok]
+    return blocks
+
+
+def _token_rows(gen, n_rounds: int, g: int) -> np.ndarray:
+    rows = np.full((n_rounds, g + 1), -1, dtype=np.int64)
+    rid = gen.rounds_of_tokens
+    ok = gen.position <= g
+    rows[rid[ok], gen.position[ok]] = gen.row[ok]
+    return rows
+
+
+def _sequence_links(gen, n_rounds: int, k: np.ndarray, drafts: np.ndarray, g: int):
+    """(prev_rejected [R], spare [R, g]): what the previous round of the same sequence left."""
+    seq_of_round = np.full(n_rounds, -1, dtype=np.int64)
+    seq_of_round[gen.rounds_of_tokens] = gen.sequence
+    same = np.r_[False, seq_of_round[1:] == seq_of_round[:-1]]
+    prev_rej = np.r_[False, k[:-1] < g] & same
+    spare = np.full((n_rounds, g), -1, dtype=np.int64)
+    for r in np.nonzero(prev_rej)[0]:
+        left = drafts[r - 1, k[r - 1] + 1 :]
+        spare[r, : len(left)] = left
+    return prev_rej, spare
+
+
+def round_evidence(gen, pair, gamma: int, *, label="", settings=None, pair_kind="") -> RoundEvidence | None:
+    """The rounds of one unit's :class:`~specverify.harness.Generation`, or None when the unit
+    shows no rounds (generators, order-1 sequence samplers) or its laws are per token."""
+    if gen.drafts is None or gen.law is not None or not len(gen.tokens):
+        return None
+    g = gamma
+    n_rounds = len(gen.num_accepted)
+    drafts = np.asarray(gen.drafts, dtype=np.int64)[:, :g]
+    k = np.minimum(np.asarray(gen.num_accepted, dtype=np.int64), g)
+    blocks = _blocks(gen, n_rounds, g)
+    y = blocks[np.arange(n_rounds), k]
+    kept = np.arange(g)[None, :] < k[:, None]
+    standard = ~(kept & (blocks[:, :g] != drafts)).any(1)
+    # a token after the final one: the round went on after its replacement
+    after = np.arange(g + 1)[None, :] > k[:, None]
+    standard &= ~(after & (blocks >= 0)).any(1)
+    if gen.draft_rows is not None:  # context pairs: the rows of the drafted prefixes
+        qrow = np.asarray(gen.draft_rows, dtype=np.int64)[:, :g]
+        trow = _token_rows(gen, n_rounds, g)
+        prow = np.concatenate([qrow, trow[:, g:]], axis=1)
+        mismatch = (drafts < 0).all(1)
+    else:  # positional pairs: rows are positions in the round
+        prow = np.broadcast_to(np.arange(g + 1), (n_rounds, g + 1)).copy()
+        qrow = prow[:, :g].copy()
+        mismatch = np.zeros(n_rounds, dtype=bool)
+    prev_rej, spare = _sequence_links(gen, n_rounds, k, drafts, g)
+    return RoundEvidence(
+        drafts, k, y, prow, qrow, standard, mismatch, prev_rej, spare, bool(gen.drafts_from_implementation),
+        label, settings, pair_kind,
+    )

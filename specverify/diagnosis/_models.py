@@ -1,0 +1,158 @@
+"""Candidate laws of a round, one per bug class: the events of :mod:`._evidence` under each.
+
+A model computes, for a chunk of n usable rounds, the conditional probabilities of the events
+(module docstring of ``_evidence``):
+
+    accept(c)    [n, g]   A_j = P(x_j kept | x_0 .. x_{j-1} kept, the drafts)
+    replaced(c)  [n, V]   law of the final token of the rounds that stopped at k < g
+    bonus(c)     [n, V]   law of the final token of the rounds that kept every draft
+    draft_law(c) [n, g, V] law of each drafted token given the ones before (own drafts only)
+    structural(ev) [R]    probability of the structural event (a non-standard block / another
+                          verification prefix) of every round
+
+The reference model is the full rule (accept iff u < p(x)/q(x), replacement (p - q)+ / (1 -
+beta), bonus p_gamma): under it the output law is the target's. Each bug model changes one hook,
+the way the bug changed one line. Laws are rows over the vocabulary (each sums to one); rows
+whose weights vanish fall back to p, as the textbook code does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..dists import SamplingSettings, probs_from_logits
+
+__all__ = ["Chunk", "Tables", "RoundModel", "EPS"]
+
+#: probability floor: an event a model deems impossible costs log(EPS) = -20.7 nats, so that one
+#: stray event cannot veto a model that explains everything else
+EPS = 1e-9
+
+
+@dataclasses.dataclass
+class Tables:
+    """[M, V] rows a model's implementation would use: verification target, bonus target, the
+    draft law drafts are drawn from, and the q the ratio and residual use."""
+
+    P: np.ndarray
+    Pb: np.ndarray
+    Qs: np.ndarray
+    Qr: np.ndarray
+    extra: dict = dataclasses.field(default_factory=dict)  # 'P...' target-like, 'Q...' draft-like tables
+
+
+@dataclasses.dataclass
+class Chunk:
+    """Gathered rows of n usable rounds (shapes in the module docstring)."""
+
+    X: np.ndarray  # [n, g]
+    k: np.ndarray  # [n]
+    P: np.ndarray  # [n, g + 1, V] verification target rows (row g: the bonus position's)
+    Pb: np.ndarray  # [n, V] bonus rows
+    Qs: np.ndarray  # [n, g, V]
+    Qr: np.ndarray  # [n, g, V]
+    Qb: np.ndarray  # [n, V] draft row at the bonus position
+    spare: np.ndarray  # [n, g]
+    extra: dict = dataclasses.field(default_factory=dict)  # gathered like P (names 'P...') or Qr
+
+    def at(self, A, j=None):
+        """A[i, j_i, x_i] for the position j_i of each round (default: every position)."""
+        n, g = self.X.shape
+        if j is None:
+            return np.take_along_axis(A[:, :g], self.X[:, :, None], axis=2)[:, :, 0]
+        return A[np.arange(n), j, self.X[np.arange(n), j]]
+
+
+def ratio(px, qx):
+    """min(1, p(x) / q(x)), with q(x) = 0 read as 'always keep' (a draft it could not have drawn)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(qx > 0, np.minimum(1.0, px / np.where(qx > 0, qx, 1.0)), 1.0)
+
+
+def normalise(w, fallback):
+    """Rows of w divided by their sums; rows without mass take the fallback row."""
+    s = w.sum(-1, keepdims=True)
+    return np.where(s > 0, w / np.where(s > 0, s, 1.0), fallback)
+
+
+def residual(p, q):
+    return normalise(np.maximum(p - q, 0.0), p)
+
+
+def interval_law(cdf_lo, cdf_hi, lo, hi):
+    """Law of the inverse-CDF token when u ~ U(lo, hi): token i owns [cdf_lo_i, cdf_hi_i)."""
+    width = np.clip(np.minimum(cdf_hi, hi[:, None]) - np.maximum(cdf_lo, lo[:, None]), 0.0, None)
+    return normalise(width, np.full_like(cdf_hi, 1.0 / cdf_hi.shape[-1]))
+
+
+def cdf_bounds(w):
+    """(lower, upper) cumulative bounds of every token of normalised rows w [n, V], id order."""
+    hi = np.cumsum(w, -1)
+    hi[:, -1] = 1.0
+    return hi - w, hi
+
+
+class RoundModel:
+    """The reference full rule; bug models override one hook (module docstring)."""
+
+    name = "target"
+
+    def tables(self, pair, settings, base: Tables) -> Tables:
+        return base
+
+    def draft_law(self, c: Chunk) -> np.ndarray:
+        return c.Qs
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        return ratio(c.at(c.P), c.at(c.Qr))
+
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Law of the replacement of the rounds ``rows`` (indices into the chunk), stopped at j."""
+        return residual(c.P[rows, j], c.Qr[rows, j])
+
+    def bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
+        return c.Pb[rows]
+
+    def nonstandard(self, ev) -> np.ndarray:
+        """[R] probability that a round's block is not drafts[:k] + [y]: impossible when correct."""
+        return np.full(len(ev.k), EPS)
+
+    def mismatch(self, ev) -> np.ndarray:
+        """[R] probability that a round's verification pass saw another prefix than the true one."""
+        return np.full(len(ev.k), EPS)
+
+    def fit(self, ev) -> None:
+        """Fit the model's free parameter (if any) to a unit's evidence."""
+
+
+# --------------------------------------------------------------------------------------------
+# table helpers: the rows an implementation with a settings bug computes
+# --------------------------------------------------------------------------------------------
+def settings_without(s: SamplingSettings | None, knob: str) -> SamplingSettings:
+    d = s.to_dict() if s is not None else {}
+    d[knob] = SamplingSettings().to_dict()[knob]
+    return SamplingSettings(**d)
+
+
+def pipeline(logits, s: SamplingSettings | None, steps) -> np.ndarray:
+    """softmax of the logits after the named steps, in the given order (one knob at a time, each
+    step through specverify's own pipeline, so only the order differs from the reference)."""
+    s = s or SamplingSettings()
+    x = np.asarray(logits, dtype=np.float64)
+    for step in steps:
+        if step == "temperature":
+            x = x / s.temperature
+            continue
+        value = getattr(s, step)
+        if value == SamplingSettings().to_dict()[step]:
+            continue
+        keep = probs_from_logits(np.where(np.isfinite(x), x, -1e30), SamplingSettings(**{step: value})) > 0
+        x = np.where(keep, x, -np.inf)
+    x = np.where(np.isfinite(x), x, -np.inf)
+    z = np.exp(x - x.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
+
+
+ORDER = ("temperature", "top_k", "top_p", "min_p")

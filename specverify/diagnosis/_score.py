@@ -1,0 +1,196 @@
+"""Scores of one unit's rounds under every candidate model: log-likelihoods and cell counts.
+
+For a model m the log-likelihood of the unit is the sum over its events (``_evidence``) of
+log P_m(event | what came before), floored at log EPS. It is kept by event kind (draft,
+acceptance, replacement, bonus, structure) and by position in the round, so that the diagnosis
+can say *where* a model beats the target law.
+
+The same events are also counted in cells that depend on the target only (acceptance by
+position and ratio band; replacements by residual support and target-mass band; bonus and
+drafts by mass band; the structural events), with each model's expected counts. The G
+statistic G_m = 2 sum O log(O / E_m) over the cells measures what a model leaves unexplained;
+the share of the target's excess deviance a model removes, (G_target - G_m) / (G_target - df),
+is how much of the deviation it explains.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ._models import EPS, Chunk, Tables
+
+__all__ = ["UnitScore", "score_unit", "KINDS"]
+
+KINDS = ("draft", "acceptance", "replacement", "bonus", "structure")
+_BANDS = 4  # target-mass bands of a token cell
+CHUNK = 4000  # rounds gathered at once ([CHUNK, g + 1, V] float64 rows)
+
+
+@dataclasses.dataclass
+class UnitScore:
+    """One model on one unit: log-likelihood by kind x position, and expected cell counts."""
+
+    ll: np.ndarray  # [len(KINDS), g + 1]
+    expected: np.ndarray  # [cells]
+    events: int
+
+    @property
+    def total(self) -> float:
+        return float(self.ll.sum())
+
+
+def _bands(P: np.ndarray) -> np.ndarray:
+    """[M, V] target-mass band of every token: the mass of the tokens ranked above it, in bands."""
+    order = np.argsort(-P, axis=-1, kind="stable")
+    cum = np.cumsum(np.take_along_axis(P, order, -1), -1) - np.take_along_axis(P, order, -1)
+    out = np.empty_like(order)
+    np.put_along_axis(out, order, np.minimum((cum * _BANDS).astype(np.int64), _BANDS - 1), -1)
+    return out
+
+
+class _Cells:
+    """Cell layout of a unit: acceptance (position x ratio band, kept / not), replacement
+    (first / later x in residual support x band), bonus (band), draft (first / later x band),
+    structure (non-standard, mismatch)."""
+
+    def __init__(self, g):
+        self.acc0 = 0
+        self.rep0 = self.acc0 + g * 4 * 2
+        self.bon0 = self.rep0 + 2 * 2 * _BANDS
+        self.dr0 = self.bon0 + _BANDS
+        self.st0 = self.dr0 + 2 * _BANDS
+        self.size = self.st0 + 4
+        # groups (cells sharing one conditioning event) for the degrees of freedom
+        self.groups = g * 4 + 2 + 1 + 2 + 2
+
+
+def _gather(tab: Tables, ev, idx) -> Chunk:
+    g = ev.gamma
+    pr = ev.prow[idx].copy()
+    pr[:, g] = np.where(pr[:, g] >= 0, pr[:, g], pr[:, g - 1])  # unseen bonus rows: never read
+    qr = ev.qrow[idx]
+    qb = pr[:, g] if tab.Qs.shape[0] > pr.max() else pr[:, g - 1]
+    extra = {k: (v[pr] if k.startswith("P") else v[qr]) for k, v in tab.extra.items()}
+    return Chunk(
+        ev.drafts[idx], ev.k[idx], tab.P[pr], tab.Pb[pr[:, g]], tab.Qs[qr], tab.Qr[qr], tab.Qs[qb], ev.spare[idx], extra
+    )
+
+
+def _log(x):
+    return np.log(np.maximum(x, EPS))
+
+
+def _chunk_events(model, c: Chunk, ref: Chunk, bands_of, layout, ll, exp, obs, drafted):
+    """Add one chunk's events to ll [kinds, g + 1], exp / obs [cells]."""
+    n, g = c.X.shape
+    pos = np.arange(g)[None, :]
+    if drafted:
+        D = model.draft_law(c)
+        dx = np.take_along_axis(D, c.X[:, :, None], 2)[:, :, 0]
+        np.add.at(ll[0], np.broadcast_to(pos, (n, g)).ravel(), _log(dx).ravel())
+        bq = bands_of["Q"][ref.qrow_ids]  # [n, g, V]
+        cell = layout.dr0 + np.minimum(pos, 1)[..., None] * _BANDS + bq
+        np.add.at(exp, cell.ravel(), D.ravel())
+        np.add.at(obs, np.take_along_axis(cell, c.X[:, :, None], 2).ravel(), 1.0)
+    A = np.clip(model.accept(c), 0.0, 1.0)
+    r_ref = ref.ratio
+    band = np.where(r_ref <= 0, 0, np.where(r_ref >= 1, 3, np.where(r_ref <= 0.5, 1, 2)))
+    reached = pos <= np.minimum(c.k, g - 1)[:, None]
+    kept = pos < c.k[:, None]
+    lla = np.where(kept, _log(A), _log(1 - A))
+    np.add.at(ll[1], np.broadcast_to(pos, (n, g))[reached], lla[reached])
+    acell = layout.acc0 + (pos * 4 + band) * 2
+    np.add.at(exp, acell[reached], A[reached])
+    np.add.at(exp, acell[reached] + 1, 1 - A[reached])
+    np.add.at(obs, (acell + ~kept)[reached], 1.0)
+    rows = np.nonzero(c.k < g)[0]
+    if len(rows):
+        j = c.k[rows]
+        law = model.replaced(c, j, rows)
+        y = ref.y[rows]
+        np.add.at(ll[2], j, _log(law[np.arange(len(rows)), y]))
+        p, q = ref.P[rows, j], ref.Qr[rows, j]
+        cell = layout.rep0 + (np.minimum(j, 1)[:, None] * 2 + (p > q)) * _BANDS + bands_of["P"][ref.prow_ids[rows, j]]
+        np.add.at(exp, cell.ravel(), law.ravel())
+        np.add.at(obs, cell[np.arange(len(rows)), y], 1.0)
+    rows = np.nonzero(c.k == g)[0]
+    if len(rows):
+        law = model.bonus(c, rows)
+        y = ref.y[rows]
+        ll[3, g] += _log(law[np.arange(len(rows)), y]).sum()
+        cell = layout.bon0 + bands_of["P"][ref.prow_ids[rows, g]]
+        np.add.at(exp, cell.ravel(), law.ravel())
+        np.add.at(obs, cell[np.arange(len(rows)), y], 1.0)
+
+
+def _structure(model, ev, layout, ll, exp, obs):
+    """The two structural events of every round (module docstring of ``_evidence``)."""
+    seen = ev.y >= 0
+    mis_p = np.clip(model.mismatch(ev), EPS, 1 - EPS)[seen]
+    mis = ev.mismatch[seen]
+    ll[4, 0] += float(np.where(mis, np.log(mis_p), np.log1p(-mis_p)).sum())
+    ns_p = np.clip(model.nonstandard(ev), EPS, 1 - EPS)[seen & ~ev.mismatch]
+    ns = ~ev.standard[seen & ~ev.mismatch]
+    ll[4, 0] += float(np.where(ns, np.log(ns_p), np.log1p(-ns_p)).sum())
+    for off, p, o in ((0, mis_p, mis), (2, ns_p, ns)):
+        exp[layout.st0 + off] += p.sum()
+        exp[layout.st0 + off + 1] += (1 - p).sum()
+        obs[layout.st0 + off] += o.sum()
+        obs[layout.st0 + off + 1] += (~o).sum()
+
+
+def score_unit(ev, pair, settings, models, *, max_rounds: int = 20_000) -> tuple[dict, np.ndarray, _Cells]:
+    """({model name: UnitScore}, observed cell counts, cell layout) of one unit's rounds.
+
+    At most ``max_rounds`` usable rounds are scored (the first ones: a stated sample size that
+    keeps a diagnosis to seconds); structural events use every round."""
+    base = Tables(pair.target_table(settings), pair.target_table(settings), pair.draft_table(settings),
+                  pair.draft_table(settings))
+    g = ev.gamma
+    layout = _Cells(g)
+    idx_all = np.nonzero(ev.usable)[0][:max_rounds]
+    bands_of = {"P": _bands(base.P), "Q": _bands(base.Qr)}
+    out, obs_final = {}, None
+    for model in models:
+        model.fit(ev)
+        tab = model.tables(pair, settings, base)
+        ll = np.zeros((len(KINDS), g + 1))
+        exp, obs = np.zeros(layout.size), np.zeros(layout.size)
+        for s in range(0, len(idx_all), CHUNK):
+            idx = idx_all[s : s + CHUNK]
+            ref = _reference_view(base, ev, idx)
+            c = ref.chunk if tab is base else _gather(tab, ev, idx)
+            _chunk_events(model, c, ref, bands_of, layout, ll, exp, obs, ev.drafted_by_impl)
+        _structure(model, ev, layout, ll, exp, obs)
+        out[model.name] = UnitScore(ll, exp, len(idx_all))
+        obs_final = obs
+    return out, obs_final, layout
+
+
+@dataclasses.dataclass
+class _RefView:
+    chunk: Chunk
+    y: np.ndarray
+    P: np.ndarray
+    Qr: np.ndarray
+    ratio: np.ndarray
+    prow_ids: np.ndarray
+    qrow_ids: np.ndarray
+
+
+def _reference_view(base, ev, idx) -> _RefView:
+    from ._models import ratio
+
+    c = _gather(base, ev, idx)
+    pr = ev.prow[idx].copy()
+    g = ev.gamma
+    pr[:, g] = np.where(pr[:, g] >= 0, pr[:, g], pr[:, g - 1])
+    return _RefView(c, ev.y[idx], c.P, c.Qr, ratio(c.at(c.P), c.at(c.Qr)), pr, ev.qrow[idx])
+
+
+def g_statistic(obs: np.ndarray, exp: np.ndarray) -> float:
+    """2 sum O log(O / E) over cells with O > 0 (E floored at EPS)."""
+    m = obs > 0
+    return float(2 * np.sum(obs[m] * np.log(obs[m] / np.maximum(exp[m], EPS))))
