@@ -39,15 +39,15 @@ def main(*, tokens: int = 64, prompts: int = 4, printer=print):
         ("sample T=0.8", SamplingSettings(temperature=0.8)),
         ("greedy", SamplingSettings(temperature=0.0)),
     ]:
-        forms = {
-            "target-only (specverify)": lambda p, g: target_only_generate(target, p, tokens, s, g).tokens,
-            "speculative (specverify)": lambda p, g: (
+        hf_target = hf_generator(target, mode="target_only")
+        hf_assisted = hf_generator(target, mode="assisted", assistant=draft, gamma=4)
+        forms = {  # each form is called only inside this iteration, with this iteration's settings s
+            "target-only (specverify)": lambda p, g, s=s: target_only_generate(target, p, tokens, s, g).tokens,
+            "speculative (specverify)": lambda p, g, s=s: (
                 speculative_generate(target, draft, p, tokens, s, g, gamma=4).tokens
             ),
-            "target-only (transformers)": lambda p, g, f=hf_generator(target, mode="target_only"): f(p, tokens, 0, s),
-            "assisted (transformers)": lambda p, g, f=hf_generator(target, mode="assisted", assistant=draft, gamma=4): (
-                f(p, tokens, 0, s)
-            ),
+            "target-only (transformers)": lambda p, g, s=s, f=hf_target: f(p, tokens, 0, s),
+            "assisted (transformers)": lambda p, g, s=s, f=hf_assisted: f(p, tokens, 0, s),
         }
         rates = {}
         for name, fn in forms.items():

@@ -109,45 +109,48 @@ def run(vocabs=(32_768, 131_072), gammas=(4, 8), batch=1024, *, slow_rounds=16, 
     rows: list[BenchRow] = []
     for v in vocabs:
         for g in gammas:
-            p, q, x = _inputs(rng, batch, g, v)
-            ua, uf = rng.random((batch, g)), rng.random(batch)
-            bound = 2 * v * p.itemsize / bw  # seconds per round at best
-            # baseline: literal loop over a few rounds (lists built outside the timing)
-            lp = [[row.tolist() for row in p[i]] for i in range(slow_rounds)]
-            lq = [[row.tolist() for row in q[i]] for i in range(slow_rounds)]
-            lx = [x[i].tolist() for i in range(slow_rounds)]
-            r = np.random.default_rng(1)
-
-            def literal():
-                for i in range(slow_rounds):
-                    literal_article_round(lp[i], lq[i], lx[i], r.random)
-
-            def scalar():
-                for i in range(slow_rounds):
-                    verify_chain(lp[i], lq[i], lx[i], ua[i], uf[i])
-
-            t_lit = _time(literal, 0.3) / slow_rounds
-            t_sca = _time(scalar, 0.3) / slow_rounds
-            t_np = _time(lambda: verify_chain_batch(x, q, p, ua, uf), 1.0) / batch
-            times = {"literal loop": t_lit, "scalar reference": t_sca, "numpy batch": t_np}
-            if _fused.AVAILABLE:  # the same call on the pure-numpy fallback, for comparison
-                _fused.AVAILABLE = False
-                try:
-                    times["numpy batch, no numba"] = _time(lambda: verify_chain_batch(x, q, p, ua, uf), 1.0) / batch
-                finally:
-                    _fused.AVAILABLE = True
-            if torch_too:
-                import torch
-
-                from ..algorithms.chain_torch import verify_chain_torch
-
-                tp, tq, tx = torch.from_numpy(p), torch.from_numpy(q), torch.from_numpy(x)
-                tua, tuf = torch.from_numpy(ua).float(), torch.from_numpy(uf).float()
-                times["torch batch"] = _time(lambda: verify_chain_torch(tx, tq, tp, tua, tuf), 1.0) / batch
-            for form, t in times.items():
-                rows.append(BenchRow(v, g, batch, form, 1 / t, t_lit / t, t / bound))
-            del p, q
+            rows += _bench_case(rng, v, g, batch, bw, slow_rounds=slow_rounds, torch_too=torch_too)
     return bw, rows
+
+
+def _bench_case(rng, v, g, batch, bw, *, slow_rounds, torch_too) -> list[BenchRow]:
+    """The forms timed on one (vocabulary, gamma); the inputs are freed on return."""
+    p, q, x = _inputs(rng, batch, g, v)
+    ua, uf = rng.random((batch, g)), rng.random(batch)
+    bound = 2 * v * p.itemsize / bw  # seconds per round at best
+    # baseline: literal loop over a few rounds (lists built outside the timing)
+    lp = [[row.tolist() for row in p[i]] for i in range(slow_rounds)]
+    lq = [[row.tolist() for row in q[i]] for i in range(slow_rounds)]
+    lx = [x[i].tolist() for i in range(slow_rounds)]
+    r = np.random.default_rng(1)
+
+    def literal():
+        for i in range(slow_rounds):
+            literal_article_round(lp[i], lq[i], lx[i], r.random)
+
+    def scalar():
+        for i in range(slow_rounds):
+            verify_chain(lp[i], lq[i], lx[i], ua[i], uf[i])
+
+    t_lit = _time(literal, 0.3) / slow_rounds
+    t_sca = _time(scalar, 0.3) / slow_rounds
+    t_np = _time(lambda: verify_chain_batch(x, q, p, ua, uf), 1.0) / batch
+    times = {"literal loop": t_lit, "scalar reference": t_sca, "numpy batch": t_np}
+    if _fused.AVAILABLE:  # the same call on the pure-numpy fallback, for comparison
+        _fused.AVAILABLE = False
+        try:
+            times["numpy batch, no numba"] = _time(lambda: verify_chain_batch(x, q, p, ua, uf), 1.0) / batch
+        finally:
+            _fused.AVAILABLE = True
+    if torch_too:
+        import torch
+
+        from ..algorithms.chain_torch import verify_chain_torch
+
+        tp, tq, tx = torch.from_numpy(p), torch.from_numpy(q), torch.from_numpy(x)
+        tua, tuf = torch.from_numpy(ua).float(), torch.from_numpy(uf).float()
+        times["torch batch"] = _time(lambda: verify_chain_torch(tx, tq, tp, tua, tuf), 1.0) / batch
+    return [BenchRow(v, g, batch, form, 1 / t, t_lit / t, t / bound) for form, t in times.items()]
 
 
 def print_table(rows, printer=print):
