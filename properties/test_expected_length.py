@@ -35,8 +35,13 @@ def test_position_dependent_product_form(pair, gamma):
     # by prefix length, so acceptance a_i is the overlap of the i-th rows.
     keys = sorted(pair.target_rows)
     rows = [(pair.target_rows[keys[i % len(keys)]], pair.draft_rows[keys[i % len(keys)]]) for i in range(gamma + 1)]
-    target = lambda ctx: rows[len(ctx)][0]
-    draft = lambda ctx: rows[len(ctx)][1]
+
+    def target(ctx):
+        return rows[len(ctx)][0]
+
+    def draft(ctx):
+        return rows[len(ctx)][1]
+
     law = round_law(target, draft, (), gamma, FULL)
     expected = sum(w * len(b) for b, w in law.items())
     alphas = [sum(min(a, b) for a, b in zip(*rows[i])) for i in range(gamma)]

@@ -53,7 +53,7 @@ for cls in [
     pred = float(stats.ncx2.sf(crit, df, n * w2))
     hits = 0
     rng = np.random.default_rng(7)
-    for r in range(R):
+    for _r in range(R):
         g = run_sampler(cls(), pair, n=n, gamma=G, rng=rng)
         m = g.position == 0
         res = S.binned_stream_test(law, g.tokens[m], g.row[m], min_expected=0.0)
@@ -75,7 +75,7 @@ law = S.StreamLaw(table)
 
 def run(alt_table, label):
     res = {"ad": 0, "ks": 0, "binned": 0, "score": 0}
-    for r in range(R):
+    for _r in range(R):
         rows = rng.integers(0, 50, 5000)
         cum = np.cumsum(alt_table[rows], axis=1)
         toks = (cum < rng.random(5000)[:, None] * cum[:, -1:]).sum(1)

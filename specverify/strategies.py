@@ -167,10 +167,7 @@ def logits(draw, *, min_size: int = 2, max_size: int = 16, size: int | None = No
 @st.composite
 def sampling_settings(draw, *, greedy: bool = False, penalties: bool = True) -> SamplingSettings:
     """SamplingSettings over the ranges engines accept, including the switched-off values."""
-    if greedy:
-        t = 0.0
-    else:
-        t = draw(st.sampled_from([0.3, 0.5, 0.7, 1.0, 1.3, 1.5, 2.0]))
+    t = 0.0 if greedy else draw(st.sampled_from([0.3, 0.5, 0.7, 1.0, 1.3, 1.5, 2.0]))
     kw = dict(
         temperature=t,
         top_k=draw(st.sampled_from([0, 1, 2, 3, 5, 50])),

@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from specverify.algorithms import _fused
 from specverify.algorithms import chain_numpy as CN
 from specverify.algorithms import chain_torch as CT
+from specverify.algorithms import fused_kernel_available, numpy_fallback
 from specverify.algorithms.chain_reference import verify_chain, verify_one_hot
 
-pytestmark = pytest.mark.skipif(not _fused.AVAILABLE, reason="numba not installed: the fallback is the only path")
+pytestmark = pytest.mark.skipif(
+    not fused_kernel_available(), reason="numba not installed: the fallback is the only path"
+)
 
 
 def _case(rng, b, g, v, dtype):
@@ -32,11 +34,8 @@ def _case(rng, b, g, v, dtype):
 
 
 def _fallback(fn, *a):
-    _fused.AVAILABLE = False
-    try:
+    with numpy_fallback():
         return fn(*a)
-    finally:
-        _fused.AVAILABLE = True
 
 
 @pytest.mark.parametrize("v", [2, 5, 128, 129, 1000, 4096 + 7])

@@ -7,6 +7,7 @@ import pytest
 from scipy import stats
 
 from specverify import stats as S
+from specverify.bench.baselines import plain_pearson_stream_test, vllm_position_chi2
 
 
 def test_power_helpers_round_trip():
@@ -123,7 +124,7 @@ def test_plain_pearson_blind_spot_and_its_fix():
     law = S.StreamLaw(p[None, :])
     x = rng.choice(v, size=n, p=sharp)
     rows = np.zeros(n, dtype=np.int64)
-    plain = S.plain_pearson_stream_test(law, x, rows)
+    plain = plain_pearson_stream_test(law, x, rows)
     binned = S.binned_stream_test(law, x, rows)
     assert tv > 0.05
     assert plain.pvalue > 0.5  # blind: no evidence at all against a TV > 0.05 deviation
@@ -227,7 +228,7 @@ def test_whitebox_with_drafts_passes_exact_and_names_each_bug():
 def test_replacement_independence_is_calibrated_and_catches_noise_reuse():
     # Null: (x, y) drawn independently from their exact laws; rate of p < 0.01 over 300 replicates
     # within a binomial 1e-6 bound of 1% (for both parts of the test).
-    from specverify.stats._stratified import replacement_independence_test
+    from specverify.stats import replacement_independence_test
 
     rng = np.random.default_rng(5)
     v, g = 50, 3
@@ -251,7 +252,7 @@ def test_replacement_independence_is_calibrated_and_catches_noise_reuse():
 
 
 def test_acceptance_given_draft_exact_failures_and_bias():
-    from specverify.stats._stratified import acceptance_given_draft_test
+    from specverify.stats import acceptance_given_draft_test
 
     P = np.array([[0.5, 0.5, 0.0]])
     Q = np.array([[0.25, 0.25, 0.5]])
@@ -282,7 +283,7 @@ def test_vllm_position_chi2_matches_the_dense_definition():
     rows = rng.integers(0, 6, 4000)
     toks = np.array([rng.choice(300, p=table[r]) for r in rows])
     toks[:2] = 3  # probability 0
-    rejected, res = S.vllm_position_chi2(law, toks, rows)
+    rejected, res = vllm_position_chi2(law, toks, rows)
     obs = np.bincount(rows * 300 + toks, minlength=1800).astype(float)
     exp = (np.bincount(rows, minlength=6)[:, None] * table).ravel()
     big = exp >= 5
@@ -309,7 +310,7 @@ def test_draft_repeat_eprocess_is_valid_and_catches_shared_noise():
 
 
 def _first_tokens(g):
-    from specverify.stats._stratified import token_at_stop
+    from specverify.stats import token_at_stop
 
     return token_at_stop(g.tokens, g.position, g.sequence, g.num_accepted)
 

@@ -40,7 +40,10 @@ def test_a_settings_mismatch_is_caught(models):
     # Negative control: the request's temperature is not forwarded (transformers#28166-like).
     t, d = models
     inner = hf_generator(t, mode="assisted", assistant=d, gamma=3)
-    gen = lambda p, n, seed, s: inner(p, n, seed, SamplingSettings(top_k=s.top_k))
+
+    def gen(p, n, seed, s):
+        return inner(p, n, seed, SamplingSettings(top_k=s.top_k))
+
     v = audit_lm(
         gen,
         t,

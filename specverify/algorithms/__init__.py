@@ -6,6 +6,7 @@ Each rule exists as a scalar executable spec (:mod:`.chain_reference`), a numpy 
 :mod:`.chain_reference`.
 """
 
+from ._fused import fused_kernel_available, numpy_fallback
 from .chain_numpy import (
     ChainResult,
     draft_and_verify_batch,
@@ -52,6 +53,8 @@ __all__ = [
     "draft_and_verify_batch",
     "first_token_law",
     "first_tokens_law",
+    "fused_kernel_available",
+    "numpy_fallback",
     "greedy_step",
     "greedy_target_tokens",
     "kernel_output_law",

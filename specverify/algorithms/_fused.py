@@ -16,11 +16,13 @@ Shapes: p [Bp, gamma + 1, V], q [Bq, gamma, V] (Bp, Bq in {1, B}), n_acc [B], u 
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["AVAILABLE", "final_draw_fused"]
+__all__ = ["AVAILABLE", "final_draw_fused", "fused_kernel_available", "numpy_fallback"]
 
 try:  # numba is a dependency; the pure-numpy path stays for platforms without a wheel
     if os.environ.get("SPECVERIFY_NO_NUMBA"):
@@ -31,6 +33,24 @@ try:  # numba is a dependency; the pure-numpy path stays for platforms without a
 except ImportError:  # pragma: no cover - exercised by the SPECVERIFY_NO_NUMBA test run
     numba = None
     AVAILABLE = False
+
+
+def fused_kernel_available() -> bool:
+    """Whether the batch forms take the compiled final draw (numba installed and not switched off)."""
+    return AVAILABLE
+
+
+@contextlib.contextmanager
+def numpy_fallback() -> Iterator[None]:
+    """Inside the block every batch form takes the pure-numpy final draw (benchmarks, tests)."""
+    global AVAILABLE
+    was = AVAILABLE
+    AVAILABLE = False
+    try:
+        yield
+    finally:
+        AVAILABLE = was
+
 
 K = 128  # BLOCK_ROWS of specverify.dists; the layout below must match _layout()
 

@@ -115,7 +115,7 @@ def generate_cases(seed: int = 20261129) -> list[dict]:
     vocabs = [2, 3, 4, 5, 8, 16, 32, 64]
     for rule in ("full", "one_hot", "sample_and_match", "greedy"):
         for relation in ("independent", "equal", "disjoint", "q_positive_p_zero"):
-            for j, (pk, qk) in enumerate(
+            for _j, (pk, qk) in enumerate(
                 [("general", "general"), ("one_hot", "dense"), ("near_tie", "near_tie"), ("sparse", "one_hot")]
             ):
                 if rule == "greedy" and relation == "q_positive_p_zero":
@@ -142,8 +142,13 @@ def generate_tree_cases(seed: int = 20261129) -> list[dict]:
             depth = len(branching)
             p_rows = [_row(_weights(rng, v, "dense" if d % 2 == 0 else "general")) for d in range(depth + 1)]
             q_rows = [_row(_weights(rng, v, "dense")) for _ in range(depth)]
-            target = lambda ctx, P=p_rows: P[len(ctx)]
-            draft = lambda ctx, Q=q_rows: Q[len(ctx)]
+
+            def target(ctx, P=p_rows):
+                return P[len(ctx)]
+
+            def draft(ctx, Q=q_rows):
+                return Q[len(ctx)]
+
             law = tree_round_law(target, draft, (), branching, pairing.mechanism, pairing.rule)
             exp = sum(Fraction(len(b)) * w for b, w in law.items())
             # the target's own law of the first token, to compare against (exact pairings match it)

@@ -7,6 +7,7 @@ docs/adapters.md for the shapes an implementation may take.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
@@ -489,7 +490,7 @@ def print_verdict(v, console=None):
     from rich.markup import escape
     from rich.table import Table
 
-    from ..stats._verdict import collapse_repeated_cells
+    from ..stats import collapse_repeated_cells
 
     console = console or Console()
     table = Table(title=f"specverify audit: {escape(v.subject)}")
@@ -570,10 +571,8 @@ def _audit_endpoint(args, settings):
         info_b = _preflight(args.baseline_endpoint, args.call_timeout)
         vocab = None
         for i in (info, info_b):
-            try:
+            with contextlib.suppress(TypeError, KeyError, IndexError, ValueError):
                 vocab = vocab or int(i["data"][0]["vocab_size"])
-            except (TypeError, KeyError, IndexError, ValueError):
-                pass
         prompts = _endpoint_prompts(vocab or args.vocab, args.seed)
         ref = http_generator(args.baseline_endpoint, timeout=args.call_timeout)
         return two_sample_endpoints(

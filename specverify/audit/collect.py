@@ -20,8 +20,7 @@ import numpy as np
 
 from ..errors import ImplementationError, UnsupportedSettingError
 from ..harness import Generation, concat_generations
-from ..stats import MultinomialEProcess, StreamLaw
-from ..stats._stream import DEFAULT_BINS
+from ..stats import DEFAULT_BINS, MultinomialEProcess, StreamLaw
 
 __all__ = ["UnitSample", "collect_unit", "strata_of", "smallest_stratum", "WorkerPool"]
 

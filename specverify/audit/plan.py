@@ -22,8 +22,13 @@ import dataclasses
 from ..dists import SamplingSettings
 from ..harness import make_context_pair, make_model_pair
 from ..lm.synthetic import make_markov_pair, make_positional_pair
-from ..stats import WHITEBOX_CONTEXT_STRATA, WHITEBOX_STRATA_WITH_DRAFTS, min_samples_for_tv
-from ..stats._stream import DEFAULT_BINS, DEFAULT_COMPONENTS
+from ..stats import (
+    DEFAULT_BINS,
+    DEFAULT_COMPONENTS,
+    WHITEBOX_CONTEXT_STRATA,
+    WHITEBOX_STRATA_WITH_DRAFTS,
+    min_samples_for_tv,
+)
 
 __all__ = ["DEFAULT_SETTINGS", "PARITY_GRID", "TestFamily", "AuditUnit", "AuditPlan", "plan_audit", "KIND_ALPHA"]
 

@@ -22,9 +22,7 @@ import time
 
 import numpy as np
 
-from ..algorithms import _fused
-from ..algorithms.chain_numpy import verify_chain_batch
-from ..algorithms.chain_reference import verify_chain
+from ..algorithms import fused_kernel_available, numpy_fallback, verify_chain, verify_chain_batch
 
 
 def literal_article_round(ps, qs, proposed, rand) -> list[int]:
@@ -136,12 +134,9 @@ def _bench_case(rng, v, g, batch, bw, *, slow_rounds, torch_too) -> list[BenchRo
     t_sca = _time(scalar, 0.3) / slow_rounds
     t_np = _time(lambda: verify_chain_batch(x, q, p, ua, uf), 1.0) / batch
     times = {"literal loop": t_lit, "scalar reference": t_sca, "numpy batch": t_np}
-    if _fused.AVAILABLE:  # the same call on the pure-numpy fallback, for comparison
-        _fused.AVAILABLE = False
-        try:
+    if fused_kernel_available():  # the same call on the pure-numpy fallback, for comparison
+        with numpy_fallback():
             times["numpy batch, no numba"] = _time(lambda: verify_chain_batch(x, q, p, ua, uf), 1.0) / batch
-        finally:
-            _fused.AVAILABLE = True
     if torch_too:
         import torch
 

@@ -29,7 +29,8 @@ import numpy as np
 from ..catalogue import BUGS
 from ..harness import concat_generations, run_sampler
 from ..lm.synthetic import make_markov_pair, make_positional_pair
-from ..stats import StreamLaw, stratified_stream_test, vllm_position_chi2
+from ..stats import StreamLaw, stratified_stream_test
+from .baselines import vllm_position_chi2
 
 
 def _detect_vllm(law, g, gamma):

@@ -142,9 +142,8 @@ def check_same_vocab(p: np.ndarray, q: np.ndarray, *, p_name: str = "p", q_name:
 def check_token_ids(tokens: Any, vocab_size: int, *, name: str = "tokens") -> np.ndarray:
     """Integer token ids in [0, vocab_size), returned as int64."""
     arr = np.asarray(tokens)
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if not np.all(np.equal(np.mod(arr, 1), 0)):
-            raise ShapeError(f"{name} must be integer token ids; got dtype {arr.dtype}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer) and not np.all(np.equal(np.mod(arr, 1), 0)):
+        raise ShapeError(f"{name} must be integer token ids; got dtype {arr.dtype}")
     arr = arr.astype(np.int64)
     bad = (arr < 0) | (arr >= vocab_size)
     if bad.any():

@@ -262,7 +262,7 @@ class EagleHead(torch.nn.Module):
         feats = {-1: h0}
         frontier = [-1]
         rows = {-1: p0}
-        for d, k in enumerate(self.topk):
+        for _d, k in enumerate(self.topk):
             nxt = []
             for node in frontier:
                 cands = draw_candidates(rows[node], k, "top_k", rng)

@@ -3,7 +3,7 @@ companions (TensorFlow Probability's pattern), result objects (scipy's), and the
 """
 
 from ._anderson import ad_limit_sf, anderson_darling_uniform
-from ._gof import exact_multinomial_test, g_test, monte_carlo_gof_test, pearson_test, pool_cells
+from ._gof import exact_multinomial_test, g_test, monte_carlo_gof_test, pearson_test, pool_cells, tv_interval
 from ._multiple import benjamini_hochberg, holm
 from ._power import (
     chi2_power,
@@ -13,7 +13,7 @@ from ._power import (
     min_samples_for_tv,
     noncentrality_for_power,
 )
-from ._results import Cell, GofResult
+from ._results import EXACT_FAILURE, Cell, GofResult
 from ._sequential import MultinomialEProcess
 from ._stratified import (
     WHITEBOX_CONTEXT_STRATA,
@@ -23,6 +23,7 @@ from ._stratified import (
     draft_repeat_eprocess,
     replacement_independence_test,
     stratified_position_tests,
+    token_at_stop,
     whitebox_context_tests,
     whitebox_round_tests,
 )
@@ -36,11 +37,81 @@ from ._stream import (
     loglik_score_test,
     pit_test,
     pit_values,
-    plain_pearson_stream_test,
     stratified_stream_test,
-    vllm_position_chi2,
+    zero_mass_failure,
 )
 from ._twosample import binned_homogeneity_test, homogeneity_test
-from ._verdict import FAIL, INCONCLUSIVE, PASS, SCHEMA_VERSION, CheckOutcome, Verdict
+from ._verdict import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    SCHEMA_VERSION,
+    SKIPPED,
+    UNSUPPORTED,
+    CheckOutcome,
+    Status,
+    Verdict,
+    collapse_repeated_cells,
+)
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    # goodness of fit, two-sample
+    "pearson_test",
+    "g_test",
+    "exact_multinomial_test",
+    "monte_carlo_gof_test",
+    "pool_cells",
+    "tv_interval",
+    "anderson_darling_uniform",
+    "ad_limit_sf",
+    "homogeneity_test",
+    "binned_homogeneity_test",
+    # power, detectable deviation, sample size
+    "chi2_power",
+    "noncentrality_for_power",
+    "min_detectable_tv",
+    "min_samples_for_tv",
+    "min_detectable_ks",
+    "min_samples_for_ks",
+    # multiple testing, sequential
+    "holm",
+    "benjamini_hochberg",
+    "MultinomialEProcess",
+    # streams of emitted tokens
+    "StreamLaw",
+    "StreamTestResult",
+    "DEFAULT_BINS",
+    "DEFAULT_COMPONENTS",
+    "binned_stream_test",
+    "default_stream_test",
+    "stratified_stream_test",
+    "loglik_score_test",
+    "pit_test",
+    "pit_values",
+    "zero_mass_failure",
+    # white-box strata of the rounds
+    "StratumResult",
+    "WHITEBOX_CONTEXT_STRATA",
+    "WHITEBOX_STRATA_WITH_DRAFTS",
+    "acceptance_given_draft_test",
+    "draft_repeat_eprocess",
+    "replacement_independence_test",
+    "stratified_position_tests",
+    "whitebox_context_tests",
+    "whitebox_round_tests",
+    "token_at_stop",
+    # result objects and the verdict contract
+    "Cell",
+    "GofResult",
+    "EXACT_FAILURE",
+    "CheckOutcome",
+    "Verdict",
+    "Status",
+    "PASS",
+    "FAIL",
+    "INCONCLUSIVE",
+    "SKIPPED",
+    "UNSUPPORTED",
+    "SCHEMA_VERSION",
+    "collapse_repeated_cells",
+]

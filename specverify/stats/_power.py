@@ -36,7 +36,10 @@ def noncentrality_for_power(df: int, alpha: float, beta: float) -> float:
     if not (0 < alpha < 1 and 0 < beta < 1) or df < 1:
         raise ValueError(f"need df >= 1 and alpha, beta in (0, 1); got {df}, {alpha}, {beta}")
     crit = stats.chi2.isf(alpha, df)
-    f = lambda lam: stats.ncx2.sf(crit, df, lam) - (1 - beta)
+
+    def f(lam):
+        return stats.ncx2.sf(crit, df, lam) - (1 - beta)
+
     hi = 1.0
     while f(hi) < 0:
         hi *= 2

@@ -24,7 +24,8 @@ Projections (each maps token x under row r to a cell):
 
 Plain Pearson over all V cells is deliberately *not* the default: over a sparse vocabulary it is
 biased against deviations that move mass out of rare tokens (its mean can fall below its null mean)
-and can have power below alpha at TV 0.4 (see ``plain_pearson_stream_test`` and the catalogue).
+and can have power below alpha at TV 0.4 (see ``specverify.bench.baselines.plain_pearson_stream_test``
+and the catalogue).
 """
 
 from __future__ import annotations
@@ -46,13 +47,12 @@ __all__ = [
     "pit_values",
     "pit_test",
     "loglik_score_test",
-    "plain_pearson_stream_test",
-    "vllm_position_chi2",
     "default_stream_test",
     "StreamTestResult",
     "DEFAULT_BINS",
     "DEFAULT_COMPONENTS",
     "stratified_stream_test",
+    "zero_mass_failure",
 ]
 
 DEFAULT_BINS = 32
@@ -110,7 +110,8 @@ class StreamLaw:
         return self._bins[key]
 
 
-def _zero_mass_failure(test, law: StreamLaw, tokens, rows) -> GofResult | None:
+def zero_mass_failure(test, law: StreamLaw, tokens, rows) -> GofResult | None:
+    """The exact failure of a stream that holds tokens of probability 0 under ``law`` (None if none)."""
     p = law.table[rows, tokens]
     bad = p <= 0
     if bad.any():
@@ -142,7 +143,7 @@ def binned_stream_test(
     """Pearson test of the projected counts against their expectation sum_t mass[r_t]."""
     tokens = np.asarray(tokens, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
-    z = _zero_mass_failure(f"{kind}-bins", law, tokens, rows)
+    z = zero_mass_failure(f"{kind}-bins", law, tokens, rows)
     if z:
         return z
     cell_of, mass, labels = law.cells(kind, n_cells, salt)
@@ -172,10 +173,7 @@ def pit_values(law: StreamLaw, tokens, rows, rng: np.random.Generator, *, order:
     order an inverse-CDF sampler walks, along which RNG-reuse bugs move mass)."""
     tokens = np.asarray(tokens, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
-    if order == "id":
-        base = law.cum_id_excl[rows, tokens]
-    else:
-        base = law.cum_excl[rows, law.rank[rows, tokens]]
+    base = law.cum_id_excl[rows, tokens] if order == "id" else law.cum_excl[rows, law.rank[rows, tokens]]
     return base + rng.random(len(tokens)) * law.table[rows, tokens]
 
 
@@ -185,7 +183,7 @@ def pit_test(
     """Uniformity of the PIT values: 'ad' (Anderson-Darling, default), 'ks', or 'binned' (20 bins)."""
     from scipy import stats
 
-    z = _zero_mass_failure(f"pit-{method}", law, tokens, rows)
+    z = zero_mass_failure(f"pit-{method}", law, tokens, rows)
     if z:
         return z
     u = pit_values(law, tokens, rows, rng, order=order)
@@ -244,7 +242,7 @@ def loglik_score_test(law: StreamLaw, tokens, rows) -> GofResult:
 
     tokens = np.asarray(tokens, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
-    z = _zero_mass_failure("loglik-score", law, tokens, rows)
+    z = zero_mass_failure("loglik-score", law, tokens, rows)
     if z:
         return z
     n = len(tokens)
@@ -288,92 +286,9 @@ def loglik_score_test(law: StreamLaw, tokens, rows) -> GofResult:
     )
 
 
-def plain_pearson_stream_test(law: StreamLaw, tokens, rows) -> GofResult:
-    """Pearson over every (row, token) cell with positive probability, no pooling, chi-square
-    p-value: the textbook test with the sparse-vocabulary blind spot. For comparison only."""
-    from scipy import stats
-
-    tokens = np.asarray(tokens, dtype=np.int64)
-    rows = np.asarray(rows, dtype=np.int64)
-    m, v = law.table.shape
-    obs = np.bincount(rows * v + tokens, minlength=m * v).astype(float)
-    exp = (np.bincount(rows, minlength=m)[:, None] * law.table).ravel()
-    keep = exp > 0
-    if (obs[~keep] > 0).any():
-        return _zero_mass_failure("plain-pearson", law, tokens, rows)
-    x2 = float(((obs[keep] - exp[keep]) ** 2 / exp[keep]).sum())
-    used_rows = np.unique(rows)
-    df = int(sum((law.table[r] > 0).sum() - 1 for r in used_rows))
-    n = len(tokens)
-    tv, iv = tv_interval(obs[keep] / n, exp[keep] / n, n, int(keep.sum()))
-    return GofResult(
-        test="plain-pearson",
-        statistic=x2,
-        pvalue=float(stats.chi2.sf(x2, df)),
-        df=df,
-        n=n,
-        cells=int(keep.sum()),
-        tv_estimate=tv,
-        tv_interval=iv,
-        worst_cells=[],
-        pooled_groups=0,
-    )
-
-
-def vllm_position_chi2(law: StreamLaw, tokens, rows) -> tuple[bool, GofResult]:
-    """The way vLLM tests (MRV2 probabilistic rejection sampler): per position, Pearson with
-    cells of expected count < 5 merged into one 'other' cell, rejecting when
-    X^2 > df + 10 sqrt(2 df). Returns (rejected, result). For comparison only.
-
-    Faithful to that test, a token of target probability 0 is counted in the merged 'other'
-    cell like any rare token (the test has no support check; specverify's tests have one); only
-    an 'other' cell of expected count 0 that received tokens makes X^2 infinite."""
-    tokens = np.asarray(tokens, dtype=np.int64)
-    rows = np.asarray(rows, dtype=np.int64)
-    m, v = law.table.shape
-    n = len(tokens)
-    cnt = np.bincount(rows, minlength=m)
-    # Only rows whose largest cell can reach an expected count of 5 can hold a kept cell.
-    cand = np.nonzero(cnt * law.row_max >= 5)[0]
-    e_rows = law.table[cand] * cnt[cand, None]
-    r_i, t_i = np.nonzero(e_rows >= 5)
-    big_codes = cand[r_i] * v + t_i  # sorted: cand and the row-major nonzero scan are ordered
-    e_big = e_rows[r_i, t_i]
-    codes, counts = np.unique(rows * v + tokens, return_counts=True)
-    at = np.minimum(np.searchsorted(codes, big_codes), max(len(codes) - 1, 0))
-    o_big = (
-        np.where((len(codes) > 0) & (codes[at] == big_codes), counts[at], 0).astype(float)
-        if len(codes)
-        else np.zeros(len(big_codes))
-    )
-    # Faithful to that test, a token of probability 0 is counted in 'other' like any rare token.
-    o, e = np.append(o_big, n - o_big.sum()), np.append(e_big, max(0.0, n - float(e_big.sum())))
-    keep = e > 1e-9 * max(n, 1)
-    impossible = bool((o[~keep] > 0).any())
-    o, e = o[keep], e[keep]
-    x2 = math.inf if impossible else float(((o - e) ** 2 / e).sum())
-    df = len(o) - 1
-    from scipy import stats
-
-    res = GofResult(
-        test="vllm-chi2",
-        statistic=x2,
-        pvalue=float(stats.chi2.sf(x2, df)) if df > 0 else 1.0,
-        df=df,
-        n=len(tokens),
-        cells=len(o),
-        tv_estimate=0.0,
-        tv_interval=(0.0, 1.0),
-        worst_cells=[],
-        pooled_groups=1,
-        note="decision by the threshold df + 10 sqrt(2 df), not by this p-value",
-    )
-    return impossible or (df > 0 and x2 > df + 10 * math.sqrt(2 * df)), res
-
-
 @dataclasses.dataclass
 class StreamTestResult:
-    """The default test over one stratum: four projections, Bonferroni-combined."""
+    """The default test over one stratum: DEFAULT_COMPONENTS (six) projections, Bonferroni-combined."""
 
     stratum: str
     n: int

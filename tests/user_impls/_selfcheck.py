@@ -55,10 +55,7 @@ def make_pair(kind, seed):
         P.flags.writeable = Q.flags.writeable = False
         return P, Q
     P = sparse(0.5)
-    if kind == "low":
-        Q = sparse(0.5)
-    else:
-        Q = 0.9 * P + 0.1 * rng.dirichlet(np.ones(V), size=shape)
+    Q = sparse(0.5) if kind == "low" else 0.9 * P + 0.1 * rng.dirichlet(np.ones(V), size=shape)
     P.flags.writeable = Q.flags.writeable = False
     return P, Q
 
