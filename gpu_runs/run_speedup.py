@@ -212,15 +212,19 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(results, indent=1))
     md = [
-        f"# {name}: {results['gpu']} ({results['dtype']}), target {params_t / 1e6:.1f}M params, draft {params_d / 1e6:.1f}M, gamma {args.gamma}, c = {c:.3f}",
+        f"# {name}: {results['gpu']} ({results['dtype']}), target {params_t / 1e6:.1f}M params, draft "
+        f"{params_d / 1e6:.1f}M, gamma {args.gamma}, c = {c:.3f}",
         "",
-        "| mode | target-only tok/s | speculative tok/s | speedup | predicted speedup | alpha | tokens/round | predicted tokens/round |",
+        "| mode | target-only tok/s | speculative tok/s | speedup | predicted speedup | alpha | tokens/round | "
+        "predicted tokens/round |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results["runs"]:
         md.append(
-            f"| {r['mode']} | {r['target_only_tok_s']:.1f} | {r['speculative_tok_s']:.1f} | {r['measured_speedup']:.2f} | "
-            f"{r['predicted_speedup']:.2f} | {r['alpha']:.3f} | {r['tokens_per_round']:.2f} | {r['predicted_tokens_per_round']:.2f} |"
+            f"| {r['mode']} | {r['target_only_tok_s']:.1f} | {r['speculative_tok_s']:.1f} | "
+            f"{r['measured_speedup']:.2f} | "
+            f"{r['predicted_speedup']:.2f} | {r['alpha']:.3f} | {r['tokens_per_round']:.2f} | "
+            f"{r['predicted_tokens_per_round']:.2f} |"
         )
     md += [
         "",
@@ -232,7 +236,8 @@ def main(argv=None):
             md.append(f"| {r['drafter']} | error: {r['error'][:80]} | | | |")
         else:
             md.append(
-                f"| {r['drafter']} | {r['tokens_per_pass']:.2f} | {r['expected_tokens_per_pass_exact']:.2f} | {r['tok_s']:.1f} | {r['speedup']:.2f} |"
+                f"| {r['drafter']} | {r['tokens_per_pass']:.2f} | {r['expected_tokens_per_pass_exact']:.2f} | "
+                f"{r['tok_s']:.1f} | {r['speedup']:.2f} |"
             )
     md += ["", f"Audit: {v.headline()}"]
     (out / f"{name}.md").write_text("\n".join(md) + "\n")

@@ -11,7 +11,10 @@ from specverify.algorithms import GREEDY, first_tokens_law, greedy_step, greedy_
 def _run_greedy(pair, gamma, length):
     out: list[int] = []
     while len(out) < length:
-        target = lambda prefix, proposed: [pair.target(list(prefix) + proposed[:i]) for i in range(len(proposed) + 1)]
+
+        def target(prefix, proposed):
+            return [pair.target(list(prefix) + proposed[:i]) for i in range(len(proposed) + 1)]
+
         out += greedy_step(out, pair.draft, target, gamma)
     return tuple(out[:length])
 

@@ -38,7 +38,8 @@ def test_inexact_pairings_have_an_exact_counterexample(pairing, capsys):
     )
     dev = tv(found)
     print(
-        f"{pairing.name}: TV {float(dev):.4f} on target {[str(x) for x in found.target(())]}, draft {[str(x) for x in found.draft(())]}"
+        f"{pairing.name}: TV {float(dev):.4f} on target {[str(x) for x in found.target(())]}, draft "
+        f"{[str(x) for x in found.draft(())]}"
     )
     assert dev > 0
 

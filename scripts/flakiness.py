@@ -136,7 +136,8 @@ def main(argv=None) -> int:
         )
     s = summarise(runs, seen)
     print(
-        f"flakiness: {len(s['flaky'])} flaky, {len(s['always_failing'])} always failing over {a.runs} runs; wrote {a.out}"
+        f"flakiness: {len(s['flaky'])} flaky, {len(s['always_failing'])} always failing over {a.runs} runs; wrote "
+        f"{a.out}"
     )
     return 0 if not s["tests"] else 1
 

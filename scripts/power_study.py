@@ -61,7 +61,8 @@ for cls in [
     rate = hits / R
     se = np.sqrt(max(pred * (1 - pred), 1e-4) / R)
     print(
-        f"  {cls.name:28s} n={n:6d} rounds  w^2={w2:.5f}  predicted {pred:.3f}  simulated {rate:.3f} +- {2 * se:.3f} (2 SE)"
+        f"  {cls.name:28s} n={n:6d} rounds  w^2={w2:.5f}  predicted {pred:.3f}  simulated {rate:.3f} +- {2 * se:.3f} "
+        "(2 SE)"
     )
 
 # (2) PIT uniformity tests: power against small deviations, 50 contexts, V = 1000, 5,000 tokens;

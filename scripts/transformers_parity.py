@@ -76,4 +76,5 @@ for mname, gen in modes.items():
             flush=True,
         )
 if args.json:
-    json.dump(rows, open(args.json, "w"), indent=1)
+    with open(args.json, "w") as f:
+        json.dump(rows, f, indent=1)

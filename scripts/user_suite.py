@@ -71,7 +71,8 @@ def main(argv=None) -> int:
         rows = list(ex.map(lambda c: run_case(c, rounds), cases))
     for r in rows:
         print(
-            f"{'ok ' if r['ok'] else 'BAD'} {r['verdict']:12s} {r['expected']:5s} {r['seconds']:6.1f}s  {r['spec']:55s} "
+            f"{'ok ' if r['ok'] else 'BAD'} {r['verdict']:12s} {r['expected']:5s} {r['seconds']:6.1f}s  "
+            f"{r['spec']:55s} "
             f"{r['bug_class'] or ''}  {r['headline'][:90]}"
         )
     bad = [r for r in rows if not r["ok"]]

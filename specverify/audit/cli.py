@@ -24,8 +24,8 @@ EXIT_USAGE = 2
 
 CHECKS = """checks run by an audit:
   distribution   per sampling setting: the stratified default test (sorted-mass bins, top-K + rest,
-                 salted hash buckets, PIT / Anderson-Darling, log-likelihood score) per position in the round and pooled,
-                 Holm across strata, Bonferroni across settings; a sequential e-process may stop early
+                 salted hash buckets, PIT / Anderson-Darling, log-likelihood score) per position in the round
+                 and pooled, Holm across strata, Bonferroni across settings; a sequential e-process may stop early
   white-box      with --full-rule (and for catalogue samplers), per setting in the same Holm family: drafts ~ q
                  (samplers that draw them), acceptance given the draft ~ Bernoulli(min(1, p/q)), rejected draft
                  and replacement independent, repeat e-process, accepted ~ min(p, q)/beta, replacements ~
@@ -263,11 +263,13 @@ def _parse_model(spec: str):
             seed = int(parts[2]) if len(parts) > 2 else 0
         except ValueError as exc:
             raise UsageError(
-                f"--model {spec!r} has a part that is not an integer; write builtin, builtin:VOCAB or builtin:VOCAB:SEED"
+                f"--model {spec!r} has a part that is not an integer; write builtin, builtin:VOCAB or "
+                "builtin:VOCAB:SEED"
             ) from exc
         if len(parts) > 3 or vocab < 2:
             raise UsageError(
-                f"--model {spec!r} is not a builtin model name; write builtin, builtin:VOCAB or builtin:VOCAB:SEED (VOCAB >= 2)"
+                f"--model {spec!r} is not a builtin model name; write builtin, builtin:VOCAB or builtin:VOCAB:SEED "
+                "(VOCAB >= 2)"
             )
         return "builtin", vocab, seed
     if not os.path.isdir(spec):
@@ -452,8 +454,8 @@ def _adapter(args, fn):
         close = [n for n in sorted(table) if name.lower() in n or n in name.lower()][:3]
         hint = f"did you mean {', '.join(close)}? " if close else ""
         raise UsageError(
-            f"unknown audit target {name!r}; {hint}use 'reference', a catalogue name (`specverify selftest` lists them), "
-            "or one of --round/--kernel/--generator/--cmd/--endpoint"
+            f"unknown audit target {name!r}; {hint}use 'reference', a catalogue name "
+            "(`specverify selftest` lists them), or one of --round/--kernel/--generator/--cmd/--endpoint"
         )
     return SamplerAdapter(table[name]())
 
@@ -520,7 +522,8 @@ def _write_outputs(v, args) -> bool:
                 json.dump(v.to_dict(), f, indent=1)
         except OSError as exc:
             print(
-                f"specverify: error: could not write --json {args.json!r}: {exc.strerror or exc}; the verdict above stands",
+                f"specverify: error: could not write --json {args.json!r}: {exc.strerror or exc}; the verdict above "
+                "stands",
                 file=sys.stderr,
             )
             ok = False
@@ -531,7 +534,8 @@ def _write_outputs(v, args) -> bool:
             write_html(v, args.html)
         except OSError as exc:
             print(
-                f"specverify: error: could not write --html {args.html!r}: {exc.strerror or exc}; the verdict above stands",
+                f"specverify: error: could not write --html {args.html!r}: {exc.strerror or exc}; the verdict above "
+                "stands",
                 file=sys.stderr,
             )
             ok = False

@@ -161,7 +161,8 @@ def _greedy_outcome(name, pair, gen, cfg, *, raw):
         name=name,
         status=PASS,
         kind="exact",
-        summary=f"{len(ok):,} tokens, every one the target's argmax given its prefix{ties}; tokens per position {where}",
+        summary=f"{len(ok):,} tokens, every one the target's argmax given its prefix{ties}; tokens per position "
+        f"{where}",
     )
 
 

@@ -2,7 +2,8 @@
 
 * records: :class:`Generation` (what was emitted, with each token's law row), :class:`RoundOutput`;
 * context models: :class:`ContextPair` (order-k, position-dependent, hashed to a table; kinds
-  ``low``, ``high`` and ``greedy``) and :class:`ModelPair` (two tiny transformers models), beside the order-1 and positional pairs of :mod:`specverify.lm`;
+  ``low``, ``high`` and ``greedy``) and :class:`ModelPair` (two tiny transformers models), beside
+  the order-1 and positional pairs of :mod:`specverify.lm`;
 * drivers: :func:`run_sampler` (vectorised table samplers), :func:`run_round_step` (a round step
   called with whole prefixes, consecutive rounds per sequence), :func:`run_generator`;
 * guarded calls: :func:`call_with_timeout`, :func:`run_guarded`.

@@ -52,12 +52,13 @@ class TablePair:
     def row_index(self, ctx, pos):
         raise NotImplementedError
 
-    @functools.lru_cache(maxsize=16)
+    # B019: the pairs are few and long-lived; the cache (16 settings a pair) is the point
+    @functools.lru_cache(maxsize=16)  # noqa: B019
     def target_table(self, settings: SamplingSettings | None = None) -> np.ndarray:
         """[M, V] processed target probabilities (no history-dependent penalties here)."""
         return probs_from_logits(self.target_logits, settings)
 
-    @functools.lru_cache(maxsize=16)
+    @functools.lru_cache(maxsize=16)  # noqa: B019
     def draft_table(self, settings: SamplingSettings | None = None) -> np.ndarray:
         return probs_from_logits(self.draft_logits, settings)
 

@@ -203,7 +203,8 @@ def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted, *, r
         worst_cells=cells,
         pooled_groups=0,
         note=f"accepted {obs_acc:.0f} vs {exp_acc:.1f} expected given the drafts (z = {s / sd:.2f}, Chernoff bound "
-        f"p={p_all:.3g}; positions after the first, whose drafts were reached by accepting, p={p_later:.3g}; Bonferroni x2)",
+        f"p={p_all:.3g}; positions after the first, whose drafts were reached by accepting, p={p_later:.3g}; "
+        "Bonferroni x2)",
     )
 
 

@@ -282,7 +282,8 @@ def loglik_score_test(law: StreamLaw, tokens, rows) -> GofResult:
         tv_interval=(0.0, 1.0),
         worst_cells=[],
         pooled_groups=0,
-        note=f"mean log p of the emitted tokens {s / n:+.4f} nats from its expectation (z = {zscore:.2f}): {direction}; Chernoff bound",
+        note=f"mean log p of the emitted tokens {s / n:+.4f} nats from its expectation (z = {zscore:.2f}): "
+        f"{direction}; Chernoff bound",
     )
 
 

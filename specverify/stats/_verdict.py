@@ -157,7 +157,10 @@ class Verdict:
             tag = " [lossy by design]" if self.lossy_by_design else ""
             first = self.first_failure()
             if first is None:
-                return f"FAIL{tag}: {collapse_repeated_cells(self.evidence[0] if self.evidence else '')} (false-fail <= {self.alpha:g}; seed {self.seed})"
+                return (
+                    f"FAIL{tag}: {collapse_repeated_cells(self.evidence[0] if self.evidence else '')} (false-fail "
+                    f"<= {self.alpha:g}; seed {self.seed})"
+                )
             c, stratum, body = first
             what = (
                 "exact check"
@@ -167,7 +170,10 @@ class Verdict:
             where = f"{what} '{c.name}'" + (f", stratum '{stratum}'" if stratum else "")
             more = sum(x.status == FAIL for x in self.checks) - 1
             tail = f"; {more} more check{'s' if more > 1 else ''} failed" if more else ""
-            return f"FAIL{tag} in {where}: {collapse_repeated_cells(body)} (false-fail <= {self.alpha:g}; seed {self.seed}{tail})"
+            return (
+                f"FAIL{tag} in {where}: {collapse_repeated_cells(body)} (false-fail <= {self.alpha:g}; seed "
+                f"{self.seed}{tail})"
+            )
         nd = self.needed or {}
         if isinstance(nd.get("statement"), str):
             needed = nd["statement"]

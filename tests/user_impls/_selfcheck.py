@@ -316,7 +316,7 @@ def main():
         t1 = time.time()
         res, dev = {}, []
 
-        def law(key, smp, ex):
+        def law(key, smp, ex, res=res, dev=dev):
             tv0, tvm, at, thr = tv_report(smp, ex, thr_rng)
             res[key] = f"tv0={tv0:.3f} max={tvm:.3f}@{at} thr={thr:.3f}"
             if tvm > thr:

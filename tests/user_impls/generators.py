@@ -34,7 +34,9 @@ def generate_correct(prompt, max_new_tokens, seed, model):
 
 
 def generate_adaptive_gamma(prompt, max_new_tokens, seed, model):
-    """Correct (unusual): gamma changes every round (grows after a full accept, shrinks after a rejection, like HF's heuristic)."""
+    """Correct (unusual): gamma changes every round (grows after a full accept, shrinks after a rejection, like
+    HF's heuristic).
+    """
     rng = np.random.default_rng(seed)
     seq, gamma = list(prompt), 3
     while len(seq) < len(prompt) + max_new_tokens:
@@ -45,7 +47,9 @@ def generate_adaptive_gamma(prompt, max_new_tokens, seed, model):
 
 
 def generate_realign_bug(prompt, max_new_tokens, seed, model):
-    """Bug: from the second round on, the context misses the last emitted token (it is meant to be fed with the drafts, and is not)."""
+    """Bug: from the second round on, the context misses the last emitted token (it is meant to be fed with the
+    drafts, and is not).
+    """
     rng = np.random.default_rng(seed)
     out = []
     while len(out) < max_new_tokens:

@@ -146,7 +146,9 @@ def step_settings_correct(prefix, draft, target, gamma, rng, settings):
 
 
 def step_settings_one_hot(prefix, draft, target, gamma, rng, settings):
-    """Correct (unusual): at temperature 0 turns both rows into one-hot argmax vectors and runs the ordinary sampling rule."""
+    """Correct (unusual): at temperature 0 turns both rows into one-hot argmax vectors and runs the ordinary
+    sampling rule.
+    """
     if settings.temperature != 0:
         return _sample_round(prefix, draft, target, gamma, rng)
 
@@ -170,7 +172,9 @@ def step_settings_ignores_greedy(prefix, draft, target, gamma, rng, settings):
 
 
 def step_settings_low_temperature(prefix, draft, target, gamma, rng, settings):
-    """Bug: emulates temperature 0 with temperature 1e-3, which splits exact (and near) ties instead of taking the lowest id."""
+    """Bug: emulates temperature 0 with temperature 1e-3, which splits exact (and near) ties instead of taking
+    the lowest id.
+    """
     if settings.temperature != 0:
         return _sample_round(prefix, draft, target, gamma, rng)
 

@@ -107,7 +107,9 @@ def kernel_shared_uniform(draft_tokens, draft_probs, target_probs, generator):
 
 
 def kernel_unnormalised_residual(draft_tokens, draft_probs, target_probs, generator):
-    """Bug: samples the replacement from the unnormalised residual with a uniform on [0, 1) (no scaling by its mass), so the missing mass goes to the last id."""
+    """Bug: samples the replacement from the unnormalised residual with a uniform on [0, 1) (no scaling by its
+    mass), so the missing mass goes to the last id.
+    """
     B, g = draft_tokens.shape
     b, j = np.arange(B)[:, None], np.arange(g)[None, :]
     acc = generator.random((B, g)) < target_probs[b, j, draft_tokens] / draft_probs[b, j, draft_tokens]
@@ -121,7 +123,9 @@ def kernel_unnormalised_residual(draft_tokens, draft_probs, target_probs, genera
 
 
 def kernel_float16(draft_tokens, draft_probs, target_probs, generator):
-    """Bug (tiny): casts the probabilities to float16 "to save memory"; ratio, residual and CDF are computed in half precision (TV ~ 1e-3)."""
+    """Bug (tiny): casts the probabilities to float16 "to save memory"; ratio, residual and CDF are computed in
+    half precision (TV ~ 1e-3).
+    """
     B, g = draft_tokens.shape
     P, Q = target_probs.astype(np.float16), draft_probs.astype(np.float16)
     b, j = np.arange(B)[:, None], np.arange(g)[None, :]

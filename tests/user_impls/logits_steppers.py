@@ -104,7 +104,9 @@ def speculate(prefix, draft, target, gamma, rng, qfn, pfn):
 
 
 def step_logits_correct(prefix, draft, target, gamma, rng, settings):
-    """Correct: the full pipeline applied identically to every draft and target row (history = prefix + drafts so far)."""
+    """Correct: the full pipeline applied identically to every draft and target row (history = prefix + drafts so
+    far).
+    """
     f = lambda logits, h: probs(logits, h, settings)  # noqa: E731
     return speculate(prefix, draft, target, gamma, rng, f, f)
 
@@ -138,7 +140,9 @@ def step_logits_topk_target_only(prefix, draft, target, gamma, rng, settings):
 
 
 def step_logits_draft_order_swapped(prefix, draft, target, gamma, rng, settings):
-    """Correct (decoy): the draft applies top-p before top-k (target in the right order); draft processing cannot bias the output."""
+    """Correct (decoy): the draft applies top-p before top-k (target in the right order); draft processing cannot
+    bias the output.
+    """
     qf = lambda logits, h: probs(logits, h, settings, steps=("temperature", "top_p", "top_k", "min_p"))  # noqa: E731
     pf = lambda logits, h: probs(logits, h, settings)  # noqa: E731
     return speculate(prefix, draft, target, gamma, rng, qf, pf)
@@ -183,7 +187,9 @@ def step_logits_target_order_swapped(prefix, draft, target, gamma, rng, settings
 
 
 def step_logits_temp_in_ratio_only(prefix, draft, target, gamma, rng, settings):
-    """Bug: temperature is used only inside the acceptance ratio; drafts, residual and bonus use untempered probabilities."""
+    """Bug: temperature is used only inside the acceptance ratio; drafts, residual and bonus use untempered
+    probabilities.
+    """
     prefix = list(prefix)
     raw = lambda logits, h: probs(logits, h, settings, steps=("top_k", "top_p", "min_p"))  # noqa: E731
     hot = lambda logits, h: probs(logits, h, settings)  # noqa: E731
@@ -217,7 +223,9 @@ def step_logits_min_p_draft_only(prefix, draft, target, gamma, rng, settings):
 
 
 def step_logits_rep_penalty_prefix_only(prefix, draft, target, gamma, rng, settings):
-    """Bug: the repetition penalty is computed once over the prefix for every row, ignoring the drafts before each row."""
+    """Bug: the repetition penalty is computed once over the prefix for every row, ignoring the drafts before
+    each row.
+    """
     prefix = list(prefix)
     f = lambda logits, h: probs(logits, prefix, settings)  # noqa: E731  (history = prefix, always)
     return speculate(prefix, draft, target, gamma, rng, f, f)

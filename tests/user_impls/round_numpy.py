@@ -139,7 +139,9 @@ def step_exponential_race(prefix, draft, target, gamma, rng):
 
 
 def step_kv_block_correct(prefix, draft, target, gamma, rng):
-    """Correct: at a KV block boundary (len % 16 == 15) re-sends the last token as part of the proposal and drops its row."""
+    """Correct: at a KV block boundary (len % 16 == 15) re-sends the last token as part of the proposal and drops
+    its row.
+    """
     prefix = list(prefix)
     xs, qs = _draft_tokens(prefix, draft, gamma, rng)
     if len(prefix) % 16 == 15:
@@ -317,7 +319,9 @@ def step_shared_uniform(prefix, draft, target, gamma, rng):
 
 
 def step_drafts_unconditioned(prefix, draft, target, gamma, rng):
-    """Bug: all drafts are sampled from q(. | prefix) but each ratio uses the properly conditioned row q(. | prefix + drafts[:j])."""
+    """Bug: all drafts are sampled from q(. | prefix) but each ratio uses the properly conditioned row q(. |
+    prefix + drafts[:j]).
+    """
     prefix = list(prefix)
     q0 = np.asarray(draft(prefix))
     xs = [int(t) for t in rng.choice(len(q0), size=gamma, p=q0)]
@@ -379,7 +383,9 @@ def step_residual_from_p_when_far(prefix, draft, target, gamma, rng):
 
 
 def step_kv_block_bug(prefix, draft, target, gamma, rng):
-    """Bug (position): at a KV block boundary (len % 16 == 15) it verifies against target(prefix[:-1], drafts), dropping the last token."""
+    """Bug (position): at a KV block boundary (len % 16 == 15) it verifies against target(prefix[:-1], drafts),
+    dropping the last token.
+    """
     prefix = list(prefix)
     xs, qs = _draft_tokens(prefix, draft, gamma, rng)
     ctx = prefix[:-1] if len(prefix) % 16 == 15 else prefix
@@ -391,7 +397,9 @@ def step_kv_block_bug(prefix, draft, target, gamma, rng):
 
 
 def step_residual_unnormalised(prefix, draft, target, gamma, rng):
-    """Bug: the residual (p - q)+ is never renormalised and its CDF is searched with a uniform on [0, 1), so the leftover mass lands on the last token."""
+    """Bug: the residual (p - q)+ is never renormalised and its CDF is searched with a uniform on [0, 1), so the
+    leftover mass lands on the last token.
+    """
     xs, qs = _draft_tokens(prefix, draft, gamma, rng)
     P = np.asarray(target(list(prefix), xs))
     for j, x in enumerate(xs):

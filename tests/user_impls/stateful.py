@@ -74,7 +74,9 @@ class VerifiedContextStepper:
 
 
 class PositionDraftCacheStepper:
-    """Correct (unusual): caches draft rows by absolute position within a sequence (rows drawn after a rejected draft go stale and are reused) but drafts and verifies with the same rows, so it stays lossless."""
+    """Correct (unusual): caches draft rows by absolute position within a sequence (rows drawn after a rejected
+    draft go stale and are reused) but drafts and verifies with the same rows, so it stays lossless.
+    """
 
     def __init__(self):
         self.q_by_pos, self.last_len = {}, 0
@@ -102,7 +104,9 @@ class PositionDraftCacheStepper:
 
 
 class StaleRollbackStepper:
-    """Bug: on a rejection it rolls its context back to the accepted length + 1 but leaves the rejected draft in the slot of the replacement, so the next round conditions on it."""
+    """Bug: on a rejection it rolls its context back to the accepted length + 1 but leaves the rejected draft in
+    the slot of the replacement, so the next round conditions on it.
+    """
 
     def __init__(self):
         self.ctx, self.expected_len = [], -1
@@ -129,7 +133,9 @@ class StaleRollbackStepper:
 
 
 class PositionTargetCacheStepper:
-    """Bug: caches target rows keyed on absolute position only, so rows computed for rejected drafts or another sequence are reused."""
+    """Bug: caches target rows keyed on absolute position only, so rows computed for rejected drafts or another
+    sequence are reused.
+    """
 
     def __init__(self):
         self.p_by_pos = {}
@@ -152,7 +158,9 @@ class PositionTargetCacheStepper:
 
 
 class NoResetStepper:
-    """Bug: never resets its context on a new sequence (only when its 2048-token cache is full), so a new sequence is decoded as a continuation of the previous one."""
+    """Bug: never resets its context on a new sequence (only when its 2048-token cache is full), so a new
+    sequence is decoded as a continuation of the previous one.
+    """
 
     MAX_LEN = 2048  # KV cache capacity
 
@@ -178,7 +186,9 @@ class NoResetStepper:
 
 
 class RecycledDraftsStepper:
-    """Bug: drafts left over after a rejection (sampled after the rejected token) are proposed again next round, scored with the new context's q."""
+    """Bug: drafts left over after a rejection (sampled after the rejected token) are proposed again next round,
+    scored with the new context's q.
+    """
 
     def __init__(self):
         self.spare, self.expected_len = [], -1
