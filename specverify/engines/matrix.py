@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._models import MODEL_SPEC
+
 __all__ = [
     "EngineConfig",
     "MATRICES",
@@ -319,6 +321,30 @@ def _engine_throughput(gen, prompts, *, n_requests: int = 64, length: int = 32) 
     return sum(len(o) for o in out) / (time.monotonic() - t0)
 
 
+def _refusal_body(url: str, model: str, prompt) -> dict:
+    """The server's answer to min-p 0.1 with speculation (vLLM refuses it): recorded for the tests."""
+    import urllib.error
+    import urllib.request
+
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": 4,
+        "min_p": 0.1,
+        "seed": 1,
+        "logprobs": 1,
+        "return_tokens_as_token_ids": True,
+    }
+    req = urllib.request.Request(
+        url + "/v1/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return {"request": body, "status": r.status, "response": json.loads(r.read())}
+    except urllib.error.HTTPError as exc:
+        return {"request": body, "status": exc.code, "response": json.loads(exc.read() or b"null")}
+
+
 def run_server(cfg: EngineConfig, models, target, prompts, *, seed: int = 0, budget_s: float = 3600.0) -> dict:
     """The default setting through vLLM's OpenAI server: concurrent requests, ``n`` completions
     per request; audited tokens per second against the engine's own throughput."""
@@ -359,6 +385,8 @@ def run_server(cfg: EngineConfig, models, target, prompts, *, seed: int = 0, bud
             call_timeout=120.0,
         )
         secs = time.monotonic() - t0
+        if spec:
+            bodies.append(_refusal_body(url, str(models.target), prompts[0]))
     rows = _rows(
         cfg,
         v,
@@ -419,12 +447,24 @@ _TABLE_HEAD = (
 )
 
 
+def _kernel_lines(out: Path) -> list[str]:
+    lines = []
+    for f in sorted((out / "kernels").glob("*.json")):
+        v = json.loads(f.read_text())
+        eps = "" if v.get("eps") is None else f"{v['eps']:.3f}"
+        lines.append(
+            f"| vllm | kernel `{f.stem}` | kernel shape, specverify audit | | | all checks "
+            f"| **{v['status']}** | {eps} | {v.get('samples', '')} | {round(v.get('seconds', 0), 1)} |"
+        )
+    return lines
+
+
 def write_table(out: Path) -> Path:
     """results/engines/README.md: one line per check of every finished configuration."""
     lines = []
     for f in sorted(out.glob("*/*.json")):
         res = json.loads(f.read_text())
-        for r in res["rows"]:
+        for r in res.get("rows", []):
             eps = "" if r["eps"] is None else f"{r['eps']:.3f}"
             lines.append(
                 f"| {r['engine']} | {r['config']} | {r['test']} | {r['batch']} | {'yes' if r['seeded'] else 'no'} "
@@ -432,7 +472,7 @@ def write_table(out: Path) -> Path:
             )
     table = out / "README.md"
     intro = (out / "INTRO.md").read_text() if (out / "INTRO.md").exists() else "# Engine audits\n\n"
-    table.write_text(intro + _TABLE_HEAD + "\n".join(lines) + "\n")
+    table.write_text(intro + _TABLE_HEAD + "\n".join(lines + _kernel_lines(out)) + "\n")
     return table
 
 
@@ -449,6 +489,7 @@ def _run_one(engine: str, key: str, out: Path, work: Path, record_dir: Path | No
             "prompts": record["prompts"],
             "default": record["one_sample"].get("default", []),
             "logits": record.get("logits"),
+            "model_spec": MODEL_SPEC,
             "bodies": record.get("bodies"),
         }
         (record_dir / f"{engine}-{key}.json").write_text(json.dumps(keep))
@@ -467,6 +508,9 @@ def main(argv=None) -> int:
     a.work.mkdir(parents=True, exist_ok=True)
     if a.one:
         _run_one(a.engine, a.one, a.out, a.work, a.record)
+        return 0
+    if a.only == []:  # `--only` with no keys: rebuild the table
+        print(write_table(a.out))
         return 0
     todo = [
         c
