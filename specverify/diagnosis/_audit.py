@@ -98,4 +98,4 @@ def diagnose_audit(adapter, cfg, plan, pairs, samples, checks) -> Diagnosis | No
     if d is not None:
         return d
     return Diagnosis(NOT_KNOWN, [], ["no round evidence: the failing checks show no rounds to score"],
-                     "no evidence to score", 10.0, 0.5, 0)
+                     "no evidence to score", 10.0, 0.9, 0)

@@ -139,7 +139,7 @@ def _add_pos(a, b):
     return np.pad(a, (0, n - len(a))) + np.pad(b, (0, n - len(b)))
 
 
-def diagnose_rounds(units, *, min_llr: float = 10.0, min_explained: float = 0.5, max_rounds: int = 5_000) -> Diagnosis:
+def diagnose_rounds(units, *, min_llr: float = 10.0, min_explained: float = 0.9, max_rounds: int = 5_000) -> Diagnosis:
     """Diagnose from ``units``: a list of (RoundEvidence, pair, settings) of one audit."""
     variants, per, df, rounds = _collect(units, max_rounds)
     ref = per[id(variants[0][0])]
