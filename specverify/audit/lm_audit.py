@@ -92,9 +92,12 @@ def _call_batch(generate, prompts, length, seeds, s, *, timeout, name):
     ]
 
 
-def _sample_setting(generate, aud, prompts, s, *, length, need, rng, deadline, max_sequences, timeout, name):
-    """(tokens, law rows, sequences, error, unsupported, complete) for one setting."""
-    toks, rows, i = [], [], 0
+def _sample_setting(
+    generate, aud, prompts, s, *, length, need, rng, deadline, max_sequences, timeout, name, start=((), (), 0)
+):
+    """(tokens, law rows, sequences, error, unsupported, complete) for one setting, continuing
+    from ``start`` = (tokens, law rows, sequences) already collected."""
+    toks, rows, i = list(start[0]), list(start[1]), start[2]
     size = max(1, int(getattr(generate, "batch_size", 1)))
     while len(toks) < need:
         if (time.monotonic() > deadline and toks) or (max_sequences and i >= max_sequences):
@@ -166,6 +169,24 @@ def _conclude_setting(label, fam: TestFamily, toks, rows, n_seq, length, complet
     )
 
 
+def _collect_with_looks(generate, aud, prompts, s, label, fam, *, looks, need, eps, test_rng, length, **kw):
+    """Sample one setting up to each look in turn (group-sequential); stop at the first look whose
+    test FAILs. (tokens, laws, sequences, error, unsupported, complete, early FAIL or None)."""
+    state: tuple = ((), (), 0)
+    for n_look, look in enumerate(looks, 1):
+        toks, rows, n_seq, err, unsup, complete = _sample_setting(
+            generate, aud, prompts, s, length=length, need=max(1, round(need * look)), start=state, **kw
+        )
+        state = (toks, rows, n_seq)
+        if unsup or err or not complete or n_look == len(looks):
+            return toks, rows, n_seq, err, unsup, complete, None
+        c = _conclude_setting(label, fam, toks, rows, n_seq, length, False, eps, test_rng())
+        if c.status == FAIL:
+            c.summary += f" (stopped at look {n_look} of {len(looks)}: {len(toks):,} tokens)"
+            return toks, rows, n_seq, err, unsup, False, c
+    raise AssertionError("looks end at 1.0")
+
+
 def audit_lm(
     generate,
     target_model,
@@ -186,26 +207,41 @@ def audit_lm(
     reference_greedy=None,
     tie_tol: float = 1e-4,
     lossy_by_design: bool = False,
+    looks: tuple[float, ...] = (1.0,),
 ) -> Verdict:
     """Audit ``generate`` against ``target_model`` (module docstring). ``settings=()`` with
-    ``greedy_check=True`` is a greedy-only audit."""
+    ``greedy_check=True`` is a greedy-only audit. ``looks`` (fractions of the planned sample,
+    e.g. ``(0.25, 0.5, 1.0)``) tests each setting at several sample sizes and stops at the first
+    FAIL, with alpha split over the looks: a gross bug is found with a quarter of the tokens, at
+    the price of a slightly larger planned sample for a PASS."""
     t0 = time.monotonic()
     length = length or 4 * (gamma + 1)
     aud = _auditor(target_model)
-    fam = TestFamily(alpha / max(len(settings), 1), beta, eps, strata=1, sequential=False)
+    looks = tuple(looks)
+    if not looks or looks[-1] != 1.0 or any(b <= a for a, b in zip(looks, looks[1:])) or looks[0] <= 0:
+        raise ValueError(
+            f"looks={looks!r}: fractions of the planned sample, increasing, ending at 1.0 (e.g. (0.25, 0.5, 1.0))"
+        )
+    # Each setting is tested at every look: alpha is split over settings and looks (union bound).
+    fam = TestFamily(alpha / (max(len(settings), 1) * len(looks)), beta, eps, strata=1, sequential=False)
     need = fam.tokens_per_stratum()
     rng = np.random.default_rng(seed)
     checks, evidence, total = [], [], 0
     for idx, s in enumerate(settings):
         label = f"settings[{idx}] {s.short()}"
-        toks, rows, n_seq, err, unsup, complete = _sample_setting(
+        toks, rows, n_seq, err, unsup, complete, early = _collect_with_looks(
             generate,
             aud,
             prompts,
             s,
+            label,
+            fam,
+            looks=looks,
             length=length,
             need=need,
             rng=rng,
+            eps=eps,
+            test_rng=lambda idx=idx: np.random.default_rng([seed, idx]),
             deadline=t0 + budget_s * (idx + 1) / len(settings),
             max_sequences=max_sequences,
             timeout=call_timeout,
@@ -221,7 +257,9 @@ def audit_lm(
             evidence.append(err)
             continue
         total += len(toks)
-        c = _conclude_setting(label, fam, toks, rows, n_seq, length, complete, eps, np.random.default_rng([seed, idx]))
+        c = early or _conclude_setting(
+            label, fam, toks, rows, n_seq, length, complete, eps, np.random.default_rng([seed, idx])
+        )
         checks.append(c)
         if c.status == FAIL:
             evidence.append(c.summary)
