@@ -261,7 +261,7 @@ def _two_sample(cfg, engine, prompts, work: Path, *, seed: int) -> tuple[list, d
         return [], None
     spec = _two_sample_tokens(engine, cfg, prompts, seed + 11)
     v = two_sample_verdict(
-        [(spec, np.load(store))],
+        [(spec, np.load(store)[:TWO_SAMPLE_SEQUENCES])],
         settings=(SamplingSettings(),),
         prompt_index=np.arange(TWO_SAMPLE_SEQUENCES) % len(prompts),
         n_prompts=len(prompts),
