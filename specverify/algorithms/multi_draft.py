@@ -51,6 +51,10 @@ import numpy as np
 
 __all__ = [
     "NodeRule",
+    "RecursiveRejection",
+    "OneHotRule",
+    "TargetOnlyRule",
+    "TypicalRule",
     "NODE_RULES",
     "Pairing",
     "PAIRINGS",
@@ -131,8 +135,30 @@ def typical_threshold(p, epsilon=0.09, delta=0.3):
     return min(epsilon, delta * math.exp(-h))
 
 
+class _Law:
+    """An outcome law being accumulated: ``add`` skips zero weights."""
+
+    def __init__(self, zero: object) -> None:
+        self.zero = zero
+        self.out: dict[tuple, object] = {}
+
+    def add(self, key: tuple, w) -> None:
+        if w != 0:
+            self.out[key] = self.out.get(key, self.zero) + w
+
+    def emit_all(self, law: dict, reach) -> dict[tuple, object]:
+        """The walk stops here with probability ``reach`` and draws y from ``law``."""
+        for y, w in law.items():
+            self.add(("emit", y), reach * w)
+        return self.out
+
+
 @dataclasses.dataclass(frozen=True)
 class NodeRule:
+    """How a tree node verifies its candidates (see the module docstring). Each rule is an object with
+    two forms of itself, as the chain rules are ``PositionRule`` objects: :meth:`outcome_law` (the exact
+    law of the node's outcome) and :meth:`verify` (the rule as an engine runs it, with coins)."""
+
     name: str
     exact_for: tuple  # mechanisms for which the rule is exact ((): never, lossy by design)
     lossy_by_design: bool = False
@@ -141,62 +167,111 @@ class NodeRule:
     epsilon: float = 0.09
     delta: float = 0.3
 
+    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, object]:
+        """Law of the node's outcome: ('accept', i) (descend into candidate i) or ('emit', y) (stop)."""
+        raise NotImplementedError
 
-def node_outcome_law(p, q, cands: Sequence[int], rule: NodeRule) -> dict[tuple, object]:
-    """Law of the node's outcome: ('accept', i) (descend into candidate i) or ('emit', y) (stop)."""
-    v = len(p)
-    zero = p[0] * 0
-    one = zero + 1
-    out: dict[tuple, object] = {}
+    def verify(
+        self, p: np.ndarray, q: np.ndarray | None, cands: Sequence[int], rng: np.random.Generator
+    ) -> tuple[str, int]:
+        """One outcome drawn with ``rng``'s coins: coins, residual updates, fallback draws."""
+        raise NotImplementedError
 
-    def add(key, w):
-        if w != 0:
-            out[key] = out.get(key, zero) + w
 
-    name = rule.name
-    if name in ("rrs", "rrs_dedup", "rrs_without_replacement"):
-        cs = list(cands)
-        if name == "rrs_dedup":
-            cs = list(dict.fromkeys(cands))  # duplicates removed, first occurrences kept
+@dataclasses.dataclass(frozen=True)
+class RecursiveRejection(NodeRule):
+    """``rrs``: accept x_i with probability min(1, p_i(x_i) / q(x_i)), else p_{i+1} = norm((p_i - q)+).
+    ``adjust_q``: q without the earlier candidates, renormalised (``rrs_without_replacement``);
+    ``dedup``: duplicate candidates removed first (``rrs_dedup``, a negative control)."""
+
+    adjust_q: bool = False
+    dedup: bool = False
+
+    def _candidates(self, cands: Sequence[int]) -> list[int]:
+        return list(dict.fromkeys(cands)) if self.dedup else list(cands)
+
+    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, object]:
+        v, zero = len(p), p[0] * 0
+        one, law = zero + 1, _Law(zero)
+        cs = self._candidates(cands)
         pi = {i: p[i] for i in range(v) if p[i] != 0}
         qi = {i: q[i] for i in range(v) if q[i] != 0}
         reach = one
         removed: list[int] = []
         for idx, x in enumerate(cs):
-            if name == "rrs_without_replacement":
+            if self.adjust_q:
                 qi = _norm({i: q[i] for i in range(v) if q[i] != 0 and i not in removed})
             qx = qi.get(x, zero)
             px = pi.get(x, zero)
             a = one if (qx == 0 or px >= qx) else px / qx
             if qx == 0:
                 a = one if px > 0 else zero
-            add(("accept", idx if name != "rrs_dedup" else list(cands).index(x)), reach * a)
+            law.add(("accept", list(cands).index(x) if self.dedup else idx), reach * a)
             reach = reach * (1 - a)
             if reach == 0:
-                return out
+                return law.out
             res = _norm({i: pi.get(i, zero) - qi.get(i, zero) for i in range(v) if pi.get(i, zero) > qi.get(i, zero)})
             pi = res if res else pi
             removed.append(x)
-        for y, w in pi.items():
-            add(("emit", y), reach * w)
-        return out
-    if name == "one_hot":
+        return law.emit_all(pi, reach)
+
+    def verify(self, p, q, cands, rng):
+        p = np.asarray(p, dtype=np.float64)
+        q = np.asarray(q, dtype=np.float64)
+        cs = self._candidates(cands)
+        pi, qi = p.copy(), q.copy()
+        for i, x in enumerate(cs):
+            if self.adjust_q:
+                qi = q.copy()
+                qi[cs[:i]] = 0.0
+                qi = qi / qi.sum()
+            if qi[x] <= 0 or rng.random() < pi[x] / qi[x]:
+                return ("accept", list(cands).index(x))
+            r = np.maximum(pi - qi, 0.0)
+            if r.sum() > 0:
+                pi = r / r.sum()
+        return ("emit", _inv(pi, rng.random()))
+
+
+@dataclasses.dataclass(frozen=True)
+class OneHotRule(NodeRule):
+    """``one_hot``: accept c_i with probability p_i(c_i), else p_{i+1} = p_i without c_i, renormalised."""
+
+    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, object]:
+        v, zero = len(p), p[0] * 0
+        one, law = zero + 1, _Law(zero)
         pi = {i: p[i] for i in range(v) if p[i] != 0}
         reach = one
         for idx, x in enumerate(cands):
             a = pi.get(x, zero)
-            add(("accept", idx), reach * a)
+            law.add(("accept", idx), reach * a)
             reach = reach * (1 - a)
             if reach == 0:
-                return out
+                return law.out
             pi = _norm({i: w for i, w in pi.items() if i != x})
-        for y, w in pi.items():
-            add(("emit", y), reach * w)
-        return out
-    if name == "target_only":
+        return law.emit_all(pi, reach)
+
+    def verify(self, p, q, cands, rng):
+        pi = np.asarray(p, dtype=np.float64).copy()
+        for i, x in enumerate(cands):
+            if rng.random() < pi[x]:
+                return ("accept", i)
+            pi[x] = 0.0
+            pi = pi / pi.sum()
+        return ("emit", _inv(pi, rng.random()))
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetOnlyRule(NodeRule):
+    """``target_only`` (SGLang's tree kernel): one coin per level, siblings tried in order against the
+    running sum of p over ``threshold_acc``, or p(c_i) >= ``threshold_single``; else p without them."""
+
+    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, object]:
+        v, zero = len(p), p[0] * 0
+        one, law = zero + 1, _Law(zero)
         exact_numbers = isinstance(p[0], Fraction)
-        t_acc = Fraction(str(rule.threshold_acc)) if exact_numbers else rule.threshold_acc
-        t_single = Fraction(str(rule.threshold_single)) if exact_numbers else rule.threshold_single
+        t_acc = Fraction(str(self.threshold_acc)) if exact_numbers else self.threshold_acc
+        t_single = Fraction(str(self.threshold_single)) if exact_numbers else self.threshold_single
         # One coin u ~ U[0, 1) per level. c_i is accepted for u in
         # [F_{i-1}/t_acc, F_i/t_acc) (first i with u <= F_i / t_acc), unless p(c_i) >= t_single
         # accepts it outright when it is reached.
@@ -206,43 +281,72 @@ def node_outcome_law(p, q, cands: Sequence[int], rule: NodeRule) -> dict[tuple, 
         for idx, x in enumerate(cands):
             tried.append(x)
             if p[x] >= t_single:
-                add(("accept", idx), 1 - lo)
-                return out
+                law.add(("accept", idx), 1 - lo)
+                return law.out
             F = F + p[x]
             hi = min(one, F / t_acc)
             if hi > lo:
-                add(("accept", idx), hi - lo)
+                law.add(("accept", idx), hi - lo)
                 lo = hi
             if lo >= 1:
-                return out
+                return law.out
         rest = _norm({i: p[i] for i in range(v) if p[i] != 0 and i not in tried})
         if not rest:
             rest = _norm({i: p[i] for i in range(v) if p[i] != 0})
-        for y, w in rest.items():
-            add(("emit", y), (1 - lo) * w)
-        return out
-    if name == "typical":
-        thr = typical_threshold(p, rule.epsilon, rule.delta)
+        return law.emit_all(rest, 1 - lo)
+
+    def verify(self, p, q, cands, rng):
+        p = np.asarray(p, dtype=np.float64)
+        u = rng.random()
+        acc = 0.0
+        for i, x in enumerate(cands):
+            acc += p[x]
+            if u <= acc / self.threshold_acc or p[x] >= self.threshold_single:
+                return ("accept", i)
+        rest = p.copy()
+        rest[list(cands)] = 0.0
+        if rest.sum() <= 0:
+            rest = p
+        return ("emit", _inv(rest, rng.random()))
+
+
+@dataclasses.dataclass(frozen=True)
+class TypicalRule(NodeRule):
+    """``typical`` (Medusa): accept the first candidate with p(c) > min(epsilon, delta exp(-H(p))),
+    else draw from p. Lossy by design."""
+
+    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, object]:
+        law = _Law(p[0] * 0)
+        thr = typical_threshold(p, self.epsilon, self.delta)
         for idx, x in enumerate(cands):
             if float(p[x]) > thr:
-                add(("accept", idx), one)
-                return out
-        for y in range(v):
-            add(("emit", y), p[y])
-        return out
-    raise ValueError(f"unknown node rule {name!r}")
+                law.add(("accept", idx), law.zero + 1)
+                return law.out
+        return law.emit_all(dict(enumerate(p)), 1)
+
+    def verify(self, p, q, cands, rng):
+        p = np.asarray(p, dtype=np.float64)
+        thr = typical_threshold(p, self.epsilon, self.delta)
+        for i, x in enumerate(cands):
+            if p[x] > thr:
+                return ("accept", i)
+        return ("emit", _inv(p, rng.random()))
 
 
-NODE_RULES = {
-    "rrs": NodeRule("rrs", ("iid",)),
-    "rrs_without_replacement": NodeRule("rrs_without_replacement", ("without_replacement", "top_k")),
-    "one_hot": NodeRule("one_hot", ("iid", "without_replacement", "top_k")),
-    "target_only": NodeRule("target_only", ("without_replacement", "top_k")),
-    "typical": NodeRule("typical", (), lossy_by_design=True),
-    "rrs_dedup": NodeRule("rrs_dedup", ()),
-    "target_only_thresholds": NodeRule("target_only", (), threshold_single=0.6, threshold_acc=0.8),
+def node_outcome_law(p, q, cands: Sequence[int], rule: NodeRule) -> dict[tuple, object]:
+    """Law of the node's outcome under ``rule``: ``rule.outcome_law(p, q, cands)``."""
+    return rule.outcome_law(p, q, cands)
+
+
+NODE_RULES: dict[str, NodeRule] = {
+    "rrs": RecursiveRejection("rrs", ("iid",)),
+    "rrs_without_replacement": RecursiveRejection("rrs_without_replacement", ("without_replacement",), adjust_q=True),
+    "one_hot": OneHotRule("one_hot", ("iid", "without_replacement", "top_k")),
+    "target_only": TargetOnlyRule("target_only", ("without_replacement", "top_k")),
+    "typical": TypicalRule("typical", (), lossy_by_design=True),
+    "rrs_dedup": RecursiveRejection("rrs_dedup", (), dedup=True),
+    "target_only_thresholds": TargetOnlyRule("target_only", (), threshold_single=0.6, threshold_acc=0.8),
 }
-NODE_RULES["rrs_without_replacement"] = NodeRule("rrs_without_replacement", ("without_replacement",))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,49 +472,5 @@ def _inv(w: np.ndarray, u: float) -> int:
 
 
 def verify_node_procedural(p, q, cands: Sequence[int], rule: NodeRule, rng: np.random.Generator) -> tuple[str, int]:
-    """The node rules as an engine runs them: coins, residual updates, fallback draws."""
-    p = np.asarray(p, dtype=np.float64)
-    q = None if q is None else np.asarray(q, dtype=np.float64)
-    name = rule.name
-    if name in ("rrs", "rrs_dedup", "rrs_without_replacement"):
-        cs = list(dict.fromkeys(cands)) if name == "rrs_dedup" else list(cands)
-        pi = p.copy()
-        qi = q.copy()
-        for i, x in enumerate(cs):
-            if name == "rrs_without_replacement":
-                qi = q.copy()
-                qi[cs[:i]] = 0.0
-                qi = qi / qi.sum()
-            if qi[x] <= 0 or rng.random() < pi[x] / qi[x]:
-                return ("accept", list(cands).index(x))
-            r = np.maximum(pi - qi, 0.0)
-            if r.sum() > 0:
-                pi = r / r.sum()
-        return ("emit", _inv(pi, rng.random()))
-    if name == "one_hot":
-        pi = p.copy()
-        for i, x in enumerate(cands):
-            if rng.random() < pi[x]:
-                return ("accept", i)
-            pi[x] = 0.0
-            pi = pi / pi.sum()
-        return ("emit", _inv(pi, rng.random()))
-    if name == "target_only":
-        u = rng.random()
-        acc = 0.0
-        for i, x in enumerate(cands):
-            acc += p[x]
-            if u <= acc / rule.threshold_acc or p[x] >= rule.threshold_single:
-                return ("accept", i)
-        rest = p.copy()
-        rest[list(cands)] = 0.0
-        if rest.sum() <= 0:
-            rest = p
-        return ("emit", _inv(rest, rng.random()))
-    if name == "typical":
-        thr = typical_threshold(p, rule.epsilon, rule.delta)
-        for i, x in enumerate(cands):
-            if p[x] > thr:
-                return ("accept", i)
-        return ("emit", _inv(p, rng.random()))
-    raise ValueError(name)
+    """The node rules as an engine runs them: ``rule.verify(p, q, cands, rng)``."""
+    return rule.verify(p, q, cands, rng)
