@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specverify import strategies as svst
-from specverify.algorithms import GREEDY, first_tokens_law, greedy_step, greedy_target_tokens
+from specverify.algorithms import GREEDY_RULE, first_tokens_law, greedy_step, greedy_target_tokens
 
 
 def _run_greedy(pair, gamma, length):
@@ -26,7 +26,7 @@ def test_greedy_speculative_equals_target_greedy(pair, gamma, length):
 
 @given(pair=svst.markov_pairs(max_vocab=3, max_order=1), gamma=st.integers(1, 3))
 def test_greedy_law_is_a_point_mass_on_target_greedy(pair, gamma):
-    law = first_tokens_law(pair.target, pair.draft, (), gamma, 4, GREEDY)
+    law = first_tokens_law(pair.target, pair.draft, (), gamma, 4, GREEDY_RULE)
     assert law == {greedy_target_tokens(pair.target, (), 4): 1}
 
 
@@ -37,5 +37,5 @@ def test_ties_break_to_the_lowest_id(size, data):
     row = np.full(size, 1.0)
     row[list(tied)] = 5.0
     row = row / row.sum()
-    pair = svst.MarkovPair(size, 0, {(): row}, {(): row[::-1].copy()})
+    pair = svst.CallableMarkovPair(size, 0, {(): row}, {(): row[::-1].copy()})
     assert _run_greedy(pair, 3, 4) == (min(tied),) * 4

@@ -56,18 +56,34 @@ def assert_lossless(
     ``impl`` is an Adapter, a ChainSampler, or a callable of the given ``kind``
     ('kernel', 'round', 'generator'). Returns the Verdict on PASS.
     """
-    from .audit import GeneratorAdapter, KernelAdapter, RoundAdapter, SamplerAdapter, audit
-    from .audit.adapters import Adapter
+    from .audit import Adapter, GeneratorAdapter, KernelAdapter, RoundAdapter, SamplerAdapter, audit
     from .catalogue import ChainSampler
+    from .stats import PASS
 
+    shapes = {"kernel": KernelAdapter, "round": RoundAdapter, "generator": GeneratorAdapter}
     if isinstance(impl, Adapter):
         adapter = impl
     elif isinstance(impl, ChainSampler):
         adapter = SamplerAdapter(impl)
+    elif kind not in shapes:
+        raise ValueError(
+            f"kind={kind!r} is not a shape specverify can audit; pass kind='kernel', 'round' or 'generator' "
+            "(docs/adapters.md), or an Adapter"
+        )
+    elif not callable(impl):
+        raise TypeError(f"impl={impl!r} is not callable; pass the {kind} function itself, an Adapter or a ChainSampler")
     else:
-        adapter = {"kernel": KernelAdapter, "round": RoundAdapter, "generator": GeneratorAdapter}[kind](impl)
+        adapter = shapes[kind](impl)
+    for name, value, ok in (
+        ("alpha", alpha, 0 < alpha < 1),
+        ("eps", eps, 0 < eps < 1),
+        ("budget_s", budget_s, budget_s > 0),
+    ):
+        if not ok:
+            rng = "a number of seconds > 0" if name == "budget_s" else "a number strictly between 0 and 1"
+            raise ValueError(f"{name}={value!r} is out of range; pass {rng}")
     v = audit(adapter, seed=seed, alpha=alpha, eps=eps, budget_s=budget_s, **config)
-    if v.status != "PASS":
+    if v.status != PASS:
         lines = [v.headline(), *v.evidence, f"reproduce with seed={seed}"]
         raise AssertionError("\n".join(lines))
     return v

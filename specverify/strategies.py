@@ -17,10 +17,16 @@ arrays normalised in float64.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
+import numbers
+from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
+from hypothesis import assume
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from .dists import SamplingSettings
 
@@ -30,9 +36,28 @@ __all__ = [
     "logits",
     "sampling_settings",
     "markov_pairs",
-    "MarkovPair",
+    "CallableMarkovPair",
     "uniforms",
+    "KINDS",
 ]
+
+
+# Argument checks run when a strategy is built (not when it is drawn from), and say name=value and
+# the fix, as Hypothesis's own strategies do.
+def _check_int(name: str, value: object, *, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidArgument(f"{name}={value!r} must be an int; pass a whole number >= {least}")
+    if value < least:
+        raise InvalidArgument(f"{name}={value!r} is below {least}; pass {name} >= {least}")
+
+
+def _check_sizes(min_size: int, max_size: int, size: int | None, *, least: int) -> None:
+    _check_int("min_size", min_size, least=least)
+    _check_int("max_size", max_size, least=least)
+    if min_size > max_size:
+        raise InvalidArgument(f"min_size={min_size} > max_size={max_size}; pass min_size <= max_size")
+    if size is not None:
+        _check_int("size", size, least=least)
 
 
 def _finish(weights: list[int], exact: bool):
@@ -66,21 +91,37 @@ def _weights(draw, size: int, kind: str) -> list[int]:
         for i in draw(st.sets(st.integers(0, size - 1), max_size=max(0, size - 2))):
             w[i] = draw(st.integers(0, level))
         return w
-    raise ValueError(kind)
+    raise InvalidArgument(f"kind={kind!r} is not a kind of probability vector; use one of {KINDS}")
 
 
+#: the kinds of probability vector ``probability_vectors(kinds=...)`` draws from
 KINDS = ("general", "one_hot", "near_uniform", "peaked", "ties")
 
 
-@st.composite
 def probability_vectors(
-    draw, *, min_size: int = 2, max_size: int = 8, exact: bool = False, kinds=KINDS, size: int | None = None
-):
+    *,
+    min_size: int = 2,
+    max_size: int = 8,
+    exact: bool = False,
+    kinds: Sequence[str] = KINDS,
+    size: int | None = None,
+) -> st.SearchStrategy:
     """A probability vector: exact zeros, ties, one-hot, near-uniform, very peaked.
 
     With ``exact=False`` a further kind, ``'underflow'``, puts masses near float underflow
     (1e-300 and subnormal-adjacent values) beside ordinary ones.
     """
+    _check_sizes(min_size, max_size, size, least=1)
+    if isinstance(kinds, str) or not list(kinds):
+        raise InvalidArgument(f"kinds={kinds!r} must be a non-empty sequence of kinds; pass e.g. kinds={KINDS[:2]}")
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise InvalidArgument(f"kinds={tuple(kinds)!r} holds {unknown}, not kinds of vector; use some of {KINDS}")
+    return _probability_vectors(min_size=min_size, max_size=max_size, exact=exact, kinds=tuple(kinds), size=size)
+
+
+@st.composite
+def _probability_vectors(draw, *, min_size: int, max_size: int, exact: bool, kinds: tuple, size: int | None):
     n = size if size is not None else draw(st.integers(min_size, max_size))
     options = list(kinds) + ([] if exact else ["underflow"])
     kind = draw(st.sampled_from(options))
@@ -94,20 +135,45 @@ def probability_vectors(
     return _finish(draw(_weights(n, kind)), exact)
 
 
-@st.composite
+def _check_overlap(overlap: object) -> None:
+    if overlap is None:
+        return
+    if not isinstance(overlap, tuple | list) or len(overlap) != 2:
+        raise InvalidArgument(f"overlap={overlap!r} must be a pair (lo, hi); pass e.g. overlap=(0.5, 1.0)")
+    lo, hi = overlap
+    if not all(isinstance(x, int | float | Fraction) and math.isfinite(x) for x in (lo, hi)):
+        raise InvalidArgument(f"overlap={overlap!r} must hold two finite numbers; pass e.g. overlap=(0.5, 1.0)")
+    if not 0 <= lo <= hi <= 1:
+        raise InvalidArgument(
+            f"overlap={overlap!r} is not an interval of [0, 1]; pass 0 <= lo <= hi <= 1 (sum min(p, q) lies in [0, 1])"
+        )
+    if math.floor(hi * 16) < math.ceil(lo * 16):
+        raise InvalidArgument(
+            f"overlap={overlap!r} holds no multiple of 1/16 (the mixture weights drawn); widen it to span one, "
+            f"e.g. overlap=({math.floor(lo * 16) / 16}, {math.ceil(hi * 16) / 16})"
+        )
+
+
 def pq_pairs(
-    draw,
     *,
     min_size: int = 2,
     max_size: int = 8,
     exact: bool = False,
     overlap: tuple[float, float] | None = None,
-):
+) -> st.SearchStrategy:
     """(p, q) on one vocabulary. ``overlap=(lo, hi)`` asks for sum min(p, q) within [lo, hi].
 
     Without ``overlap`` the pairs cover p == q, disjoint supports, one-hot on either side and
-    everything between; with it, q is built as lam p + (1 - lam) r, which has overlap >= lam.
+    everything between; with it, q is built as lam p + (1 - lam) r with lam a multiple of 1/16 in
+    [lo, hi], which has overlap >= lam; the pairs whose overlap exceeds hi are filtered out.
     """
+    _check_sizes(min_size, max_size, None, least=1)
+    _check_overlap(overlap)
+    return _pq_pairs(min_size=min_size, max_size=max_size, exact=exact, overlap=overlap)
+
+
+@st.composite
+def _pq_pairs(draw, *, min_size: int, max_size: int, exact: bool, overlap: tuple[float, float] | None):
     n = draw(st.integers(min_size, max_size))
     p = draw(probability_vectors(size=n, exact=exact))
     relation = draw(st.sampled_from(["independent", "equal", "disjoint", "mixture"]))
@@ -136,21 +202,25 @@ def pq_pairs(
     if overlap is not None:
         a = sum(min(x, y) for x, y in zip(p, q))
         lo, hi = overlap
-        from hypothesis import assume
-
         assume(lo - 1e-12 <= float(a) <= hi + 1e-12)
     return p, q
 
 
-def uniforms(n: int):
+def uniforms(n: int) -> st.SearchStrategy:
     """n uniforms in [0, 1) that include the edges 0 and 1 - 2**-53 and simple fractions."""
+    _check_int("n", n, least=0)
     edge = st.sampled_from([0.0, 0.5, 0.25, 1.0 - 2**-53])
     return st.lists(st.one_of(edge, st.floats(0.0, 1.0, exclude_max=True, allow_nan=False)), min_size=n, max_size=n)
 
 
-@st.composite
-def logits(draw, *, min_size: int = 2, max_size: int = 16, size: int | None = None, ties: bool = True):
+def logits(*, min_size: int = 2, max_size: int = 16, size: int | None = None, ties: bool = True) -> st.SearchStrategy:
     """Float64 logits with optional ties and -inf (masked) entries; at least one finite entry."""
+    _check_sizes(min_size, max_size, size, least=1)
+    return _logits(min_size=min_size, max_size=max_size, size=size, ties=ties)
+
+
+@st.composite
+def _logits(draw, *, min_size: int, max_size: int, size: int | None, ties: bool):
     n = size if size is not None else draw(st.integers(min_size, max_size))
     # Integers and halves give exact ties; a few -inf entries model upstream masking.
     base = st.integers(-8, 8).map(lambda v: v / 2.0)
@@ -184,8 +254,9 @@ def sampling_settings(draw, *, greedy: bool = False, penalties: bool = True) -> 
 
 
 @dataclasses.dataclass(frozen=True)
-class MarkovPair:
-    """A target/draft pair of order-``order`` Markov models over ``vocab_size`` tokens.
+class CallableMarkovPair:
+    """A target/draft pair of order-``order`` Markov models over ``vocab_size`` tokens, as two
+    callables (not :class:`specverify.lm.MarkovPair`, the table pair the samplers run on).
 
     ``target(prefix)`` and ``draft(prefix)`` return the next-token row given the last ``order``
     tokens (missing positions read as a start symbol), the callable shape the exact-law oracle
@@ -208,17 +279,26 @@ class MarkovPair:
         return self.draft_rows[self._key(prefix)]
 
 
-@st.composite
-def markov_pairs(draw, *, min_vocab: int = 2, max_vocab: int = 3, max_order: int = 1, exact: bool = True):
+def markov_pairs(
+    *, min_vocab: int = 2, max_vocab: int = 3, max_order: int = 1, exact: bool = True
+) -> st.SearchStrategy:
     """Small prefix-dependent draft/target pairs (order 0 or 1 by default) for the exact-law oracle."""
+    _check_int("min_vocab", min_vocab, least=1)
+    _check_int("max_vocab", max_vocab, least=1)
+    _check_int("max_order", max_order, least=0)
+    if min_vocab > max_vocab:
+        raise InvalidArgument(f"min_vocab={min_vocab} > max_vocab={max_vocab}; pass min_vocab <= max_vocab")
+    return _markov_pairs(min_vocab=min_vocab, max_vocab=max_vocab, max_order=max_order, exact=exact)
+
+
+@st.composite
+def _markov_pairs(draw, *, min_vocab: int, max_vocab: int, max_order: int, exact: bool):
     v = draw(st.integers(min_vocab, max_vocab))
     order = draw(st.integers(0, max_order))
     symbols = [-1] + list(range(v))
-    import itertools
-
     keys = [k for k in itertools.product(symbols, repeat=order)]
     target_rows, draft_rows = {}, {}
     for k in keys:
         p, q = draw(pq_pairs(min_size=v, max_size=v, exact=exact))
         target_rows[k], draft_rows[k] = p, q
-    return MarkovPair(v, order, target_rows, draft_rows)
+    return CallableMarkovPair(v, order, target_rows, draft_rows)

@@ -10,7 +10,6 @@ from ._fused import fused_kernel_available, numpy_fallback
 from .chain_numpy import (
     ChainResult,
     draft_and_verify_batch,
-    reference_kernel,
     verify_chain_batch,
     verify_greedy_batch,
     verify_one_hot_batch,
@@ -27,7 +26,7 @@ from .chain_reference import (
 )
 from .exact_law import (
     FULL,
-    GREEDY,
+    GREEDY_RULE,
     ONE_HOT,
     RULES,
     SAMPLE_AND_MATCH,
@@ -44,7 +43,7 @@ from .exact_law import (
 __all__ = [
     "ChainResult",
     "FULL",
-    "GREEDY",
+    "GREEDY_RULE",
     "ONE_HOT",
     "RULES",
     "SAMPLE_AND_MATCH",
@@ -58,7 +57,6 @@ __all__ = [
     "greedy_step",
     "greedy_target_tokens",
     "kernel_output_law",
-    "reference_kernel",
     "round_law",
     "speculative_step",
     "target_law",

@@ -34,7 +34,6 @@ __all__ = [
     "verify_sample_and_match_batch",
     "verify_one_hot_batch",
     "draft_and_verify_batch",
-    "reference_kernel",
 ]
 
 # Rows per chunk: keeps the [chunk, V] float64 temporaries (a few of them) within a few MiB.
@@ -220,14 +219,6 @@ def verify_sample_and_match_batch(draft_tokens, p, u_target) -> ChainResult:
     y = inverse_cdf_sample(np.broadcast_to(p, (b, g + 1, v)), u)  # [B, g + 1]
     n_acc = _first_false(x == y[:, :g])
     return ChainResult(_emit(x, n_acc, y[np.arange(b), n_acc]), n_acc)
-
-
-def reference_kernel(draft_tokens, draft_probs, target_probs, generator: np.random.Generator) -> np.ndarray:
-    """The full rule in the kernel shape the audit's KernelAdapter calls: tokens [B, gamma + 1]."""
-    b, g = np.shape(draft_tokens)
-    return verify_chain_batch(
-        draft_tokens, draft_probs, target_probs, generator.random((b, g)), generator.random(b)
-    ).tokens
 
 
 def draft_and_verify_batch(

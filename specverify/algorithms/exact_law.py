@@ -36,7 +36,7 @@ __all__ = [
     "FULL",
     "ONE_HOT",
     "SAMPLE_AND_MATCH",
-    "GREEDY",
+    "GREEDY_RULE",
     "RULES",
     "round_law",
     "first_tokens_law",
@@ -50,10 +50,6 @@ __all__ = [
 
 Row = Sequence
 Model = Callable[[tuple], Row]
-
-
-def _zero(row):
-    return row[0] * 0
 
 
 def _normalise(w: Mapping[int, object]) -> dict:
@@ -116,14 +112,14 @@ def _sam_replacement(p, q, x):
 FULL = PositionRule("full", _propose_q, _full_accept, _full_replacement)
 ONE_HOT = PositionRule("one_hot", _propose_q, lambda p, q, x: p[x], _one_hot_replacement)
 SAMPLE_AND_MATCH = PositionRule("sample_and_match", _propose_q, _sam_accept, _sam_replacement)
-GREEDY = PositionRule(
+GREEDY_RULE = PositionRule(
     "greedy",
     lambda q: {_argmax(q): q[0] * 0 + 1},
     lambda p, q, x: (p[0] * 0 + 1) if x == _argmax(p) else p[0] * 0,
     lambda p, q, x: {_argmax(p): p[0] * 0 + 1},
     bonus=lambda p: {_argmax(p): p[0] * 0 + 1},
 )
-RULES = {r.name: r for r in (FULL, ONE_HOT, SAMPLE_AND_MATCH, GREEDY)}
+RULES = {r.name: r for r in (FULL, ONE_HOT, SAMPLE_AND_MATCH, GREEDY_RULE)}
 
 
 def _add(law: dict, key, w) -> None:

@@ -18,8 +18,9 @@ import sys
 import time
 
 from ..errors import SpecVerifyError
+from ..stats import FAIL, INCONCLUSIVE, PASS
 
-EXIT = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3}
+EXIT = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
 EXIT_USAGE = 2
 
 CHECKS = """checks run by an audit:
