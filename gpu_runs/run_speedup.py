@@ -20,6 +20,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -60,14 +61,33 @@ def step_time(model, device, ctx_len, reps):
     return (time.perf_counter() - t) / reps
 
 
-def main(argv=None):
+class Run(NamedTuple):
+    """What every step shares: the options, the device, the pair, the prompts and the results.
+    (A NamedTuple, not a dataclass: tests load this script by path, outside sys.modules.)"""
+
+    args: argparse.Namespace
+    device: torch.device
+    name: str
+    tokens: int
+    budget: float
+    target: torch.nn.Module
+    draft: torch.nn.Module
+    prompts: list
+    results: dict
+
+
+def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--gamma", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=None)
     ap.add_argument("--audit-budget", type=float, default=None)
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def build(args: argparse.Namespace) -> Run:
+    """The device, the layered target and its early-exit draft, the prompts, the results header."""
     device = torch.device("cuda" if torch.cuda.is_available() and not args.tiny else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(1)
@@ -93,8 +113,6 @@ def main(argv=None):
         "llama", **cfg, seed=0, dtype=dtype, device=str(device), lm_head_scale=6.0, damp=0.05, keep=2
     )
     draft = early_exit_copy(target, layers=2)
-    params_t = sum(p.numel() for p in target.parameters())
-    params_d = sum(p.numel() for p in draft.parameters())
     rng = np.random.default_rng(0)
     prompts = [rng.integers(0, cfg["vocab"], 16).tolist() for _ in range(prompts_n)]
     results = {
@@ -102,13 +120,19 @@ def main(argv=None):
         "device": str(device),
         "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor(),
         "dtype": str(dtype),
-        "target_params": params_t,
-        "draft_params": params_d,
+        "target_params": sum(p.numel() for p in target.parameters()),
+        "draft_params": sum(p.numel() for p in draft.parameters()),
         "gamma": args.gamma,
         "runs": [],
     }
+    return Run(args, device, name, tokens, budget, target, draft, prompts, results)
+
+
+def chain_runs(r: Run) -> None:
+    """Speculative against target-only per sampling mode: speed, acceptance, the formula's prediction."""
+    args, device, target, draft, prompts, tokens = r.args, r.device, r.target, r.draft, r.prompts, r.tokens
     c = step_time(draft, device, 32, 20) / step_time(target, device, 32, 20)
-    results["c_draft_over_target"] = c
+    r.results["c_draft_over_target"] = c
     for label, s in [
         ("greedy", SamplingSettings(temperature=0.0)),
         ("sample T=1", SamplingSettings()),
@@ -117,10 +141,10 @@ def main(argv=None):
         gen = torch.Generator(device=device).manual_seed(0)
         t_only = [target_only_generate(target, p, tokens, s, gen) for p in prompts]
         spec = [speculative_generate(target, draft, p, tokens, s, gen, gamma=args.gamma) for p in prompts]
-        tps_t = sum(len(r.tokens) for r in t_only) / sum(r.seconds for r in t_only)
-        tps_s = sum(len(r.tokens) for r in spec) / sum(r.seconds for r in spec)
-        acc = [a for r in spec for a in r.accepted]
-        dr = [d for r in spec for d in r.drafted]
+        tps_t = sum(len(x.tokens) for x in t_only) / sum(x.seconds for x in t_only)
+        tps_s = sum(len(x.tokens) for x in spec) / sum(x.seconds for x in spec)
+        acc = [a for x in spec for a in x.accepted]
+        dr = [d for x in spec for d in x.drafted]
         a = alpha_from_rounds(acc, dr)
         tokens_per_round = float(np.mean(np.asarray(acc) + 1))
         run = {
@@ -135,12 +159,14 @@ def main(argv=None):
             "predicted_speedup": float(expected_speedup(a, args.gamma, c)),
         }
         if label == "greedy":
-            run["greedy_equal"] = all(x.tokens == y.tokens for x, y in zip(t_only, spec))
-        results["runs"].append(run)
+            run["greedy_equal"] = all(x.tokens == y.tokens for x, y in zip(t_only, spec, strict=True))
+        r.results["runs"].append(run)
         print(json.dumps(run))
 
-    # Trees (issue 6): tokens per target pass, measured against the exact expectation for the trees
-    # actually drafted, and tokens per second against target-only.
+
+def tree_runs(r: Run) -> None:
+    """Trees (issue 6): tokens per target pass, measured against the exact expectation for the trees
+    actually drafted, and tokens per second against target-only."""
     from specverify.algorithms.multi_draft import NODE_RULES
     from specverify.runners.tree import (
         LookaheadDrafter,
@@ -150,9 +176,10 @@ def main(argv=None):
         tree_speculative_generate,
     )
 
-    steps = 60 if args.tiny else 300
+    target, device, prompts, tokens = r.target, r.device, r.prompts, r.tokens
+    steps = 60 if r.args.tiny else 300
     drafters = {
-        "draft-model tree (2x2, top-k, one-hot rule)": ModelTreeDrafter(draft, (2, 2), "top_k"),
+        "draft-model tree (2x2, top-k, one-hot rule)": ModelTreeDrafter(r.draft, (2, 2), "top_k"),
         "Medusa heads (2x2, one-hot rule)": train_medusa_heads(
             target.float() if device.type == "cpu" else target, steps=steps
         ),
@@ -161,10 +188,10 @@ def main(argv=None):
         ),
         "lookahead (window 4, 3-grams)": LookaheadDrafter(target),
     }
-    results["trees"] = []
+    r.results["trees"] = []
     s = SamplingSettings(temperature=0.7)
     base = [target_only_generate(target, p, tokens, s, torch.Generator(device=device).manual_seed(0)) for p in prompts]
-    tps_base = sum(len(r.tokens) for r in base) / sum(r.seconds for r in base)
+    tps_base = sum(len(x.tokens) for x in base) / sum(x.seconds for x in base)
     for label, dr in drafters.items():
         try:
             runs = [
@@ -172,76 +199,94 @@ def main(argv=None):
                 for p in prompts
             ]
         except Exception as exc:  # noqa: BLE001 - record and go on: the other rows are still worth having
-            results["trees"].append({"drafter": label, "error": repr(exc)})
+            r.results["trees"].append({"drafter": label, "error": repr(exc)})
             continue
-        em = sum(sum(r.emitted_per_round) for r in runs)
-        rounds = sum(len(r.emitted_per_round) for r in runs)
+        em = sum(sum(x.emitted_per_round) for x in runs)
+        rounds = sum(len(x.emitted_per_round) for x in runs)
         row = {
             "drafter": label,
             "tokens_per_pass": em / rounds,
-            "expected_tokens_per_pass_exact": sum(sum(r.expected_per_round) for r in runs) / rounds,
-            "tok_s": sum(len(r.tokens) for r in runs) / sum(r.seconds for r in runs),
+            "expected_tokens_per_pass_exact": sum(sum(x.expected_per_round) for x in runs) / rounds,
+            "tok_s": sum(len(x.tokens) for x in runs) / sum(x.seconds for x in runs),
             "target_only_tok_s": tps_base,
         }
         row["speedup"] = row["tok_s"] / tps_base
-        results["trees"].append(row)
+        r.results["trees"].append(row)
         print(json.dumps(row))
+
+
+def audit_runner(r: Run):
+    """The audit of specverify's own speculative runner on this pair (distribution and greedy)."""
 
     def runner(prompt, n, seed, s):
         return speculative_generate(
-            target, draft, prompt, n, s, torch.Generator(device=device).manual_seed(seed), gamma=args.gamma
+            r.target, r.draft, prompt, n, s, torch.Generator(device=r.device).manual_seed(seed), gamma=r.args.gamma
         ).tokens
 
     v = audit_lm(
         runner,
-        target,
-        prompts=prompts,
+        r.target,
+        prompts=r.prompts,
         settings=(SamplingSettings(temperature=0.7, top_p=0.9),),
         length=4,
         eps=0.2,
-        budget_s=budget,
-        name=f"specverify runner ({name})",
+        budget_s=r.budget,
+        name=f"specverify runner ({r.name})",
     )
-    results["audit"] = {
+    r.results["audit"] = {
         "status": v.status,
         "headline": v.headline(),
         "checks": [(c.name, c.status, c.summary) for c in v.checks],
     }
     print(v.headline())
-    out = Path(args.out)
+    return v
+
+
+def write_results(r: Run, v) -> None:
+    """``<out>/<name>.json`` and the markdown tables ``<out>/<name>.md``."""
+    res = r.results
+    out = Path(r.args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(results, indent=1))
+    (out / f"{r.name}.json").write_text(json.dumps(res, indent=1))
     md = [
-        f"# {name}: {results['gpu']} ({results['dtype']}), target {params_t / 1e6:.1f}M params, draft "
-        f"{params_d / 1e6:.1f}M, gamma {args.gamma}, c = {c:.3f}",
+        f"# {r.name}: {res['gpu']} ({res['dtype']}), target {res['target_params'] / 1e6:.1f}M params, draft "
+        f"{res['draft_params'] / 1e6:.1f}M, gamma {r.args.gamma}, c = {res['c_draft_over_target']:.3f}",
         "",
         "| mode | target-only tok/s | speculative tok/s | speedup | predicted speedup | alpha | tokens/round | "
         "predicted tokens/round |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for r in results["runs"]:
+    for x in res["runs"]:
         md.append(
-            f"| {r['mode']} | {r['target_only_tok_s']:.1f} | {r['speculative_tok_s']:.1f} | "
-            f"{r['measured_speedup']:.2f} | "
-            f"{r['predicted_speedup']:.2f} | {r['alpha']:.3f} | {r['tokens_per_round']:.2f} | "
-            f"{r['predicted_tokens_per_round']:.2f} |"
+            f"| {x['mode']} | {x['target_only_tok_s']:.1f} | {x['speculative_tok_s']:.1f} | "
+            f"{x['measured_speedup']:.2f} | "
+            f"{x['predicted_speedup']:.2f} | {x['alpha']:.3f} | {x['tokens_per_round']:.2f} | "
+            f"{x['predicted_tokens_per_round']:.2f} |"
         )
     md += [
         "",
         "| tree drafter | tokens / target pass | exact expectation | tok/s | speedup vs target-only |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for r in results["trees"]:
-        if "error" in r:
-            md.append(f"| {r['drafter']} | error: {r['error'][:80]} | | | |")
+    for x in res["trees"]:
+        if "error" in x:
+            md.append(f"| {x['drafter']} | error: {x['error'][:80]} | | | |")
         else:
             md.append(
-                f"| {r['drafter']} | {r['tokens_per_pass']:.2f} | {r['expected_tokens_per_pass_exact']:.2f} | "
-                f"{r['tok_s']:.1f} | {r['speedup']:.2f} |"
+                f"| {x['drafter']} | {x['tokens_per_pass']:.2f} | {x['expected_tokens_per_pass_exact']:.2f} | "
+                f"{x['tok_s']:.1f} | {x['speedup']:.2f} |"
             )
     md += ["", f"Audit: {v.headline()}"]
-    (out / f"{name}.md").write_text("\n".join(md) + "\n")
-    return results
+    (out / f"{r.name}.md").write_text("\n".join(md) + "\n")
+
+
+def main(argv=None):
+    r = build(parse_args(argv))
+    chain_runs(r)
+    tree_runs(r)
+    v = audit_runner(r)
+    write_results(r, v)
+    return r.results
 
 
 if __name__ == "__main__":
