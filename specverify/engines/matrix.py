@@ -96,6 +96,12 @@ def _vllm() -> list[EngineConfig]:
         EngineConfig(engine="vllm", method=m, k=k, overlap=o, extra=(("via", "server"),))
         for m, k, o in (("none", 0, ""), ("ngram", 3, ""), ("draft", 3, "high"))
     ]
+    # The same engine with the CPU expand kernel fixed (specverify.engines.vllm_patches): the
+    # finding's fix, verified by the same audits.
+    out += [
+        EngineConfig(engine="vllm", method=m, k=3, overlap=o, grid=m == "ngram", extra=(("patch", "expand-fix"),))
+        for m, o in (("ngram", ""), ("draft", "high"), ("eagle", ""))
+    ]
     return out
 
 
@@ -133,8 +139,14 @@ def _engine(cfg: EngineConfig, models, work: Path):
         from .vllm import VLLMOffline, speculative_config
 
         spec = speculative_config(cfg.method, cfg.k, models, overlap=cfg.overlap or "high")
+        extra = dict(cfg.extra)
+        fixed = extra.pop("patch", None) == "expand-fix"
         if spec is not None:
-            spec.update(dict(cfg.extra))
+            spec.update(extra)
+        if fixed:
+            from .vllm_patches import apply_expand_fix
+
+            return VLLMOffline(models.target, speculative_config=spec, in_process=True, patches=(apply_expand_fix,))
         return VLLMOffline(models.target, speculative_config=spec)
     from ._models import write_gguf
     from .llama_cpp import LlamaCppEngine

@@ -94,8 +94,15 @@ class VLLMOffline:
         max_model_len: int = 512,
         enforce_eager: bool = True,
         memory_fraction: float = 0.25,
+        in_process: bool = False,
+        patches: tuple = (),
         **llm_kwargs,
     ):
+        if in_process:  # engine core and worker in this process, so that `patches` reach them
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+            llm_kwargs.setdefault("distributed_executor_backend", "uni")
+        for patch in patches:
+            patch()
         from vllm import LLM
 
         kw = dict(
@@ -112,7 +119,17 @@ class VLLMOffline:
         if speculative_config:
             kw["speculative_config"] = speculative_config
         self.speculative = speculative_config
+        self._kwargs = kw
+        self.crashes: list[str] = []  # one entry per engine death (the engine is rebuilt after each)
         self.llm = LLM(**kw)
+
+    def _engine(self):
+        """The live engine; a fresh one after a crash, so that one crash costs one setting."""
+        if self.llm is None:
+            from vllm import LLM
+
+            self.llm = LLM(**self._kwargs)
+        return self.llm
 
     def _params(self, n: int, seed: int | None, s: SamplingSettings):
         from vllm import SamplingParams
@@ -136,11 +153,20 @@ class VLLMOffline:
 
         params = [self._params(n, None if seed is None else int(seed), s) for seed in seeds]
         try:
-            outs = self.llm.generate(
+            outs = self._engine().generate(
                 [TokensPrompt(prompt_token_ids=[int(t) for t in p]) for p in prompts], params, use_tqdm=False
             )
         except ValueError as exc:  # vLLM validates a request against the engine when it is added
             raise _refusal(exc, s) from exc
+        except Exception as exc:  # noqa: BLE001 (an engine crash is a finding, reported per setting)
+            if type(exc).__name__ != "EngineDeadError":
+                raise ImplementationError(f"vLLM raised {type(exc).__name__} for {s.short()}: {exc}") from exc
+            self.crashes.append(s.short())
+            self.llm = None
+            raise ImplementationError(
+                f"vLLM's engine core died while generating with {s.short()} ({type(exc).__name__}; the worker's "
+                "error is in the engine log); the engine is rebuilt for the next setting"
+            ) from exc
         return [list(o.outputs[0].token_ids) for o in outs]
 
     def prompt_logprobs(self, prompt, top: int = 20) -> list[dict[int, float] | None]:
@@ -150,7 +176,9 @@ class VLLMOffline:
         from vllm.inputs import TokensPrompt
 
         params = SamplingParams(max_tokens=1, prompt_logprobs=top, detokenize=False)
-        out = self.llm.generate([TokensPrompt(prompt_token_ids=[int(t) for t in prompt])], params, use_tqdm=False)[0]
+        out = self._engine().generate(
+            [TokensPrompt(prompt_token_ids=[int(t) for t in prompt])], params, use_tqdm=False
+        )[0]
         return [None if d is None else {int(k): float(v.logprob) for k, v in d.items()} for d in out.prompt_logprobs]
 
     def generator(self, *, batch_size: int = 64, seeded: bool = True, name: str | None = None):
