@@ -194,9 +194,11 @@ def _pq_pairs(draw, *, min_size: int, max_size: int, exact: bool, overlap: tuple
         r = draw(probability_vectors(size=n, exact=True))
         pf = [Fraction(v) for v in p]
         qf = [lam * a + (1 - lam) * b for a, b in zip(pf, r)]
-        q = qf if exact else np.asarray([float(v) for v in qf])
-        if not exact:
-            q = q / q.sum()
+        if exact:
+            q = qf
+        else:
+            qa = np.asarray([float(v) for v in qf])
+            q = qa / qa.sum()
     else:
         q = draw(probability_vectors(size=n, exact=exact))
     if overlap is not None:

@@ -31,7 +31,7 @@ try:  # numba is a dependency; the pure-numpy path stays for platforms without a
 
     AVAILABLE = True
 except ImportError:  # pragma: no cover - exercised by the SPECVERIFY_NO_NUMBA test run
-    numba = None
+    numba = None  # type: ignore[assignment]
     AVAILABLE = False
 
 
@@ -142,6 +142,7 @@ def final_draw_fused(p, q, n_acc, u_final, *, zero_tok=None) -> np.ndarray:
     if q is None:
         q = p[:, :1]  # never read: every row takes the zero_tok or bonus branch
     zt = np.full(b, -1, dtype=np.int64) if zero_tok is None else np.asarray(zero_tok, dtype=np.int64)
+    assert _compiled is not None, "final_draw_fused needs numba (see AVAILABLE)"
     _compiled(
         p,
         q,

@@ -150,7 +150,7 @@ def speculative_step(
     ps = target(prefix, proposed)
     u_accept = rng.random(gamma)
     u_final = rng.random()
-    return verify_chain(ps, qs, proposed, u_accept, u_final)
+    return verify_chain(ps, qs, proposed, u_accept.tolist(), u_final)
 
 
 def greedy_step(prefix: Sequence[int], draft: Draft, target: Target, gamma: int) -> list[int]:

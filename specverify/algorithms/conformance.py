@@ -111,7 +111,7 @@ def _case(rng, idx, *, v, gamma, rule, relation, p_kind="general", q_kind="gener
 def generate_cases(seed: int = 20261129) -> list[dict]:
     """The fixed list of cases (deterministic in ``seed``)."""
     rng = np.random.default_rng(seed)
-    plan = []
+    plan: list[dict] = []
     vocabs = [2, 3, 4, 5, 8, 16, 32, 64]
     for rule in ("full", "one_hot", "sample_and_match", "greedy"):
         for relation in ("independent", "equal", "disjoint", "q_positive_p_zero"):
@@ -135,7 +135,7 @@ def generate_tree_cases(seed: int = 20261129) -> list[dict]:
     from .multi_draft import PAIRINGS, tree_round_law
 
     rng = np.random.default_rng(seed + 1)
-    cases = []
+    cases: list[dict] = []
     shapes = [(3, [2]), (4, [2, 2]), (5, [3, 1])]
     for pairing in PAIRINGS:
         for v, branching in shapes:
@@ -152,7 +152,7 @@ def generate_tree_cases(seed: int = 20261129) -> list[dict]:
             law = tree_round_law(target, draft, (), branching, pairing.mechanism, pairing.rule)
             exp = sum(Fraction(len(b)) * w for b, w in law.items())
             # the target's own law of the first token, to compare against (exact pairings match it)
-            first = {}
+            first: dict[int, Fraction] = {}
             for b, w in law.items():
                 first[b[0]] = first.get(b[0], Fraction(0)) + w
             cases.append(

@@ -46,6 +46,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +69,10 @@ __all__ = [
 ]
 
 
+#: a probability or weight: a Fraction (exact arithmetic) or a float, whichever the rows hold
+Weight = Any
+
+
 def _norm(w: dict) -> dict:
     tot = sum(w.values())
     return {k: v / tot for k, v in w.items() if v != 0} if tot != 0 else {}
@@ -80,7 +85,7 @@ def _row(d: dict, v: int, zero):
 # --------------------------------------------------------------------------------------------
 # candidate mechanisms: exact laws (for enumeration) and samplers
 # --------------------------------------------------------------------------------------------
-def candidate_law(q, k: int, mechanism: str) -> dict[tuple, object]:
+def candidate_law(q, k: int, mechanism: str) -> dict[tuple, Weight]:
     """Law of the ordered candidate tuple drawn from row q."""
     v = len(q)
     one = q[0] * 0 + 1
@@ -138,15 +143,15 @@ def typical_threshold(p, epsilon=0.09, delta=0.3):
 class _Law:
     """An outcome law being accumulated: ``add`` skips zero weights."""
 
-    def __init__(self, zero: object) -> None:
+    def __init__(self, zero: Weight) -> None:
         self.zero = zero
-        self.out: dict[tuple, object] = {}
+        self.out: dict[tuple, Weight] = {}
 
     def add(self, key: tuple, w) -> None:
         if w != 0:
             self.out[key] = self.out.get(key, self.zero) + w
 
-    def emit_all(self, law: dict, reach) -> dict[tuple, object]:
+    def emit_all(self, law: dict, reach) -> dict[tuple, Weight]:
         """The walk stops here with probability ``reach`` and draws y from ``law``."""
         for y, w in law.items():
             self.add(("emit", y), reach * w)
@@ -167,7 +172,7 @@ class NodeRule:
     epsilon: float = 0.09
     delta: float = 0.3
 
-    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, object]:
+    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, Weight]:
         """Law of the node's outcome: ('accept', i) (descend into candidate i) or ('emit', y) (stop)."""
         raise NotImplementedError
 
@@ -190,7 +195,7 @@ class RecursiveRejection(NodeRule):
     def _candidates(self, cands: Sequence[int]) -> list[int]:
         return list(dict.fromkeys(cands)) if self.dedup else list(cands)
 
-    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, object]:
+    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, Weight]:
         v, zero = len(p), p[0] * 0
         one, law = zero + 1, _Law(zero)
         cs = self._candidates(cands)
@@ -237,7 +242,7 @@ class RecursiveRejection(NodeRule):
 class OneHotRule(NodeRule):
     """``one_hot``: accept c_i with probability p_i(c_i), else p_{i+1} = p_i without c_i, renormalised."""
 
-    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, object]:
+    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, Weight]:
         v, zero = len(p), p[0] * 0
         one, law = zero + 1, _Law(zero)
         pi = {i: p[i] for i in range(v) if p[i] != 0}
@@ -266,7 +271,7 @@ class TargetOnlyRule(NodeRule):
     """``target_only`` (SGLang's tree kernel): one coin per level, siblings tried in order against the
     running sum of p over ``threshold_acc``, or p(c_i) >= ``threshold_single``; else p without them."""
 
-    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, object]:
+    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, Weight]:
         v, zero = len(p), p[0] * 0
         one, law = zero + 1, _Law(zero)
         exact_numbers = isinstance(p[0], Fraction)
@@ -315,7 +320,7 @@ class TypicalRule(NodeRule):
     """``typical`` (Medusa): accept the first candidate with p(c) > min(epsilon, delta exp(-H(p))),
     else draw from p. Lossy by design."""
 
-    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, object]:
+    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, Weight]:
         law = _Law(p[0] * 0)
         thr = typical_threshold(p, self.epsilon, self.delta)
         for idx, x in enumerate(cands):
@@ -333,7 +338,7 @@ class TypicalRule(NodeRule):
         return ("emit", _inv(p, rng.random()))
 
 
-def node_outcome_law(p, q, cands: Sequence[int], rule: NodeRule) -> dict[tuple, object]:
+def node_outcome_law(p, q, cands: Sequence[int], rule: NodeRule) -> dict[tuple, Weight]:
     """Law of the node's outcome under ``rule``: ``rule.outcome_law(p, q, cands)``."""
     return rule.outcome_law(p, q, cands)
 
@@ -414,12 +419,12 @@ PAIRINGS = [
 
 def tree_round_law(
     target, draft, prefix, branching: Sequence[int], mechanism: str, rule: NodeRule
-) -> dict[tuple, object]:
+) -> dict[tuple, Weight]:
     """Exact law of the block emitted by one tree round: at depth d every node has up to
     branching[d] candidates drawn by ``mechanism`` from the draft row at its path; the walk
     follows accepted candidates; a leaf that is accepted gets a bonus token from the target."""
     prefix = tuple(prefix)
-    law: dict[tuple, object] = {}
+    law: dict[tuple, Weight] = {}
 
     def add(k, w):
         if w != 0:
@@ -444,7 +449,7 @@ def tree_round_law(
     return law
 
 
-def tree_first_tokens_law(target, draft, prefix, branching, mechanism, rule, length: int) -> dict[tuple, object]:
+def tree_first_tokens_law(target, draft, prefix, branching, mechanism, rule, length: int) -> dict[tuple, Weight]:
     """Law of the first ``length`` tokens over repeated tree rounds."""
     memo: dict = {}
 

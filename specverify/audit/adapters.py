@@ -98,6 +98,8 @@ def load_callable(spec: str) -> Callable:
             raise SpecVerifyError(f"no file {mod!r}; pass an existing path or a module name 'package.module:function'")
         try:
             s = importlib.util.spec_from_file_location("_specverify_user_module", mod)
+            if s is None or s.loader is None:
+                raise ImportError(f"cannot load {mod!r} as a module")
             m = importlib.util.module_from_spec(s)
             s.loader.exec_module(m)
         except Exception as exc:  # noqa: BLE001 - the user's import failing is a usage error
@@ -159,7 +161,7 @@ class Adapter:
         """What a checkpoint is keyed on."""
         return {"adapter": type(self).__name__, "name": self.name, "spec": self.spec}
 
-    def generate(self, pair: TablePair, n: int, gamma: int, rng, settings) -> Generation:
+    def generate(self, pair: TablePair | ContextPair, n: int, gamma: int, rng, settings) -> Generation:
         raise NotImplementedError
 
 
@@ -287,7 +289,7 @@ class KernelAdapter(Adapter):
         localise a bug and detect it with fewer samples. Leave it None for any other exact rule."""
         self.fn, self.one_hot, self.logits, self.accepts_uniforms = fn, one_hot, logits, accepts_uniforms
         self.rule, self.spec = rule, spec
-        self.name = name or getattr(fn, "__name__", "kernel")
+        self.name = name or str(getattr(fn, "__name__", "kernel"))
         self.call_timeout = call_timeout
         self.takes_settings = logits
 
@@ -380,7 +382,7 @@ class RoundAdapter(_SequenceAdapter):
         self.rule = rule
         self.takes_settings = logits or _positional_capacity(fn) >= 6
 
-    def generate(self, pair: ContextPair, n, gamma, rng, settings):
+    def generate(self, pair: ContextPair, n, gamma, rng, settings):  # type: ignore[override]  # context pairs only
         view = SequenceView(pair, settings, self.mode(settings))
         return run_round_step(
             self.fn,
@@ -420,7 +422,7 @@ class GeneratorAdapter(_SequenceAdapter):
         # only when it declares that it reads the settings (logits) or decodes greedily.
         self.takes_settings = logits or greedy
 
-    def generate(self, pair: ContextPair, n, gamma, rng, settings):
+    def generate(self, pair: ContextPair, n, gamma, rng, settings):  # type: ignore[override]  # context pairs only
         view = SequenceView(pair, settings, self.mode(settings))
         return run_generator(self.fn, view, n=n, length=self.length, rng=rng, timeout=self.call_timeout, name=self.name)
 

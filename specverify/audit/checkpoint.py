@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import zipfile
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,8 @@ def fingerprint(adapter, cfg) -> str:
 
 
 def save_checkpoint(path: str, fp: str, samples: dict[int, UnitSample]) -> None:
-    arrays, meta = {}, {"fingerprint": fp, "units": {}}
+    arrays: dict[str, Any] = {}
+    meta: dict[str, Any] = {"fingerprint": fp, "units": {}}
     for i, s in samples.items():
         g = s.gen
         for k in _ARRAYS:
@@ -86,13 +88,13 @@ def load_checkpoint(path: str, fp: str) -> dict[int, UnitSample]:
     for key, m in meta["units"].items():
         i = int(key)
         g = Generation(
-            *(arrays[f"u{i}_{k}"] for k in _ARRAYS),
-            m["rounds"],
-            arrays.get(f"u{i}_drafts"),
-            m["drafts_from_implementation"],
-            arrays.get(f"u{i}_law"),
-            arrays.get(f"u{i}_draft_rows"),
-            arrays.get(f"u{i}_round_id"),
+            **{k: arrays[f"u{i}_{k}"] for k in _ARRAYS},
+            rounds=m["rounds"],
+            drafts=arrays.get(f"u{i}_drafts"),
+            drafts_from_implementation=m["drafts_from_implementation"],
+            law=arrays.get(f"u{i}_law"),
+            draft_rows=arrays.get(f"u{i}_draft_rows"),
+            round_id=arrays.get(f"u{i}_round_id"),
         )
         out[i] = UnitSample(
             g,

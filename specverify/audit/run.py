@@ -91,7 +91,7 @@ def audit(adapter, config: AuditConfig | None = None, **overrides) -> Verdict:
     return v
 
 
-def _diagnosis(adapter, cfg, plan, pairs, samples, checks) -> dict:
+def _diagnosis(adapter, cfg, plan, pairs, samples, checks) -> dict | None:
     """The FAIL's diagnosis; a failure of the diagnosis itself is reported, never raised (the
     verdict stands on the statistics alone)."""
     from ..diagnosis import diagnose_audit
@@ -219,9 +219,11 @@ def _needed(plan, samples, cfg, elapsed: float) -> dict | None:
     rate = spent_units / elapsed if elapsed > 0 else 0.0
     est = elapsed + (extra_units / rate if rate else math.inf)
     per = max((r["needed"] or 0) for r in rows)
+    # nothing collected in the time measured (a cap reached at once): no rate to estimate the budget from
+    budget = f"of at least {math.ceil(est)} s" if math.isfinite(est) else "larger than this run's"
     sentence = (
         f"{len(rows)} unit(s) short of the plan; about {per:,} rounds (or sequences) per unit would reach eps "
-        f"{cfg.eps:g}: run with --rounds {per} and a --budget of at least {math.ceil(est)} s (estimated from the "
+        f"{cfg.eps:g}: run with --rounds {per} and a --budget {budget} (estimated from the "
         f"measured {rate:,.0f} per second; --workers N divides it), or accept a larger --eps"
     )
     return {"statement": sentence, "units": rows, "rounds_per_unit": per, "estimated_seconds": round(est, 1)}

@@ -25,6 +25,7 @@ def hf_kwargs(s: SamplingSettings) -> dict:
         raise InvalidSettingsError(
             "transformers has no presence/frequency penalty; audit those with specverify's runner"
         )
+    kw: dict[str, object]
     if s.is_greedy:
         kw = dict(do_sample=False)
     else:

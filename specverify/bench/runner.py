@@ -11,6 +11,7 @@ pair agrees often), same prompts, same number of new tokens, one torch thread:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -41,7 +42,9 @@ def main(*, tokens: int = 64, prompts: int = 4, printer=print):
     ]:
         hf_target = hf_generator(target, mode="target_only")
         hf_assisted = hf_generator(target, mode="assisted", assistant=draft, gamma=4)
-        forms = {  # each form is called only inside this iteration, with this iteration's settings s
+        forms: dict[
+            str, Callable[..., list]
+        ] = {  # each form is called only inside this iteration, with this iteration's settings s
             "target-only (specverify)": lambda p, g, s=s: target_only_generate(target, p, tokens, s, g).tokens,
             "speculative (specverify)": lambda p, g, s=s: (
                 speculative_generate(target, draft, p, tokens, s, g, gamma=4).tokens

@@ -22,6 +22,7 @@ same steps and agrees to float64 rounding; both are tested against transformers'
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._settings import SamplingSettings
 from ._validate import validate_logits
@@ -29,7 +30,7 @@ from ._validate import validate_logits
 __all__ = ["process_logits", "softmax", "probs_from_logits", "token_counts"]
 
 
-def token_counts(token_ids, vocab_size: int) -> np.ndarray:
+def token_counts(token_ids: ArrayLike, vocab_size: int) -> np.ndarray:
     """Counts [V] of each id in a 1-D sequence of token ids (the history used by penalties)."""
     ids = np.asarray(token_ids, dtype=np.int64).ravel()
     return np.bincount(ids, minlength=vocab_size)[:vocab_size].astype(np.float64)
@@ -40,10 +41,13 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     x = np.asarray(logits, dtype=np.float64)
     m = np.max(x, axis=-1, keepdims=True)
     e = np.exp(x - m)
-    return e / e.sum(axis=-1, keepdims=True)
+    out: np.ndarray = e / e.sum(axis=-1, keepdims=True)
+    return out
 
 
-def _apply_penalties(x, s: SamplingSettings, seen_counts, output_counts):
+def _apply_penalties(
+    x: np.ndarray, s: SamplingSettings, seen_counts: ArrayLike | None, output_counts: ArrayLike | None
+) -> np.ndarray:
     if s.repetition_penalty != 1.0 and seen_counts is not None:
         seen = np.broadcast_to(seen_counts, x.shape) > 0
         pen = np.where(x < 0, x * s.repetition_penalty, x / s.repetition_penalty)
@@ -54,7 +58,7 @@ def _apply_penalties(x, s: SamplingSettings, seen_counts, output_counts):
     return x
 
 
-def _top_k(x, k):
+def _top_k(x: np.ndarray, k: int) -> np.ndarray:
     v = x.shape[-1]
     if k <= 0 or k >= v:
         return x
@@ -62,7 +66,7 @@ def _top_k(x, k):
     return np.where(x < kth, -np.inf, x)
 
 
-def _top_p(x, top_p, keep):
+def _top_p(x: np.ndarray, top_p: float, keep: int) -> np.ndarray:
     if top_p >= 1.0:
         return x
     # Ascending by logit; among ties the higher id first (stable sort of the reversed row).
@@ -77,7 +81,7 @@ def _top_p(x, top_p, keep):
     return np.where(remove, -np.inf, x)
 
 
-def _min_p(x, min_p, keep):
+def _min_p(x: np.ndarray, min_p: float, keep: int) -> np.ndarray:
     if min_p <= 0.0:
         return x
     probs = softmax(x)
@@ -91,11 +95,11 @@ def _min_p(x, min_p, keep):
 
 
 def process_logits(
-    logits,
+    logits: ArrayLike,
     settings: SamplingSettings,
     *,
-    seen_counts=None,
-    output_counts=None,
+    seen_counts: ArrayLike | None = None,
+    output_counts: ArrayLike | None = None,
 ) -> np.ndarray:
     """Apply ``settings`` to ``logits`` [..., V]; returns float64 logits with removed tokens at -inf.
 
@@ -120,7 +124,11 @@ def process_logits(
 
 
 def probs_from_logits(
-    logits, settings: SamplingSettings | None = None, *, seen_counts=None, output_counts=None
+    logits: ArrayLike,
+    settings: SamplingSettings | None = None,
+    *,
+    seen_counts: ArrayLike | None = None,
+    output_counts: ArrayLike | None = None,
 ) -> np.ndarray:
     """softmax(process_logits(...)): the distribution actually sampled from under ``settings``."""
     if settings is None:

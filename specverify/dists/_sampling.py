@@ -20,6 +20,8 @@ argument or a ``numpy.random.Generator``; nothing reads global random state.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 __all__ = [
@@ -37,9 +39,10 @@ __all__ = [
 BLOCK_ROWS = 128
 
 
-def uniform(rng: np.random.Generator, size) -> np.ndarray:
+def uniform(rng: np.random.Generator, size: int | tuple[int, ...]) -> np.ndarray:
     """U[0, 1) float64 draws from ``rng`` (a thin alias that documents the contract)."""
-    return rng.random(size)
+    out: np.ndarray = rng.random(size)
+    return out
 
 
 def _layout(v: int) -> tuple[int, int]:
@@ -49,12 +52,15 @@ def _layout(v: int) -> tuple[int, int]:
     return k, nb
 
 
-def inverse_cdf_sample_scalar(weights, u: float) -> int:
+def inverse_cdf_sample_scalar(weights: Iterable[float], u: float) -> int:
     """The readable form of the two-level walk (module docstring)."""
     w = [float(x) for x in weights]
     v = len(w)
     k, nb = _layout(v)
-    weight = lambda b, j: w[b + nb * j] if b + nb * j < v else 0.0  # noqa: E731
+
+    def weight(b: int, j: int) -> float:
+        return w[b + nb * j] if b + nb * j < v else 0.0
+
     totals = []
     for b in range(nb):  # block totals, each summed in its own order
         t = 0.0
@@ -111,7 +117,8 @@ def inverse_cdf_sample(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     if bad.any():  # u * total rounded up to total: the last positive token in walk order
         for i in np.nonzero(bad)[0]:
             tok[i] = _last_positive(table[i], nb, k)
-    return tok.reshape(lead).astype(np.int64)
+    out: np.ndarray = tok.reshape(lead).astype(np.int64)
+    return out
 
 
 def inverse_cdf_sample_many(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -157,12 +164,14 @@ def exponential_race_sample(weights: np.ndarray, exponentials: np.ndarray) -> np
     w = np.asarray(weights, dtype=np.float64)
     with np.errstate(divide="ignore"):
         score = w / np.asarray(exponentials, dtype=np.float64)
-    return np.argmax(score, axis=-1).astype(np.int64)
+    out: np.ndarray = np.argmax(score, axis=-1).astype(np.int64)
+    return out
 
 
 def gumbel_max_sample(logits: np.ndarray, gumbels: np.ndarray) -> np.ndarray:
     """argmax_i logit_i + G_i with G_i i.i.d. standard Gumbel; -inf logits are never chosen."""
-    return np.argmax(np.asarray(logits, dtype=np.float64) + gumbels, axis=-1).astype(np.int64)
+    out: np.ndarray = np.argmax(np.asarray(logits, dtype=np.float64) + gumbels, axis=-1).astype(np.int64)
+    return out
 
 
 def sample_tokens(p: np.ndarray, rng: np.random.Generator, *, method: str = "inverse_cdf") -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import NoReturn
 
 from ..errors import InvalidSettingsError
 
@@ -31,8 +32,8 @@ class SamplingSettings:
     frequency_penalty: float = 0.0
     min_tokens_to_keep: int = 1
 
-    def __post_init__(self):
-        def bad(what, fix):
+    def __post_init__(self) -> None:
+        def bad(what: str, fix: str) -> NoReturn:
             raise InvalidSettingsError(f"{what}; {fix}")
 
         t = self.temperature
@@ -74,7 +75,7 @@ class SamplingSettings:
         ]
         return ",".join(parts) or "default"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, float | int]:
         return dataclasses.asdict(self)
 
 

@@ -7,6 +7,8 @@ applies. Importing this module imports torch; the rest of :mod:`specverify.dists
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..errors import InvalidLogitsError
@@ -89,7 +91,7 @@ def process_logits_torch(
     return x
 
 
-def probs_from_logits_torch(logits: torch.Tensor, settings: SamplingSettings | None = None, **kw):
+def probs_from_logits_torch(logits: torch.Tensor, settings: SamplingSettings | None = None, **kw: Any) -> torch.Tensor:
     """softmax(process_logits_torch(...)) in the input dtype."""
     if settings is None:
         return torch.softmax(logits, dim=-1)

@@ -53,7 +53,7 @@ def _number(req: dict, key: str, default, *, integer: bool = False):
 
 
 def _settings(req: dict) -> SamplingSettings:
-    kw = dict(
+    kw: dict[str, float | int] = dict(
         temperature=float(_number(req, "temperature", 1.0)),
         top_p=float(_number(req, "top_p", 1.0)),
         top_k=int(_number(req, "top_k", 0, integer=True)),
@@ -65,7 +65,7 @@ def _settings(req: dict) -> SamplingSettings:
     if kw["top_k"] == -1:  # vLLM's "off"
         kw["top_k"] = 0
     try:
-        return SamplingSettings(**kw)
+        return SamplingSettings(**kw)  # type: ignore[arg-type]  # each value has its field's type
     except InvalidSettingsError as exc:
         raise BadRequest(str(exc), str(exc).split(" ", 1)[0]) from exc
 

@@ -296,7 +296,7 @@ def train_medusa_heads(target, *, n_heads=2, steps=150, seed=0, topk=(2, 2)) -> 
         h = target(input_ids=ids, output_hidden_states=True, use_cache=False).hidden_states[-1]
     opt = torch.optim.AdamW(heads.heads.parameters(), lr=3e-3)
     for _ in range(steps):
-        loss = 0
+        loss = torch.zeros(())
         for j, hd in enumerate(heads.heads):
             shift = j + 2
             loss = loss + torch.nn.functional.cross_entropy(

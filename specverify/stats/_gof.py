@@ -64,7 +64,7 @@ def pool_cells(expected, min_expected: float = 5.0) -> np.ndarray:
     return group
 
 
-def tv_interval(obs_freq, exp_freq, n: int, k: int, delta: float = 1e-3) -> tuple[float, float]:
+def tv_interval(obs_freq, exp_freq, n: int, k: int, delta: float = 1e-3) -> tuple[float, tuple[float, float]]:
     """TV(observed, expected) with a (1 - delta) interval (Weissman et al. L1 bound)."""
     tv = 0.5 * float(np.abs(obs_freq - exp_freq).sum())
     r = 0.5 * math.sqrt(2 * (k * math.log(2) + math.log(1 / delta)) / max(n, 1))

@@ -13,7 +13,7 @@ __all__ = ["GofResult", "Cell", "to_jsonable", "EXACT_FAILURE"]
 def to_jsonable(x: Any):
     if isinstance(x, enum.Enum):  # statuses: their string value
         return to_jsonable(x.value)
-    if dataclasses.is_dataclass(x):
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return {k: to_jsonable(v) for k, v in dataclasses.asdict(x).items()}
     if isinstance(x, dict):
         return {str(k): to_jsonable(v) for k, v in x.items()}

@@ -30,9 +30,9 @@ class MultinomialEProcess:
 
     n_cells: int
     grid: tuple = DEFAULT_GRID
-    counts: np.ndarray = None  # [G, C] per group
+    counts: np.ndarray = None  # type: ignore[assignment]  # [G, C] per group, set in __post_init__
     t: int = 0
-    log_m: np.ndarray = None  # per grid point
+    log_m: np.ndarray = None  # type: ignore[assignment]  # per grid point, set in __post_init__
     max_log_e: float = 0.0
 
     def __post_init__(self):

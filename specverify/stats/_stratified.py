@@ -345,11 +345,12 @@ def replacement_independence_test(p_rows, q_rows, position, drafts, replacements
         df += kk - 1
         for c in range(k1 * k1):
             if exp[c] >= 5:
-                a, b = divmod(c, k1)
-                la = f"draft rank {a + 1}" if a < top_k else "other drafts"
-                lb = f"replacement rank {b + 1}" if b < top_k else "other replacements"
+                rd, rr = divmod(c, k1)
+                la = f"draft rank {rd + 1}" if rd < top_k else "other drafts"
+                lb = f"replacement rank {rr + 1}" if rr < top_k else "other replacements"
                 cells.append(Cell(f"position {int(j)}: {la} x {lb}", float(obs[c]), float(exp[c])))
-        obs_all.append(obs), exp_all.append(exp)
+        obs_all.append(obs)
+        exp_all.append(exp)
     if df == 0:
         return GofResult.empty(name, n=n, why="too few rejections to form two cells")
     cells.sort(key=lambda c: -abs(c.residual))
@@ -435,7 +436,9 @@ def whitebox_round_tests(
         drafts = np.asarray(drafts, dtype=np.int64)
         if drafts_from_implementation:
             pos = np.broadcast_to(np.arange(g), drafts.shape).ravel()
-            out.append(_pooled_stream("draft tokens ~ q", Q, drafts.ravel(), pos, rng))
+            r = _pooled_stream("draft tokens ~ q", Q, drafts.ravel(), pos, rng)
+            if r:  # no drafts, no stratum (was appended as None)
+                out.append(r)
         # Verified drafts: positions 0 .. min(num_accepted, gamma - 1) of each round.
         reached = np.arange(g)[None, :] <= np.minimum(n_acc_round, g - 1)[:, None]
         ri, pj = np.nonzero(reached)

@@ -44,8 +44,11 @@ class Status(str, enum.Enum):
     SKIPPED = "SKIPPED"  # a setting the plan leaves out, with the reason (checks only)
     UNSUPPORTED = "UNSUPPORTED"  # the implementation declined a setting: reported, never a FAIL (checks only)
 
-    __str__ = str.__str__
-    __format__ = str.__format__
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(self, spec)
 
 
 PASS, FAIL, INCONCLUSIVE = Status.PASS, Status.FAIL, Status.INCONCLUSIVE
