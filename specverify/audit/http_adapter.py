@@ -37,12 +37,13 @@ def _post(url, payload, timeout):
 
 
 def _payload(model, prompt, max_new_tokens, seed, settings, n: int = 1) -> dict:
-    """A /v1/completions body: token-id prompt, exact length, every sampling setting explicit."""
+    """A /v1/completions body: token-id prompt, every sampling setting explicit, and the full length
+    by ``ignore_eos`` (not ``min_tokens``, which bans the end-of-sequence token and so changes the
+    law sampled from)."""
     body = {
         "model": model,
         "prompt": [int(t) for t in prompt],
         "max_tokens": int(max_new_tokens),
-        "min_tokens": int(max_new_tokens),
         "ignore_eos": True,
         "n": int(n),
         "logprobs": 1,

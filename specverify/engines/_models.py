@@ -37,8 +37,11 @@ MODEL_SPEC = {
     "draft_high_noise": 0.05,
     "draft_high_seed": 1,
     "eagle_seed": 5,
+    "eos": None,
 }
-_SPECIAL = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+# No end-of-sequence token: every id is an ordinary token, so no engine stops at or bans one and
+# the law sampled from is the target's, whole (the GGUF still names id 2 for llama.cpp's loader).
+_SPECIAL = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": None}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -3,10 +3,11 @@
     engine = LlamaCppEngine(gguf_target, draft="prompt-lookup", k=3)        # or draft=gguf_draft
     generate = engine.generator(seeded=True)                                  # for audit_lm
 
-Prompts go in as token ids; the completion's text (" t12 t34" with the vocabulary that
-:func:`~specverify.engines.write_gguf` writes) is read back as ids, and checked against the
-reported log-probability tokens so that a detokenisation slip is an error, not a wrong sample.
-Settings map to ``create_completion`` keywords (:func:`completion_kwargs`): ``top_k=0`` and
+Prompts go in as token ids and ids come out of ``Llama.generate``, the loop that
+``create_completion`` runs (and where speculation happens) without its stop at an end-of-sequence
+token, so that each sequence has the requested length and the target law is not conditioned on
+anything. Settings map to ``create_completion`` keywords (:func:`completion_kwargs`, or
+:func:`generate_kwargs`): ``top_k=0`` and
 ``min_p=0`` switch those filters off, ``repeat_penalty`` is the repetition penalty. llama.cpp
 applies temperature after its filters (penalties, top-k, top-p, min-p, then temperature), where
 transformers and vLLM apply it first; with temperature != 1 combined with top-p or min-p the
@@ -26,7 +27,7 @@ import numpy as np
 from ..dists import SamplingSettings
 from ..errors import MalformedOutputError
 
-__all__ = ["LlamaCppEngine", "GreedyDraft", "completion_kwargs", "ids_from_text"]
+__all__ = ["LlamaCppEngine", "GreedyDraft", "completion_kwargs", "generate_kwargs", "ids_from_text"]
 
 
 def completion_kwargs(s: SamplingSettings) -> dict:
@@ -42,6 +43,13 @@ def completion_kwargs(s: SamplingSettings) -> dict:
         "presence_penalty": float(s.presence_penalty),
         "frequency_penalty": float(s.frequency_penalty),
     }
+
+
+def generate_kwargs(s: SamplingSettings) -> dict:
+    """The same settings as ``Llama.generate`` keywords (its names differ: ``temp``)."""
+    kw = completion_kwargs(s)
+    kw["temp"] = kw.pop("temperature")
+    return kw
 
 
 def ids_from_text(text: str) -> list[int]:
@@ -111,16 +119,19 @@ class LlamaCppEngine:
         )
 
     def run(self, prompt, n: int, seed: int | None, s: SamplingSettings) -> list[int]:
-        kw = completion_kwargs(s)
-        if seed is not None:
-            kw["seed"] = int(seed)
-        out = self.llm.create_completion(prompt=[int(t) for t in prompt], max_tokens=n, logprobs=1, **kw)
-        choice = out["choices"][0]
-        ids = ids_from_text(choice["text"])
-        reported = ids_from_text("".join(choice["logprobs"]["tokens"])) if choice.get("logprobs") else ids
-        if ids != reported:
-            raise MalformedOutputError(f"llama.cpp's text {ids} and its log-probability tokens {reported} disagree")
-        return ids
+        """``n`` tokens from ``Llama.generate`` (where llama-cpp-python speculates; it never stops at
+        an end-of-sequence token, so every sequence has its full length). ``seed=None`` resets the
+        engine to llama.cpp's default seed, a fresh random one per call, as for a caller who never
+        passes seeds."""
+        import llama_cpp
+
+        self.llm.set_seed(llama_cpp.LLAMA_DEFAULT_SEED if seed is None else int(seed))
+        out: list[int] = []
+        for tok in self.llm.generate([int(t) for t in prompt], reset=True, **generate_kwargs(s)):
+            out.append(int(tok))
+            if len(out) >= n:
+                break
+        return out
 
     def generator(self, *, seeded: bool = True, name: str | None = None):
         """``generate`` for :func:`~specverify.audit.audit_lm` (requests one at a time: batch size 1)."""

@@ -262,7 +262,7 @@ def _two_sample(cfg, engine, prompts, work: Path, *, seed: int) -> tuple[list, d
     from ..audit.http_adapter import two_sample_verdict
     from ..dists import SamplingSettings
 
-    if cfg.engine != "vllm":  # llama.cpp: the exact same-seed coupling replaces it (see _llama)
+    if cfg.engine != "vllm" or cfg.k not in (0, 3):  # llama.cpp: the exact same-seed coupling replaces it
         return [], None
     store = work / f"{cfg.engine}-baseline-two-sample.npy"
     t0 = time.monotonic()
@@ -532,7 +532,8 @@ def main(argv=None) -> int:
         for c in MATRICES[a.engine]()
         if (a.only and c.key in a.only) or (not a.only and not (a.out / a.engine / f"{c.key}.json").exists())
     ]
-    todo.sort(key=lambda c: c.method != "none")  # the baseline first: the two-sample rows need it
+    # The baseline first (the two-sample rows need it), then k = 3, then the rest.
+    todo.sort(key=lambda c: (c.method != "none" or "via" in dict(c.extra), c.k != 3, "via" in dict(c.extra)))
     for cfg in todo:
         t0 = time.monotonic()
         cmd = [

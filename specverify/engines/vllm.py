@@ -114,6 +114,9 @@ class VLLMOffline:
             enforce_eager=enforce_eager,
             gpu_memory_utilization=memory_fraction,
             disable_log_stats=False,
+            # No defaults from the model's generation_config.json: its end-of-sequence id would
+            # become a stop token, and a banned one at min_tokens, changing the law sampled from.
+            generation_config="vllm",
             **llm_kwargs,
         )
         if speculative_config:
@@ -138,7 +141,6 @@ class VLLMOffline:
             return SamplingParams(
                 n=1,
                 max_tokens=n,
-                min_tokens=n,
                 ignore_eos=True,
                 detokenize=False,
                 seed=seed,
@@ -247,6 +249,8 @@ def serve(
         "0",
         "--gpu-memory-utilization",
         "0.25",
+        "--generation-config",
+        "vllm",
     ]
     if speculative:
         cmd += ["--speculative-config", json.dumps(speculative)]
