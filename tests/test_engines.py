@@ -49,8 +49,15 @@ def target(tmp_path_factory):
 
 def test_settings_map_to_vllm_sampling_params():
     s = SamplingSettings(temperature=0.8, top_k=5, top_p=0.8, min_p=0.1, repetition_penalty=1.3)
-    assert sampling_params_kwargs(s) == {"temperature": 0.8, "top_p": 0.8, "top_k": 5, "min_p": 0.1,
-                                         "repetition_penalty": 1.3, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+    assert sampling_params_kwargs(s) == {
+        "temperature": 0.8,
+        "top_p": 0.8,
+        "top_k": 5,
+        "min_p": 0.1,
+        "repetition_penalty": 1.3,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+    }
     assert sampling_params_kwargs(GREEDY) == {"temperature": 0.0}
 
 
@@ -97,8 +104,11 @@ def test_batched_laws_equal_the_per_position_pipeline(target):
     rng = np.random.default_rng(0)
     prompts = [[int(t) for t in rng.integers(3, 512, size=int(rng.integers(2, 5)))] for _ in range(6)]
     conts = [[int(t) for t in rng.integers(3, 512, size=5)] for _ in range(6)]
-    for s in (SamplingSettings(), SamplingSettings(temperature=0.7, top_p=0.8, top_k=5),
-              SamplingSettings(repetition_penalty=1.3)):
+    for s in (
+        SamplingSettings(),
+        SamplingSettings(temperature=0.7, top_p=0.8, top_k=5),
+        SamplingSettings(repetition_penalty=1.3),
+    ):
         got = lm.batch_sequence_probs(prompts, conts, s)
         for p, c, g in zip(prompts, conts, got, strict=True):
             ids, n = p + c, len(p)
@@ -115,13 +125,20 @@ def test_recorded_engine_logits_match_transformers(target, name, tol):
     assert max(gaps) < tol
 
 
-def _one_sample_pvalue(target, rec, setting=SamplingSettings()) -> tuple[float, int]:
+def _one_sample_pvalue(target, rec, setting: SamplingSettings | None = None) -> tuple[float, int]:
     lm = CausalLM(target)
     seqs = rec["default"]
     laws = lm.batch_sequence_probs([r["prompt"] for r in seqs], [r["tokens"] for r in seqs], setting)
     toks = np.array([t for r in seqs for t in r["tokens"]])
-    res = default_stream_test(StreamLaw(np.concatenate(laws)), toks, np.arange(len(toks)),
-                              rng=np.random.default_rng(0), alpha=ALPHA, beta=1e-3, stratum="recorded")
+    res = default_stream_test(
+        StreamLaw(np.concatenate(laws)),
+        toks,
+        np.arange(len(toks)),
+        rng=np.random.default_rng(0),
+        alpha=ALPHA,
+        beta=1e-3,
+        stratum="recorded",
+    )
     return res.pvalue, len(toks)
 
 
@@ -142,7 +159,9 @@ def test_llama_cpp_speculation_is_coupled_to_its_plain_sampler():
     base = {(tuple(r["prompt"]), r["seed"]): r["tokens"] for r in _record("llama.cpp-none")["default"]}
     for name in ("llama.cpp-prompt-lookup-k3", "llama.cpp-draft-k3-high"):
         rec = _record(name)["default"]
-        pairs = [(r["tokens"], base[(tuple(r["prompt"]), r["seed"])]) for r in rec if (tuple(r["prompt"]), r["seed"]) in base]
+        pairs = [
+            (r["tokens"], base[(tuple(r["prompt"]), r["seed"])]) for r in rec if (tuple(r["prompt"]), r["seed"]) in base
+        ]
         assert len(pairs) >= 50
         assert all(a[: min(len(a), len(b))] == b[: min(len(a), len(b))] for a, b in pairs)
 
@@ -183,9 +202,17 @@ def test_vllm_offline_adapter_replays_recorded_batches(monkeypatch):
     n = len(rec[0]["tokens"])
     out = gen.batch([r["prompt"] for r in rec], n, [r["seed"] for r in rec], SamplingSettings())
     assert out == [r["tokens"] for r in rec]
-    assert seen[0] | {"seed": None} == {"n": 1, "max_tokens": n, "min_tokens": n, "ignore_eos": True,
-                                        "detokenize": False, "seed": None, **sampling_params_kwargs(SamplingSettings())}
-    assert engine.llm.kw["speculative_config"]["method"] == "ngram" and engine.llm.kw["dtype"] == "float32"
+    assert seen[0] | {"seed": None} == {
+        "n": 1,
+        "max_tokens": n,
+        "ignore_eos": True,
+        "detokenize": False,
+        "seed": None,
+        **sampling_params_kwargs(SamplingSettings()),
+    }
+    kw = engine.llm.kw
+    assert kw["speculative_config"]["method"] == "ngram" and kw["dtype"] == "float32"
+    assert kw["generation_config"] == "vllm"  # the model's EOS must not become a (banned) stop token
 
 
 class _Replay(BaseHTTPRequestHandler):
@@ -211,8 +238,15 @@ class _Replay(BaseHTTPRequestHandler):
 @pytest.fixture
 def replay_server():
     rec = _record("vllm-ngram-k3-server")["bodies"]
-    _Replay.bodies = {(tuple(b["request"]["prompt"]), b["request"].get("seed"), b["request"].get("n", 1),
-                       b["request"].get("min_p", 0.0)): (b.get("status", 200), b["response"]) for b in rec}
+    _Replay.bodies = {
+        (
+            tuple(b["request"]["prompt"]),
+            b["request"].get("seed"),
+            b["request"].get("n", 1),
+            b["request"].get("min_p", 0.0),
+        ): (b.get("status", 200), b["response"])
+        for b in rec
+    }
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Replay)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{srv.server_address[1]}", rec
