@@ -77,6 +77,7 @@ def summarise(runs: list[dict], seen: dict[str, list[int]]) -> dict:
     }
 
 
+# long: a script: options, the repeated audits and the summary table
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(

@@ -57,6 +57,7 @@ class UsageError(SpecVerifyError):
     """A bad option: exit code 2 with one line, before any sampling."""
 
 
+# long: the audit command's argument declarations, one statement per option, kept as one listing
 def add_commands(sub):
     a = sub.add_parser(
         "audit",
@@ -566,33 +567,14 @@ def _preflight(url, timeout):
 
 
 def _audit_endpoint(args, settings):
-    from .http_adapter import http_generator, two_sample_endpoints
+    from .http_adapter import http_generator
     from .run import DEFAULT_SETTINGS
 
     settings = settings or DEFAULT_SETTINGS
     info = _preflight(args.endpoint, args.call_timeout)
     gen = http_generator(args.endpoint, timeout=args.call_timeout)
     if args.baseline_endpoint:
-        info_b = _preflight(args.baseline_endpoint, args.call_timeout)
-        vocab = None
-        for i in (info, info_b):
-            with contextlib.suppress(TypeError, KeyError, IndexError, ValueError):
-                vocab = vocab or int(i["data"][0]["vocab_size"])
-        prompts = _endpoint_prompts(vocab or args.vocab, args.seed)
-        ref = http_generator(args.baseline_endpoint, timeout=args.call_timeout)
-        return two_sample_endpoints(
-            gen,
-            ref,
-            prompts=prompts,
-            settings=settings,
-            vocab_size=vocab,
-            n_sequences=args.rounds or 400,
-            length=args.length,
-            alpha=args.alpha,
-            beta=args.beta,
-            eps=args.eps,
-            seed=args.seed,
-        )
+        return _audit_against_baseline(args, info, gen, settings)
     kind, a, b = _parse_model(args.model)
     try:
         import torch
@@ -629,6 +611,32 @@ def _audit_endpoint(args, settings):
     )
     params = _accepted(audit_lm)
     return audit_lm(gen, target, **{k: v for k, v in kw.items() if k in params})
+
+
+def _audit_against_baseline(args, info, gen, settings):
+    """--baseline-endpoint: the two endpoints' samples compared (two-sample tests), no model needed."""
+    from .http_adapter import http_generator, two_sample_endpoints
+
+    info_b = _preflight(args.baseline_endpoint, args.call_timeout)
+    vocab = None
+    for i in (info, info_b):
+        with contextlib.suppress(TypeError, KeyError, IndexError, ValueError):
+            vocab = vocab or int(i["data"][0]["vocab_size"])
+    prompts = _endpoint_prompts(vocab or args.vocab, args.seed)
+    ref = http_generator(args.baseline_endpoint, timeout=args.call_timeout)
+    return two_sample_endpoints(
+        gen,
+        ref,
+        prompts=prompts,
+        settings=settings,
+        vocab_size=vocab,
+        n_sequences=args.rounds or 400,
+        length=args.length,
+        alpha=args.alpha,
+        beta=args.beta,
+        eps=args.eps,
+        seed=args.seed,
+    )
 
 
 def run_audit(args) -> int:

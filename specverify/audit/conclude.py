@@ -156,7 +156,8 @@ def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
         )
     if ep_fail:
         msg = (
-            f"{label}: sequential e-process crossed 1/alpha (max e = {math.exp(min(sample.eprocess.max_log_e, 700)):.3g}) "
+            f"{label}: sequential e-process crossed 1/alpha (max e = "
+            f"{math.exp(min(sample.eprocess.max_log_e, 700)):.3g}) "
             f"after {sample.eprocess.t:,} tokens"
         )
         return CheckOutcome(

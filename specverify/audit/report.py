@@ -132,7 +132,8 @@ def _plots(v) -> list[tuple[str, str]]:
             axes[0].text(
                 0.5,
                 0.5,
-                "no bin counts for the worst stratum:\nit failed exactly (see the evidence),\ne.g. a token of target probability 0",
+                "no bin counts for the worst stratum:\nit failed exactly (see the evidence),\ne.g. a token of target "
+                "probability 0",
                 ha="center",
                 va="center",
                 fontsize=8,
@@ -215,7 +216,8 @@ def _diagnosis_html(v) -> str:
     facts = "".join(f"<li>{esc(f)}</li>" for f in d.get("facts", []))
     rows = "".join(
         f"<tr><td>{i + 1}</td><td><b>{esc(c['class'])}</b> {esc(c.get('parameter', ''))}</td>"
-        f"<td class='num'>e^{c['log_likelihood_ratio_vs_target']:.1f}</td><td class='num'>{c['explained_share']:.0%}</td>"
+        f"<td class='num'>e^{c['log_likelihood_ratio_vs_target']:.1f}</td><td "
+        f"class='num'>{c['explained_share']:.0%}</td>"
         f"<td>{esc(c['mechanism'])}</td><td>{esc(', '.join(c['references']))}</td></tr>"
         for i, c in enumerate(d.get("candidates", []))
     )
@@ -235,7 +237,8 @@ def render_html(v) -> str:
     esc = html.escape
     rows = "".join(
         f"<tr><td>{esc(c.name)}</td><td>{esc(c.kind)}</td><td class='{esc(c.status)}'>{esc(c.status)}</td>"
-        f"<td class='num'>{'' if not c.n else f'{c.n:,}'}</td><td class='num'>{'' if c.eps is None else f'{c.eps:.4f}'}</td>"
+        f"<td class='num'>{'' if not c.n else f'{c.n:,}'}</td><td "
+        f"class='num'>{'' if c.eps is None else f'{c.eps:.4f}'}</td>"
         f"<td>{esc(collapse_repeated_cells(c.summary))}</td></tr>"
         for c in v.checks
     )

@@ -16,9 +16,12 @@ import dataclasses
 import math
 import time
 from pathlib import Path
+from typing import Any
 
+from ..dists import SamplingSettings
 from ..errors import ImplementationError, SpecVerifyError
 from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, Verdict
+from .adapters import Adapter
 from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from .collect import UnitSample, WorkerPool, collect_unit, smallest_stratum
 from .conclude import SKIPPED, conclude_unit, make_verdict
@@ -37,7 +40,8 @@ class AuditConfig:
     seed: int = 0
     gamma: int = 4
     vocab: int = 64
-    settings: tuple | None = None  # None: DEFAULT_SETTINGS, or PARITY_GRID for implementations given logits
+    # None: DEFAULT_SETTINGS, or PARITY_GRID for implementations given logits
+    settings: tuple[SamplingSettings, ...] | None = None
     target_alpha: float = 0.7  # acceptance of the catalogue's pair
     batch: int = 4000  # rounds per batch (sequences: batch // 16)
     rounds: int | None = None  # rounds (or sequences) per unit: fixed sizes instead of the plan
@@ -51,7 +55,7 @@ class AuditConfig:
     context: str = "tables"  # round steps and generators: 'tables' (hashed order-2) or 'transformers' (tiny models)
 
 
-def audit(adapter, config: AuditConfig | None = None, **overrides) -> Verdict:
+def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides: Any) -> Verdict:
     """Audit ``adapter``; keyword overrides set fields of :class:`AuditConfig`."""
     cfg = dataclasses.replace(config or AuditConfig(), **overrides)
     t0 = time.monotonic()

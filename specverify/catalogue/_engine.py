@@ -70,7 +70,7 @@ class ChainSampler:
     reference = ""
     #: the rule the sampler claims to implement, with drafts drawn from the pair's draft table;
     #: 'full' lets the audit test each stratum of a round against its exact law
-    rule = "full"
+    rule: str | None = "full"
     #: whether the sampler draws its own drafts (a kernel under audit is handed the auditor's)
     draws_drafts = True
 
@@ -124,18 +124,20 @@ class ChainSampler:
         b, g = len(ctx), gamma
         U = self.uniforms(rng, b, g)
         ar = np.arange(b)
-        P, Q, X = [], [], np.empty((b, g), dtype=np.int64)
+        P_rows: list[np.ndarray] = []
+        Q_rows: list[np.ndarray] = []
+        X = np.empty((b, g), dtype=np.int64)
         c = ctx
         for j in range(g):
             ridx = pair.row_index(c, j)
             qs = self.draft_rows_sampled(pair, ridx, settings)
             X[:, j] = self.draft_token(qs, U.draft[:, j], j, U)
-            Q.append(self.draft_rows_reported(pair, ridx, settings, qs))
-            P.append(self.target_rows(pair, ridx, settings, bonus=False))
+            Q_rows.append(self.draft_rows_reported(pair, ridx, settings, qs))
+            P_rows.append(self.target_rows(pair, ridx, settings, bonus=False))
             c = X[:, j]
-        P.append(self.target_rows(pair, pair.row_index(c, g), settings, bonus=True))
-        P = np.stack(P, 1)  # [B, g + 1, V]
-        Q = np.stack(Q, 1)  # [B, g, V]
+        P_rows.append(self.target_rows(pair, pair.row_index(c, g), settings, bonus=True))
+        P = np.stack(P_rows, 1)  # [B, g + 1, V]
+        Q = np.stack(Q_rows, 1)  # [B, g, V]
         px = P[ar[:, None], np.arange(g)[None, :], X]
         qx = Q[ar[:, None], np.arange(g)[None, :], X]
         ok = self.accept(px, qx, U, dict(X=X, P=P, Q=Q))

@@ -57,11 +57,12 @@ class ContextPair(TablePair):
             t.flags.writeable = False
         self._rows: dict = {}  # (length, window) -> row: the hash is the driver's hot spot
 
-    def target_table(self, settings: SamplingSettings | None = None) -> np.ndarray:
+    # the base methods are lru_cache wrappers, which mypy cannot match a plain method against
+    def target_table(self, settings: SamplingSettings | None = None) -> np.ndarray:  # type: ignore[override]
         """[M, V] processed target probabilities, read-only (rows handed over are views of it)."""
         return _frozen(super().target_table(settings))
 
-    def draft_table(self, settings: SamplingSettings | None = None) -> np.ndarray:
+    def draft_table(self, settings: SamplingSettings | None = None) -> np.ndarray:  # type: ignore[override]
         return _frozen(super().draft_table(settings))
 
     @property

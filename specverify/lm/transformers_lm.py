@@ -29,6 +29,7 @@ __all__ = ["build_model", "perturbed_copy", "early_exit_copy", "load_local", "Ca
 FAMILIES = ("llama", "gpt2", "qwen2")
 
 
+# long: one config per model family, side by side
 def build_model(
     family: str = "llama",
     *,

@@ -75,6 +75,7 @@ def target_only_generate(
     return RunResult(out, [], [], passes, 0, time.perf_counter() - t0)
 
 
+# long: the decoding loop; draft, verify, roll back and account share the KV sessions of one round
 def speculative_generate(
     target,
     draft,

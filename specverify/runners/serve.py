@@ -120,6 +120,7 @@ def default_models(*, model_path: str | None = None, vocab: int = 256, seed: int
     return target, (early_exit_copy(target, layers=2) if speculative else None)
 
 
+# long: the request handler class is defined inside, closing over the models
 def make_server(target, draft=None, *, host="127.0.0.1", port=0, gamma=4, model_name="specverify-local"):
     """A ThreadingHTTPServer (not started). ``draft=None`` serves target-only decoding."""
     lock = threading.Lock()  # one generation at a time: the models are not re-entrant

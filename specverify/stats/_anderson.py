@@ -14,6 +14,7 @@ import functools
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, special
 
 __all__ = ["anderson_darling_uniform", "ad_limit_sf"]
@@ -23,16 +24,16 @@ _LAM = 1.0 / (np.arange(1, _J + 1) * np.arange(2, _J + 2))
 _SHIFT = 1.0 / (_J + 1)
 
 
-def _K(s):
-    return -0.5 * np.sum(np.log1p(-2 * _LAM * s)) + s * _SHIFT
+def _K(s: float) -> float:
+    return float(-0.5 * np.sum(np.log1p(-2 * _LAM * s)) + s * _SHIFT)
 
 
-def _K1(s):
-    return np.sum(_LAM / (1 - 2 * _LAM * s)) + _SHIFT
+def _K1(s: float) -> float:
+    return float(np.sum(_LAM / (1 - 2 * _LAM * s)) + _SHIFT)
 
 
-def _K2(s):
-    return np.sum(2 * _LAM**2 / (1 - 2 * _LAM * s) ** 2)
+def _K2(s: float) -> float:
+    return float(np.sum(2 * _LAM**2 / (1 - 2 * _LAM * s) ** 2))
 
 
 @functools.lru_cache(maxsize=8192)
@@ -57,7 +58,7 @@ def ad_limit_sf(x: float) -> float:
     return _sf_cached(round(float(x), 10))
 
 
-def anderson_darling_uniform(u) -> tuple[float, float]:
+def anderson_darling_uniform(u: ArrayLike) -> tuple[float, float]:
     """(A^2, p-value) for H0: u_1..u_N i.i.d. U(0, 1)."""
     u = np.sort(np.clip(np.asarray(u, dtype=np.float64), 1e-300, 1 - 1e-16))
     n = u.size

@@ -7,12 +7,13 @@ Benjamini-Hochberg controls the false discovery rate (use it to triage findings 
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 __all__ = ["holm", "benjamini_hochberg"]
 
 
-def holm(pvalues) -> np.ndarray:
+def holm(pvalues: ArrayLike) -> np.ndarray:
     """Holm-adjusted p-values (reject H_i at family-wise level alpha iff adjusted_i <= alpha)."""
     p = np.asarray(pvalues, dtype=np.float64)
     m = p.size
@@ -25,7 +26,7 @@ def holm(pvalues) -> np.ndarray:
     return out
 
 
-def benjamini_hochberg(pvalues) -> np.ndarray:
+def benjamini_hochberg(pvalues: ArrayLike) -> np.ndarray:
     """BH-adjusted p-values (scipy.stats.false_discovery_control)."""
     p = np.asarray(pvalues, dtype=np.float64)
-    return p if p.size == 0 else stats.false_discovery_control(p, method="bh")
+    return p if p.size == 0 else np.asarray(stats.false_discovery_control(p, method="bh"))

@@ -37,8 +37,8 @@ def noncentrality_for_power(df: int, alpha: float, beta: float) -> float:
         raise ValueError(f"need df >= 1 and alpha, beta in (0, 1); got {df}, {alpha}, {beta}")
     crit = stats.chi2.isf(alpha, df)
 
-    def f(lam):
-        return stats.ncx2.sf(crit, df, lam) - (1 - beta)
+    def f(lam: float) -> float:
+        return float(stats.ncx2.sf(crit, df, lam)) - (1 - beta)
 
     hi = 1.0
     while f(hi) < 0:

@@ -10,7 +10,7 @@ from typing import Any
 __all__ = ["GofResult", "Cell", "to_jsonable", "EXACT_FAILURE"]
 
 
-def to_jsonable(x: Any):
+def to_jsonable(x: Any) -> Any:
     if isinstance(x, enum.Enum):  # statuses: their string value
         return to_jsonable(x.value)
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
@@ -69,9 +69,9 @@ class GofResult:
     min_detectable_tv: float | None = None
     power_alpha: float | None = None
     power_beta: float | None = None
-    observed: list | None = None  # all cells, for plots
-    expected: list | None = None
-    labels: list | None = None
+    observed: list[float] | None = None  # all cells, for plots
+    expected: list[float] | None = None
+    labels: list[str] | None = None
 
     @classmethod
     def exact_failure(

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import logsumexp
 
 __all__ = ["MultinomialEProcess"]
@@ -29,13 +31,13 @@ class MultinomialEProcess:
     """Mixture plug-in e-process over ``n_cells`` cells; feed it batches with :meth:`update`."""
 
     n_cells: int
-    grid: tuple = DEFAULT_GRID
+    grid: tuple[float, ...] = DEFAULT_GRID
     counts: np.ndarray = None  # type: ignore[assignment]  # [G, C] per group, set in __post_init__
     t: int = 0
     log_m: np.ndarray = None  # type: ignore[assignment]  # per grid point, set in __post_init__
     max_log_e: float = 0.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.counts = (
             np.zeros((1, self.n_cells))
             if self.counts is None
@@ -58,7 +60,7 @@ class MultinomialEProcess:
     def rejects(self, alpha: float) -> bool:
         return self.max_log_e >= math.log(1 / alpha)
 
-    def update(self, cells, null_mass, groups=None) -> MultinomialEProcess:
+    def update(self, cells: ArrayLike, null_mass: ArrayLike, groups: ArrayLike | None = None) -> MultinomialEProcess:
         """cells [n] observed cell ids; null_mass [n, C] (or [C]) their null laws; groups [n]
         (optional) which law each token follows; all in stream order."""
         cells = np.asarray(cells, dtype=np.int64)
@@ -95,7 +97,7 @@ class MultinomialEProcess:
         self.t += n
         return self
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         return {
             "n_cells": self.n_cells,
             "grid": list(self.grid),
@@ -106,5 +108,5 @@ class MultinomialEProcess:
         }
 
     @classmethod
-    def from_state(cls, d: dict) -> MultinomialEProcess:
+    def from_state(cls, d: dict[str, Any]) -> MultinomialEProcess:
         return cls(d["n_cells"], tuple(d["grid"]), np.array(d["counts"]), d["t"], np.array(d["log_m"]), d["max_log_e"])

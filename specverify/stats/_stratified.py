@@ -130,6 +130,7 @@ def _chernoff_tail(r, s) -> float:
     return float(min(1.0, math.exp(min(0.0, res.fun))))
 
 
+# long: one test read top to bottom: exact failures, Chernoff bounds, cells, note
 def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted, *, round_position=None) -> GofResult:
     """Acceptance indicators given the draft tokens against Bernoulli(min(1, p(x) / q(x))).
 
@@ -222,6 +223,7 @@ def _cumcount(keys: np.ndarray) -> np.ndarray:
     return out
 
 
+# long: one e-process read top to bottom: grouping, residuals, exact failure, path
 def draft_repeat_eprocess(p_rows, q_rows, drafts, num_accepted, replacements, *, kappa: float = 3.0) -> GofResult:
     """Anytime-valid test that what follows a draft (its acceptance, and after a rejection the
     replacement) depends on nothing but the draft's laws: p-value 1 / max_t E_t (Ville).
@@ -289,6 +291,7 @@ def draft_repeat_eprocess(p_rows, q_rows, drafts, num_accepted, replacements, *,
     )
 
 
+# long: one test read top to bottom: pairs, per-position tables, pooling, exact failure
 def replacement_independence_test(p_rows, q_rows, position, drafts, replacements, *, top_k: int = 4) -> GofResult:
     """The (rejected draft, replacement) pairs against the product of their laws.
 
@@ -393,6 +396,7 @@ def _pooled_stream(name, rows, tokens, position, rng) -> StratumResult | None:
     )
 
 
+# long: the list of white-box strata, each a few lines; the list is the point
 def whitebox_round_tests(
     tokens,
     position,

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from ._gof import pool_cells, tv_interval
@@ -19,7 +20,7 @@ from ._results import Cell, GofResult
 __all__ = ["homogeneity_test", "binned_homogeneity_test"]
 
 
-def homogeneity_test(counts_a, counts_b, *, min_expected: float = 5.0) -> GofResult:
+def homogeneity_test(counts_a: ArrayLike, counts_b: ArrayLike, *, min_expected: float = 5.0) -> GofResult:
     a = np.asarray(counts_a, dtype=float)
     b = np.asarray(counts_b, dtype=float)
     na, nb = a.sum(), b.sum()
@@ -52,15 +53,15 @@ def homogeneity_test(counts_a, counts_b, *, min_expected: float = 5.0) -> GofRes
 
 
 def binned_homogeneity_test(
-    tokens_a,
-    tokens_b,
+    tokens_a: ArrayLike,
+    tokens_b: ArrayLike,
     *,
     vocab_size: int,
     n_bins: int = 32,
     salt: int = 0,
-    reference_probs=None,
+    reference_probs: ArrayLike | None = None,
     permutations: int = 0,
-    rng=None,
+    rng: np.random.Generator | None = None,
 ) -> GofResult:
     """Homogeneity of two token samples after a shared predictable projection onto ``n_bins`` cells."""
     ta = np.asarray(tokens_a, dtype=np.int64)
@@ -79,7 +80,7 @@ def binned_homogeneity_test(
     if permutations:
         rng = rng or np.random.default_rng(salt)
 
-        def stat(x, y, axis=-1):
+        def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
             xa = np.apply_along_axis(lambda v: np.bincount(v, minlength=n_bins), axis, x)
             ya = np.apply_along_axis(lambda v: np.bincount(v, minlength=n_bins), axis, y)
             tot = xa + ya
@@ -88,7 +89,8 @@ def binned_homogeneity_test(
             eb = tot * nb / (na + nb)
             with np.errstate(divide="ignore", invalid="ignore"):
                 s = np.where(ea > 0, (xa - ea) ** 2 / ea, 0) + np.where(eb > 0, (ya - eb) ** 2 / eb, 0)
-            return s.sum(-1)
+            out: np.ndarray = s.sum(-1)
+            return out
 
         pr = stats.permutation_test(
             (cell[ta], cell[tb]), stat, n_resamples=permutations, alternative="greater", vectorized=True, rng=rng

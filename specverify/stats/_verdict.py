@@ -65,7 +65,7 @@ def collapse_repeated_cells(text: str) -> str:
     added."""
     parts = text.split("; ")
     seen: dict[str, int] = {}
-    out: list = []
+    out: list[Any] = []  # a text part, or [label, observed, expected, decimals] of a cell
     for part in parts:
         m = _CELL.match(part)
         if not m:
@@ -110,13 +110,13 @@ class Verdict:
     seed: int
     checks: list[CheckOutcome]
     evidence: list[str] = dataclasses.field(default_factory=list)
-    needed: dict | None = None
+    needed: dict[str, Any] | None = None
     samples: int = 0
     seconds: float = 0.0
     subject: str = ""
     lossy_by_design: bool = False
     #: a FAIL's diagnosis (specverify.diagnosis.Diagnosis.to_dict(): versioned; None otherwise)
-    diagnosis: dict | None = None
+    diagnosis: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -193,11 +193,11 @@ class Verdict:
         )
         return f"INCONCLUSIVE: {reach}" + (f"; needed: {needed}" if needed else "")
 
-    def to_dict(self) -> dict:
-        d = to_jsonable(self)
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = to_jsonable(self)
         d["headline"] = self.headline()
         d["schema"] = SCHEMA_VERSION
         return d
 
-    def to_json(self, **kw) -> str:
+    def to_json(self, **kw: Any) -> str:
         return json.dumps(self.to_dict(), **kw)

@@ -290,6 +290,7 @@ TINY = {"kernel_float16"}  # a real bug whose effect (TV ~ 1e-3) is below what a
 WEAK = {"step_bonus_from_q": "high", "step_residual_from_q_when_close": "high", "step_shared_uniform": "mid"}
 
 
+# long: a script's table of checks over the user-style implementations
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1.0, help="multiply sample sizes")
