@@ -90,6 +90,7 @@ def _whitebox(adapter, unit, pair, gen, cfg):
     )
 
 
+# long: one unit's outcome in order: the early outcomes, the tests, then FAIL, PASS or INCONCLUSIVE
 def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
     """The unit's CheckOutcome (module docstring)."""
     label = unit.label  # short, for tables; the pair's description ends each summary

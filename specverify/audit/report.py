@@ -69,6 +69,7 @@ def _evidence_bins(summary: str, o, e) -> list[tuple[int, str]]:
     return out
 
 
+# long: one figure per check, four panels drawn in turn (bins, PIT, accepted lengths, acceptance by position)
 def _plots(v) -> list[tuple[str, str]]:
     try:
         import matplotlib
