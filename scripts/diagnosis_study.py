@@ -1,6 +1,6 @@
 """How often the diagnosis of a FAIL names the right root cause.
 
-    python scripts/diagnosis_study.py [--jobs 2] [--only SUBSTR] [--out scripts/results/diagnosis_study.txt]
+    python scripts/diagnosis_study.py [--jobs 2] [--only SUBSTR[,SUBSTR]] [--resume] [--out FILE]
 
 Every catalogued bug (``specverify audit NAME``, the catalogue's own pair and settings) and every
 buggy implementation of tests/user_impls (the CLI command of scripts/user_suite.py, same rounds)
@@ -51,8 +51,10 @@ def run(case: dict) -> dict:
         r = subprocess.run([*case["cmd"], "--json", str(js)], capture_output=True, text=True, env=env, cwd=ROOT)
         v = json.loads(js.read_text()) if js.exists() else {}
     d = v.get("diagnosis") or {}
-    top = [c["class"] for c in d.get("candidates", [])][:3]
+    cands = d.get("candidates", [])
+    top = [c["class"] for c in cands][:3]
     named = d.get("verdict", "none")
+    llr = {c["class"]: c["log_likelihood_ratio_vs_target"] for c in cands}
     return {
         **case,
         "status": v.get("status", f"exit {r.returncode}"),
@@ -60,25 +62,48 @@ def run(case: dict) -> dict:
         "top3": top,
         "top1_ok": named == case["truth"],
         "top3_ok": case["truth"] in top or named == case["truth"],
+        "llr_top": cands[0]["log_likelihood_ratio_vs_target"] if cands else None,
+        "explained_top": cands[0]["explained_share"] if cands else None,
+        "llr_truth": llr.get(case["truth"]),
         "seconds": round(time.perf_counter() - t, 1),
         "stderr": r.stderr[-300:] if not v else "",
     }
 
 
+def _num(x) -> str:
+    try:
+        return f"{float(x):.4g}"
+    except (TypeError, ValueError):
+        return "-" if x is None else str(x)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", default="", help="only the bugs whose id contains this (comma: any of several)")
     ap.add_argument("--out", default=str(ROOT / "scripts/results/diagnosis_study.txt"))
+    ap.add_argument("--resume", action="store_true", help="keep the rows of OUT.partial and run only the others")
     a = ap.parse_args(argv)
-    todo = [c for c in cases() if a.only in c["id"]]
+    keys = a.only.split(",")
+    todo = [c for c in cases() if any(k in c["id"] for k in keys)]
     rows, lines = [], []
-    with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex, open(a.out + ".partial", "w") as part:
+    if a.resume and Path(a.out + ".partial").exists():  # rows of an interrupted run are kept, not rerun
+        for ln in Path(a.out + ".partial").read_text().splitlines():
+            lines.append(ln)
+            rows.append({"top1_ok": ln.startswith("top1"), "top3_ok": not ln.startswith("MISS")})
+        done = {ln.split(" truth ")[0].split()[-1] for ln in lines}
+        todo = [c for c in todo if c["id"] not in done]
+    with (
+        concurrent.futures.ThreadPoolExecutor(a.jobs) as ex,
+        open(a.out + ".partial", "a" if a.resume else "w") as part,
+    ):
         for r in ex.map(run, todo):  # each row written as it completes: a long study can be read mid-way
             mark = "top1" if r["top1_ok"] else ("top3" if r["top3_ok"] else "MISS")
             lines.append(
                 f"{mark:4s} {r['status']:5s} {r['seconds']:6.1f}s  {r['id']:52s} truth {r['truth']:36s} "
-                f"named {r['named']:36s} top3 {', '.join(r['top3'])}"
+                f"named {r['named']:36s} top3 {', '.join(r['top3'])}  "
+                f"LLR top {_num(r['llr_top'])} (explains {_num(r['explained_top'])}), truth {_num(r['llr_truth'])}"
+                + (f"  [{r['stderr'].strip()[-120:]}]" if r["stderr"] else "")
             )
             rows.append(r)
             part.write(lines[-1] + "\n")

@@ -12,17 +12,18 @@ from specverify.audit.adapters import SamplerAdapter
 from specverify.audit.report import render_html
 from specverify.catalogue import BUGS, ChainSampler
 from specverify.diagnosis import CLASSES, NOT_KNOWN, diagnose_rounds, round_evidence
+from specverify.dists import SamplingSettings
 from specverify.harness import run_sampler
 from specverify.lm.synthetic import make_positional_pair
 
 BY_NAME = {b.name: b for b in BUGS}
 
 
-def _diagnose(sampler, *, n=3000, seed=0, alpha=0.3):
-    pair = make_positional_pair(32, 4, alpha=alpha, seed=seed)
-    gen = run_sampler(sampler, pair, n=n, gamma=4, rng=np.random.default_rng(seed))
-    ev = round_evidence(gen, pair, 4, label="unit")
-    return diagnose_rounds([(ev, pair, None)])
+def _diagnose(sampler, *, n=3000, seed=0, alpha=0.3, settings=None):
+    pair = make_positional_pair(32, 4, alpha=alpha, seed=seed, settings=settings)
+    gen = run_sampler(sampler, pair, n=n, gamma=4, rng=np.random.default_rng(seed), settings=settings)
+    ev = round_evidence(gen, pair, 4, label="unit", settings=settings)
+    return diagnose_rounds([(ev, pair, settings)])
 
 
 class MixedResidual(ChainSampler):
@@ -48,14 +49,39 @@ class SquaredRatio(ChainSampler):
 
 @pytest.mark.parametrize(
     "name, alpha",
-    [("replacement_from_p", 0.3), ("bonus_from_previous_row", 0.8), ("same_uniform_all_positions", 0.5),
-     ("residual_wrong_sign", 0.3)],
+    [
+        ("replacement_from_p", 0.3),
+        ("bonus_from_previous_row", 0.8),
+        ("same_uniform_all_positions", 0.5),
+        ("residual_wrong_sign", 0.3),
+    ],
 )
 def test_a_catalogued_bug_is_named_first(name, alpha):
     # the bonus bug needs rounds that keep every draft: a high-overlap pair
     d = _diagnose(BY_NAME[name](), alpha=alpha)
     assert d.verdict == name, d.top(5)
     assert d.candidates[0].llr_vs_target >= d.min_llr and d.candidates[0].explained >= d.min_explained
+
+
+def test_a_draft_outside_the_reported_support_is_scored_as_the_rule_treats_it():
+    # drafts sampled at default settings, q reported at top-k: drafts with q(x) = p(x) = 0 occur,
+    # and u < p/q rejects them (0/0 is nan); reading q(x) = 0 as 'keep' named temperature_twice
+    d = _diagnose(BY_NAME["draft_settings_not_forwarded"](), settings=SamplingSettings(temperature=0.9, top_k=5))
+    assert d.verdict == "draft_settings_not_forwarded", d.top(5)
+
+
+def test_a_sequence_sampler_that_keeps_a_stale_cache_is_named_from_its_rounds():
+    # order-1 sequence rounds are re-collected with their drafted rows; a round after a rejection
+    # is verified on the rejected draft's context
+    from specverify.diagnosis._audit import _sequence_rounds
+    from specverify.lm.synthetic import make_markov_pair
+
+    pair = make_markov_pair(32, alpha=0.5, seed=1)
+    gen = _sequence_rounds(BY_NAME["no_kv_rollback"](), pair, 4, None, np.random.default_rng(0), 4000)
+    ev = round_evidence(gen, pair, 4, label="unit")
+    ev.mismatch = ev.mismatch | gen.mismatch
+    d = diagnose_rounds([(ev, pair, None)])
+    assert d.verdict == "no_kv_rollback", d.top(5)
 
 
 def test_facts_say_which_stratum_moved_and_to_which_law():
@@ -89,7 +115,7 @@ def test_every_class_cites_what_it_was_modelled_on_and_what_to_check():
 
 
 def test_a_failed_audit_carries_a_versioned_diagnosis_in_json_terminal_and_html():
-    v = audit_run.audit(SamplerAdapter(BY_NAME["replacement_from_p"]()), rounds=6000, exact_checks=False)
+    v = audit_run.audit(SamplerAdapter(BY_NAME["replacement_from_p"]()), rounds=2500, exact_checks=False, max_units=1)
     assert v.status == "FAIL"
     d = v.to_dict()
     assert d["schema"] == "specverify.verdict/2"
@@ -102,3 +128,60 @@ def test_a_failed_audit_carries_a_versioned_diagnosis_in_json_terminal_and_html(
 def test_a_passing_audit_has_no_diagnosis():
     v = audit_run.audit(SamplerAdapter(ChainSampler()), rounds=3000, exact_checks=False)
     assert v.status != "FAIL" and v.diagnosis is None and v.diagnosis_lead() == []
+
+
+# -- greedy and penalty classes: token by token, from user-style implementations ------------------
+def _user(module, fn, **kw):
+    import importlib
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from specverify.audit.adapters import RoundAdapter
+
+    return RoundAdapter(getattr(importlib.import_module(f"user_impls.{module}"), fn), spec=fn, **kw)
+
+
+@pytest.mark.parametrize(
+    "fn, truth",
+    [
+        ("greedy_residual_argmax", "greedy_residual_argmax"),
+        ("greedy_tie_highest", "greedy_tie_highest_id"),
+        ("greedy_tie_accepts_draft", "greedy_tie_accepts_draft"),
+        ("greedy_near", "greedy_near_acceptance"),
+        ("greedy_bonus_wrong_row", "bonus_from_previous_row"),
+        ("step_settings_ignores_greedy", "greedy_ignored"),
+        ("step_settings_low_temperature", "greedy_as_low_temperature"),
+        ("greedy_argmax", NOT_KNOWN),
+    ],
+)
+def test_a_greedy_failure_is_named_from_its_tokens(fn, truth):
+    from specverify.audit.exact_checks import greedy_raw_run
+    from specverify.audit.run import AuditConfig
+    from specverify.diagnosis._greedy import diagnose_greedy
+
+    cfg = AuditConfig()
+    adapter = _user("greedy", fn, **({} if fn.startswith("step_") else {"greedy": True}))
+    pair, gen = greedy_raw_run(adapter, cfg)
+    d = diagnose_greedy(gen, pair, cfg.gamma)
+    assert d.verdict == truth, [(c.name, c.llr_vs_target, c.explained) for c in d.candidates[:3]]
+
+
+@pytest.mark.parametrize(
+    "fn, truth",
+    [
+        ("step_logits_rep_penalty_draft_only", "repetition_penalty_draft_only"),
+        ("step_logits_rep_penalty_prefix_only", "repetition_penalty_stale_history"),
+        ("step_logits_correct", NOT_KNOWN),
+    ],
+)
+def test_a_penalty_failure_is_named_from_rebuilt_histories(fn, truth):
+    from specverify.diagnosis._penalty import diagnose_penalty
+    from specverify.dists import SamplingSettings
+    from specverify.harness import make_context_pair
+
+    s = SamplingSettings(repetition_penalty=1.3)
+    pair = make_context_pair(64, "high", seed=3, settings=s)
+    gen = _user("logits_steppers", fn, logits=True).generate(pair, 200, 4, np.random.default_rng(0), s)
+    d = diagnose_penalty([(gen, pair, s, "unit")])
+    assert d.verdict == truth, [(c.name, c.llr_vs_target, c.explained) for c in d.candidates[:3]]

@@ -112,10 +112,15 @@ def greedy_check(adapter, cfg, **_):
     return _greedy_outcome(name, pair, gen, cfg, raw=False)
 
 
-def _greedy_on_raw_rows(adapter, cfg):
+def greedy_raw_run(adapter, cfg):
+    """(pair, Generation) of the greedy check on raw rows, seeded: the diagnosis repeats it."""
     pair = make_context_pair(cfg.vocab, "greedy", seed=cfg.seed + 99)
-    settings = GREEDY
-    gen = adapter.generate(pair, 200, cfg.gamma, np.random.default_rng([cfg.seed, 99]), settings)
+    gen = adapter.generate(pair, 200, cfg.gamma, np.random.default_rng([cfg.seed, 99]), GREEDY)
+    return pair, gen
+
+
+def _greedy_on_raw_rows(adapter, cfg):
+    pair, gen = greedy_raw_run(adapter, cfg)
     return _greedy_outcome(
         "greedy equivalence (raw rows: ties, near ties, draft disagreements)", pair, gen, cfg, raw=True
     )

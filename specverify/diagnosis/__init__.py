@@ -5,19 +5,26 @@ For every class, the law it would produce on the audited pairs and settings is c
 scored under it (events: drafts, acceptance given the draft, replacement, bonus, structure; per
 position and per unit) and the classes are ranked by their likelihood ratio against the target
 law. A class is named only when it beats the target law by a stated margin and explains most of
-the deviation; otherwise the answer is "not a known class".
+the deviation (or leaves none significant on the cells); otherwise the answer is "not a known
+class". Two token-by-token scorers cover what has no round tables: a failed greedy check on raw
+rows (:func:`diagnose_greedy`: the deterministic law of each greedy class) and units whose laws
+depend on the history (:func:`diagnose_penalty`: penalty classes on rebuilt prefixes).
 
     from specverify.diagnosis import diagnose_audit, diagnose_rounds, CLASSES
 """
 
+from ._audit import diagnose_audit
 from ._classes import ALIASES, CLASSES, BugClass
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import RoundEvidence, round_evidence
-from ._audit import diagnose_audit
+from ._greedy import diagnose_greedy
+from ._penalty import diagnose_penalty
 
 __all__ = [
     "diagnose_audit",
     "diagnose_rounds",
+    "diagnose_greedy",
+    "diagnose_penalty",
     "round_evidence",
     "Diagnosis",
     "Candidate",

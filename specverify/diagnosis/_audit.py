@@ -5,7 +5,9 @@ steps, the catalogue's kernel samplers). The catalogue's order-1 sequence sample
 drafts, so their rounds are re-collected here with the sampler's own round function (seeded,
 ``SEQUENCE_ROUNDS`` rounds per unit). An audit that failed only an exact check is diagnosed from
 that check: the boundary check is the signature of an inclusive comparison, a seeded
-reproducibility failure the signature of state kept across sequences.
+reproducibility failure the signature of state kept across sequences. A failed greedy check on
+raw rows is diagnosed token by token under the greedy classes (:mod:`._greedy`), and units whose
+laws depend on the history (penalties) token by token under the penalty classes (:mod:`._penalty`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import numpy as np
 from ..harness import Generation
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import round_evidence
+from ._greedy import diagnose_greedy
+from ._penalty import diagnose_penalty, penalty_units
 
 __all__ = ["diagnose_audit", "SEQUENCE_ROUNDS"]
 
@@ -27,11 +31,12 @@ _EXACT_SIGNATURES = {
 
 
 def _sequence_rounds(sampler, pair, gamma, settings, rng, n) -> Generation:
-    """``n`` consecutive rounds of an order-1 sequence sampler, with drafts, chained in sequences
-    of 8 rounds; a round whose context is not the last emitted token is a structural mismatch."""
+    """``n`` consecutive rounds of an order-1 sequence sampler, with drafts and the rows of the
+    drafted prefixes (its context, then its drafts), chained in sequences of 8 rounds; a round
+    whose context is not the last emitted token is a structural mismatch."""
     b = max(1, n // 8)
     ctx = np.full(b, pair.start_context, dtype=np.int64)
-    toks, pos, rid, rows, acc, drafts, mism = [], [], [], [], [], [], []
+    toks, pos, rid, rows, acc, drafts, mism, drows = [], [], [], [], [], [], [], []
     last = ctx.copy()
     for r in range(8):
         out = sampler.round(pair, ctx, gamma, rng, settings)
@@ -40,16 +45,33 @@ def _sequence_rounds(sampler, pair, gamma, settings, rng, n) -> Generation:
         valid = t >= 0
         prev = np.concatenate([last[:, None], np.where(valid, t, -1)[:, :-1]], axis=1)
         i, j = np.nonzero(valid)
-        toks.append(t[i, j]), pos.append(j), rid.append(ids[i]), rows.append(prev[i, j])
-        acc.append(out.num_accepted), drafts.append(out.drafts), mism.append(ctx != last)
+        toks.append(t[i, j])
+        pos.append(j)
+        rid.append(ids[i])
+        rows.append(prev[i, j])
+        acc.append(out.num_accepted)
+        drafts.append(out.drafts)
+        # the rows the round verified: its context, then its own drafts (order-1 rows)
+        drows.append(np.concatenate([ctx[:, None], out.drafts[:, :-1]], axis=1))
+        mism.append(ctx != last)
         n_emit = valid.sum(1)
         last = t[np.arange(b), n_emit - 1]
         ctx = out.next_context
     seq = np.concatenate([np.arange(b)] * 8)
-    rid = np.concatenate(rid)
-    gen = Generation(np.concatenate(toks), np.concatenate(rows), np.concatenate(pos), seq[rid],
-                     np.concatenate(acc), 8 * b, np.concatenate(drafts), True, round_id=rid)
-    gen.mismatch = np.concatenate(mism)
+    round_of = np.concatenate(rid)
+    gen = Generation(
+        np.concatenate(toks),
+        np.concatenate(rows),
+        np.concatenate(pos),
+        seq[round_of],
+        np.concatenate(acc),
+        8 * b,
+        np.concatenate(drafts),
+        True,
+        round_id=round_of,
+        draft_rows=np.concatenate(drows),
+    )
+    gen.mismatch = np.concatenate(mism)  # type: ignore[attr-defined]  # read back by _units only
     return gen
 
 
@@ -83,6 +105,20 @@ def _from_exact(checks) -> Diagnosis | None:
     return None
 
 
+def _from_greedy(adapter, cfg, checks) -> Diagnosis | None:
+    """A failed greedy check on raw rows: its run repeated with its seed, each token scored under
+    the greedy classes (:mod:`._greedy`)."""
+    failed = any(c.status == "FAIL" and c.name.startswith("greedy equivalence (raw rows") for c in checks)
+    if not failed or getattr(adapter, "harness", "") != "context":
+        return None
+    from ..audit.exact_checks import greedy_raw_run
+
+    pair, gen = greedy_raw_run(adapter, cfg)
+    if gen.drafts is None or not len(gen.tokens):
+        return None
+    return diagnose_greedy(gen, pair, cfg.gamma)
+
+
 def diagnose_audit(adapter, cfg, plan, pairs, samples, checks) -> Diagnosis | None:
     """The diagnosis of a FAILed audit (None when nothing failed)."""
     if not any(c.status == "FAIL" for c in checks):
@@ -92,10 +128,23 @@ def diagnose_audit(adapter, cfg, plan, pairs, samples, checks) -> Diagnosis | No
     d = diagnose_rounds(units) if units and stat_failed else None
     if d is not None and d.known:
         return d
+    pen = diagnose_penalty(penalty_units(adapter, plan, pairs, samples)) if stat_failed else None
+    if pen is not None and (pen.known or d is None):
+        return pen
+    greedy = _from_greedy(adapter, cfg, checks)
+    if greedy is not None and (greedy.known or d is None):
+        return greedy
     exact = _from_exact(checks)
     if exact is not None:
         return exact
     if d is not None:
         return d
-    return Diagnosis(NOT_KNOWN, [], ["no round evidence: the failing checks show no rounds to score"],
-                     "no evidence to score", 10.0, 0.9, 0)
+    return Diagnosis(
+        NOT_KNOWN,
+        [],
+        ["no round evidence: the failing checks show no rounds to score"],
+        "no evidence to score",
+        10.0,
+        0.9,
+        0,
+    )

@@ -22,6 +22,8 @@ from ._score import KINDS, g_statistic, score_unit
 __all__ = ["Candidate", "Diagnosis", "diagnose_rounds", "NOT_KNOWN"]
 
 NOT_KNOWN = "not a known class"
+#: a class whose own G statistic on the cells has chi-square p at least this leaves nothing unexplained
+FIT_P = 1e-3
 
 
 @dataclasses.dataclass
@@ -33,6 +35,18 @@ class Candidate:
     llr_by_position: list  # nats per position in the round
     llr_by_unit: dict  # nats per unit label
     parameter: str = ""
+    cells_fit_p: float = float("nan")  # chi-square p of the class's own G statistic on the cells
+
+    @property
+    def fits_cells(self) -> bool:
+        """The class leaves no significant deviation on the cells (p >= FIT_P)."""
+        return bool(self.cells_fit_p >= FIT_P)
+
+    def qualifies(self, min_llr: float, min_explained: float) -> bool:
+        """Named when it beats the target law by ``min_llr`` nats and either removes
+        ``min_explained`` of the target's excess deviance or leaves none significant (the cells
+        may miss a deviation the likelihood sees, e.g. drafts from rounded logits)."""
+        return self.llr_vs_target >= min_llr and (self.explained >= min_explained or self.fits_cells)
 
     def to_dict(self) -> dict:
         c = CLASSES.get(self.name)
@@ -40,6 +54,7 @@ class Candidate:
             "class": self.name,
             "log_likelihood_ratio_vs_target": round(self.llr_vs_target, 2),
             "explained_share": round(self.explained, 3),
+            "cells_fit_p": None if self.cells_fit_p != self.cells_fit_p else float(f"{self.cells_fit_p:.3g}"),
             "by_kind": {k: round(v, 2) for k, v in self.llr_by_kind.items()},
             "by_position": [round(v, 2) for v in self.llr_by_position],
             "by_unit": {k: round(v, 2) for k, v in self.llr_by_unit.items()},
@@ -73,13 +88,23 @@ class Diagnosis:
         """One line that leads a FAIL report: the diagnosis and what to check."""
         if not self.known:
             best = ", ".join(self.top(3))
-            return (f"Diagnosis: not a known class (no catalogued class beats the target law by {self.min_llr:g} nats "
-                    f"and explains {self.min_explained:.0%} of the deviation; closest tried: {best})")
+            return (
+                f"Diagnosis: not a known class (no catalogued class beats the target law by {self.min_llr:g} nats "
+                f"and explains {self.min_explained:.0%} of the deviation or leaves none significant; closest tried: "
+                f"{best})"
+            )
         c, cls = self.candidates[0], CLASSES[self.verdict]
         runner = self.candidates[1] if len(self.candidates) > 1 else None
         vs = f", e^{c.llr_vs_target - runner.llr_vs_target:.1f} over {runner.name}" if runner else ""
-        return (f"Diagnosis: most likely {self.verdict} (likelihood ratio e^{c.llr_vs_target:.1f} against the "
-                f"target law{vs}; explains {c.explained:.0%} of the deviation). Check {cls.check}.")
+        how = (
+            f"explains {min(c.explained, 1.0):.0%} of the deviation"
+            if c.explained >= self.min_explained or not c.fits_cells
+            else f"leaves no significant deviation on the cells, p = {c.cells_fit_p:.2g}"
+        )
+        return (
+            f"Diagnosis: most likely {self.verdict} (likelihood ratio e^{c.llr_vs_target:.1f} against the "
+            f"target law{vs}; {how}). Check {cls.check}."
+        )
 
     def to_dict(self) -> dict:
         return {
@@ -149,24 +174,38 @@ def diagnose_rounds(units, *, min_llr: float = 10.0, min_explained: float = 0.9,
         d = per[id(m)]
         llr = d["ll"] - ref["ll"] - penalty
         expl = (g_ref - d["G"]) / max(g_ref - df, 1e-9) if g_ref > df else 0.0
-        c = Candidate(
-            m.name, float(llr), float(expl),
-            dict(zip(KINDS, (d["kind"] - ref["kind"]).tolist())),
-            (d["pos"] - ref["pos"]).tolist(),
-            {u: d["unit"][u] - ref["unit"][u] for u in d["unit"]},
-            param,
+        c = dataclasses.replace(
+            Candidate(
+                m.name,
+                float(llr),
+                float(expl),
+                dict(zip(KINDS, (d["kind"] - ref["kind"]).tolist())),
+                (d["pos"] - ref["pos"]).tolist(),
+                {u: d["unit"][u] - ref["unit"][u] for u in d["unit"]},
+                param,
+            ),
+            cells_fit_p=chi2_sf(d["G"], df),
         )
         if m.name not in cands or c.llr_vs_target > cands[m.name].llr_vs_target:
             cands[m.name] = c
     ranked = sorted(cands.values(), key=lambda c: -c.llr_vs_target)
     best = ranked[0] if ranked else None
-    known = best is not None and best.llr_vs_target >= min_llr and best.explained >= min_explained
+    known = best is not None and best.qualifies(min_llr, min_explained)
     from ._facts import facts
 
-    method = (f"exact laws of each class on the audited pairs and settings; {rounds:,} rounds scored "
-              f"(at most {max_rounds:,} per unit); events floored at probability 1e-9")
-    return Diagnosis(best.name if known else NOT_KNOWN, ranked, facts(units, ranked, known, min_llr), method,
-                     min_llr, min_explained, rounds)
+    method = (
+        f"exact laws of each class on the audited pairs and settings; {rounds:,} rounds scored "
+        f"(at most {max_rounds:,} per unit); events floored at probability 1e-9"
+    )
+    return Diagnosis(
+        best.name if known and best is not None else NOT_KNOWN,
+        ranked,
+        facts(units, ranked, known, min_llr),
+        method,
+        min_llr,
+        min_explained,
+        rounds,
+    )
 
 
 def chi2_sf(g, df):

@@ -74,11 +74,16 @@ def _sequence_links(gen, n_rounds: int, k: np.ndarray, drafts: np.ndarray, g: in
     """(prev_rejected [R], spare [R, g]): what the previous round of the same sequence left."""
     seq_of_round = np.full(n_rounds, -1, dtype=np.int64)
     seq_of_round[gen.rounds_of_tokens] = gen.sequence
-    same = np.r_[False, seq_of_round[1:] == seq_of_round[:-1]]
-    prev_rej = np.r_[False, k[:-1] < g] & same
+    # rounds of one sequence need not be consecutive (re-collected sequence rounds interleave
+    # them): order by (sequence, round) and link each round to the one before it in its sequence
+    order = np.lexsort((np.arange(n_rounds), seq_of_round))
+    prev = np.full(n_rounds, -1, dtype=np.int64)
+    same = (seq_of_round[order[1:]] == seq_of_round[order[:-1]]) & (seq_of_round[order[1:]] >= 0)
+    prev[order[1:][same]] = order[:-1][same]
+    prev_rej = (prev >= 0) & (k[np.maximum(prev, 0)] < g)
     spare = np.full((n_rounds, g), -1, dtype=np.int64)
     for r in np.nonzero(prev_rej)[0]:
-        left = drafts[r - 1, k[r - 1] + 1 :]
+        left = drafts[prev[r], k[prev[r]] + 1 :]
         spare[r, : len(left)] = left
     return prev_rej, spare
 
@@ -103,13 +108,24 @@ def round_evidence(gen, pair, gamma: int, *, label="", settings=None, pair_kind=
         qrow = np.asarray(gen.draft_rows, dtype=np.int64)[:, :g]
         trow = _token_rows(gen, n_rounds, g)
         prow = np.concatenate([qrow, trow[:, g:]], axis=1)
-        mismatch = (drafts < 0).all(1)
+        mismatch = np.asarray((drafts < 0).all(1))
     else:  # positional pairs: rows are positions in the round
         prow = np.broadcast_to(np.arange(g + 1), (n_rounds, g + 1)).copy()
         qrow = prow[:, :g].copy()
         mismatch = np.zeros(n_rounds, dtype=bool)
     prev_rej, spare = _sequence_links(gen, n_rounds, k, drafts, g)
     return RoundEvidence(
-        drafts, k, y, prow, qrow, standard, mismatch, prev_rej, spare, bool(gen.drafts_from_implementation),
-        label, settings, pair_kind,
+        drafts,
+        k,
+        y,
+        prow,
+        qrow,
+        standard,
+        mismatch,
+        prev_rej,
+        spare,
+        bool(gen.drafts_from_implementation),
+        label,
+        settings,
+        pair_kind,
     )

@@ -19,6 +19,7 @@ whose weights vanish fall back to p, as the textbook code does.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -66,9 +67,10 @@ class Chunk:
 
 
 def ratio(px, qx):
-    """min(1, p(x) / q(x)), with q(x) = 0 read as 'always keep' (a draft it could not have drawn)."""
+    """min(1, p(x) / q(x)); at q(x) = 0 (a draft q could not have drawn) u < p/q reads p/0 = inf
+    (keep) when p(x) > 0 and 0/0 = nan (reject) when p(x) = 0."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(qx > 0, np.minimum(1.0, px / np.where(qx > 0, qx, 1.0)), 1.0)
+        return np.where(qx > 0, np.minimum(1.0, px / np.where(qx > 0, qx, 1.0)), (px > 0).astype(float))
 
 
 def normalise(w, fallback):
@@ -131,7 +133,7 @@ class RoundModel:
 # table helpers: the rows an implementation with a settings bug computes
 # --------------------------------------------------------------------------------------------
 def settings_without(s: SamplingSettings | None, knob: str) -> SamplingSettings:
-    d = s.to_dict() if s is not None else {}
+    d: dict[str, Any] = dict(s.to_dict()) if s is not None else {}
     d[knob] = SamplingSettings().to_dict()[knob]
     return SamplingSettings(**d)
 

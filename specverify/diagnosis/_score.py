@@ -82,7 +82,7 @@ def _log(x):
     return np.log(np.maximum(x, EPS))
 
 
-def _chunk_events(model, c: Chunk, ref: Chunk, bands_of, layout, ll, exp, obs, drafted):
+def _chunk_events(model, c: Chunk, ref: _RefView, bands_of, layout, ll, exp, obs, drafted):
     """Add one chunk's events to ll [kinds, g + 1], exp / obs [cells]."""
     n, g = c.X.shape
     pos = np.arange(g)[None, :]
@@ -146,8 +146,9 @@ def score_unit(ev, pair, settings, models, *, max_rounds: int = 20_000) -> tuple
 
     At most ``max_rounds`` usable rounds are scored (the first ones: a stated sample size that
     keeps a diagnosis to seconds); structural events use every round."""
-    base = Tables(pair.target_table(settings), pair.target_table(settings), pair.draft_table(settings),
-                  pair.draft_table(settings))
+    base = Tables(
+        pair.target_table(settings), pair.target_table(settings), pair.draft_table(settings), pair.draft_table(settings)
+    )
     g = ev.gamma
     layout = _Cells(g)
     idx_all = np.nonzero(ev.usable)[0][:max_rounds]
@@ -166,6 +167,7 @@ def score_unit(ev, pair, settings, models, *, max_rounds: int = 20_000) -> tuple
         _structure(model, ev, layout, ll, exp, obs)
         out[model.name] = UnitScore(ll, exp, len(idx_all))
         obs_final = obs
+    assert obs_final is not None, "score_unit needs at least one model"
     return out, obs_final, layout
 
 

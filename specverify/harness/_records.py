@@ -40,6 +40,7 @@ class Generation:
     law: np.ndarray | None = None  # [M', V] per-token law rows, when not a table of the pair
     draft_rows: np.ndarray | None = None  # [R, g] row of each proposed draft's context (context pairs)
     round_id: np.ndarray | None = None  # [N] round of each token, where a sequence spans several rounds
+    prompts: np.ndarray | None = None  # [S, L] prompt of each sequence, -1 padded (per-token laws only)
 
     @property
     def rounds_of_tokens(self) -> np.ndarray:
@@ -78,6 +79,11 @@ def concat_generations(parts: list[Generation]) -> Generation:
         offsets = np.cumsum([0] + [len(g.num_accepted) for g in parts[:-1]])
         round_ids = np.concatenate([g.round_id + o for g, o in zip(parts, offsets)])
 
+    prompts = None
+    given = [g.prompts for g in parts if g.prompts is not None]
+    if len(given) == len(parts):
+        width = max(p.shape[1] for p in given)
+        prompts = np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=-1) for p in given])
     return Generation(
         np.concatenate(toks),
         np.concatenate(rows),
@@ -90,4 +96,5 @@ def concat_generations(parts: list[Generation]) -> Generation:
         np.concatenate(laws) if laws else None,
         cat("draft_rows"),
         round_ids,
+        prompts,
     )

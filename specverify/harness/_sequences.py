@@ -114,6 +114,7 @@ class _Recorder:
         self.view = view
         self.tokens, self.rows, self.pos, self.seq, self.n_acc, self.laws = [], [], [], [], [], []
         self.drafts, self.draft_rows, self.round_id = [], [], []
+        self.prompts: dict[int, list] = {}  # per-token laws: each sequence's prompt (the diagnosis rebuilds histories)
         s = view.settings
         # laws that a table cannot hold: penalties (history) and untabled models (whole prefix)
         self.per_token_law = view.mode != "greedy" and (s.uses_history or not getattr(view.pair, "tabled", True))
@@ -136,6 +137,7 @@ class _Recorder:
     def _record(self, seq, t, j, seq_id):
         pair, s = self.view.pair, self.view.settings
         if self.per_token_law:
+            self.prompts.setdefault(seq_id, list(seq))
             self.rows.append(len(self.laws))
             self.laws.append(pair.law_probs(seq, None if self.view.mode == "greedy" else s))
         else:
@@ -162,7 +164,17 @@ class _Recorder:
             law,
             draft_rows,
             a(self.round_id),
+            self._prompt_array(),
         )
+
+    def _prompt_array(self) -> np.ndarray | None:
+        if not self.per_token_law or not self.prompts:
+            return None
+        n, width = max(self.prompts) + 1, max(len(p) for p in self.prompts.values())
+        out = np.full((n, width), -1, dtype=np.int64)
+        for i, p in self.prompts.items():
+            out[i, : len(p)] = p
+        return out
 
 
 def _check_step_output(out, gamma: int, v: int, name: str) -> list[int]:

@@ -1,0 +1,134 @@
+"""Diagnosis of units whose laws depend on the history (penalties): token by token.
+
+A unit with a repetition / presence / frequency penalty has no table of laws: the auditor keeps
+each token's law, computed from its true prefix. Its rounds cannot be scored event by event,
+but the output law of each class is known token by token, because in each class the rule itself
+is exact for some wrong target (draft and target then agree on it, or the draft does not
+matter):
+
+    target                            p with the penalty over the whole true prefix
+    repetition_penalty_draft_only     p without the penalty (only the draft is penalised)
+    repetition_penalty_stale_history  p with the penalty over the prefix at the start of the
+                                      round (the drafts before each row are not in its history)
+
+Each token's prefix is rebuilt from its sequence's prompt (kept by the recorder for units with
+per-token laws) and the tokens emitted before it; its pair row is ``pair.row_of(prefix)``. The
+scores are summed log-probabilities (floored at EPS) and the G statistic on cells (the token's
+history status: unseen, seen at the round's start, seen only among the round's earlier tokens x
+its target-mass band), as in :mod:`._score`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dists import probs_from_logits
+from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, chi2_sf
+from ._models import EPS, settings_without
+from ._score import _bands, g_statistic
+
+__all__ = ["diagnose_penalty", "penalty_units", "PENALTY_TOKENS"]
+
+#: tokens scored per unit at most (the first ones): a stated sample size that keeps it to seconds
+PENALTY_TOKENS = 20_000
+_CELLS = 12  # history status (unseen, seen at the round's start, seen only earlier in the round) x 4 bands
+
+
+def penalty_units(adapter, plan, pairs, samples) -> list:
+    """(Generation, pair, settings, label) of every unit with per-token laws under a penalty."""
+    out = []
+    for u in plan.units:
+        s, pair = samples.get(u.index), pairs.get(u.index)
+        gen = getattr(s, "gen", None)
+        if gen is None or gen.law is None or getattr(gen, "prompts", None) is None or not len(gen.tokens):
+            continue
+        if u.settings is None or not u.settings.uses_history or not hasattr(pair, "row_of"):
+            continue
+        out.append((gen, pair, u.settings, u.label))
+    return out
+
+
+def _histories(gen, pair, n):
+    """(rows [n], full-prefix counts [n, V], round-start counts [n, V]) of the first n tokens."""
+    V = pair.target_logits.shape[1]
+    rows = np.empty(n, dtype=np.int64)
+    full, start = np.zeros((n, V)), np.zeros((n, V))
+    seq_prev, hist = -1, []
+    for i in range(n):
+        s, j = int(gen.sequence[i]), int(gen.position[i])
+        if s != seq_prev:
+            p = gen.prompts[s]
+            hist, seq_prev = [int(t) for t in p[p >= 0]], s
+        rows[i] = pair.row_of(hist)
+        c = np.bincount(np.asarray(hist, dtype=np.int64), minlength=V)[:V]
+        full[i] = c
+        start[i] = c - np.bincount(np.asarray(hist[len(hist) - j :], dtype=np.int64), minlength=V)[:V] if j else c
+        hist.append(int(gen.tokens[i]))
+    return rows, full, start
+
+
+def _laws(gen, pair, settings, n) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """({class: law [n, V]}, history status [n, V]: 0 unseen, 1 seen at the round's start,
+    2 seen only in the drafts kept earlier in the round)."""
+    rows, full, start = _histories(gen, pair, n)
+    status = np.where(start > 0, 1, np.where(full > 0, 2, 0))
+    L = np.asarray(pair.target_logits, dtype=np.float64)[rows]
+    plain = settings
+    for knob in ("repetition_penalty", "presence_penalty", "frequency_penalty"):
+        plain = settings_without(plain, knob)
+    laws = {
+        "target": np.asarray(gen.law, dtype=np.float64)[gen.row[:n]],
+        "repetition_penalty_draft_only": probs_from_logits(L, plain),
+        "repetition_penalty_stale_history": probs_from_logits(L, settings, seen_counts=start, output_counts=start),
+    }
+    return laws, status
+
+
+def diagnose_penalty(units, *, min_llr: float = 10.0, min_explained: float = 0.9) -> Diagnosis | None:
+    """Rank the penalty classes on the units of :func:`penalty_units` (module docstring)."""
+    if not units:
+        return None
+    ll: dict[str, float] = {}
+    G: dict[str, float] = {}
+    by_unit: dict[str, dict[str, float]] = {}
+    df, tokens = 0, 0
+    for gen, pair, settings, label in units:
+        n = min(len(gen.tokens), PENALTY_TOKENS)
+        laws, status = _laws(gen, pair, settings, n)
+        y = gen.tokens[:n]
+        cell = status * 4 + _bands(laws["target"])  # [n, V]: history status x target-mass band
+        obs = np.bincount(cell[np.arange(n), y], minlength=_CELLS).astype(float)
+        for name, law in laws.items():
+            v = float(np.log(np.maximum(law[np.arange(n), y], EPS)).sum())
+            ll[name] = ll.get(name, 0.0) + v
+            by_unit.setdefault(name, {})[label] = v
+            exp = np.bincount(cell.ravel(), weights=law.ravel(), minlength=_CELLS)
+            G[name] = G.get(name, 0.0) + g_statistic(obs, exp)
+        df += max(int((obs > 0).sum()) - 1, 1)
+        tokens += n
+    g_ref = G["target"]
+    cands = []
+    for name in ll:
+        if name == "target":
+            continue
+        llr = ll[name] - ll["target"]
+        expl = (g_ref - G[name]) / max(g_ref - df, 1e-9) if g_ref > df else 0.0
+        per_unit = {u: by_unit[name][u] - by_unit["target"][u] for u in by_unit[name]}
+        c = Candidate(name, llr, float(expl), {"penalised token": llr}, [], per_unit, "", chi2_sf(G[name], df))
+        cands.append(c)
+    ranked = sorted(cands, key=lambda c: -c.llr_vs_target)
+    top = ranked[0]
+    known = top.qualifies(min_llr, min_explained)
+    facts = [
+        "the failing units' laws depend on the history (a penalty): tokens scored one by one against "
+        "the target with the penalty over the whole true prefix"
+    ]
+    if known and top.name == "repetition_penalty_draft_only":
+        facts.append("tokens match the target WITHOUT the penalty")
+    elif known:
+        facts.append("tokens match the penalty computed over the prefix at the start of each round")
+    method = (
+        f"law of each of {tokens:,} tokens of the penalty units under each penalty class, from its rebuilt "
+        f"prefix (at most {PENALTY_TOKENS:,} per unit); events floored at probability 1e-9"
+    )
+    return Diagnosis(top.name if known else NOT_KNOWN, ranked, facts, method, min_llr, min_explained, tokens)
