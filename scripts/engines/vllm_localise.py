@@ -34,25 +34,60 @@ def main() -> None:
     steps = []
     orig = rs.rejection_sample
 
-    def wrapped(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs, target_logits,
-                bonus_token_ids, sampling_metadata, *a, **kw):
-        out = orig(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs, target_logits,
-                   bonus_token_ids, sampling_metadata, *a, **kw)
-        steps.append({"drafts": draft_token_ids.tolist(), "n": list(num_draft_tokens),
-                      "logp": torch.log_softmax(target_logits.double(), -1).cpu().numpy(),
-                      "bonus": bonus_token_ids.reshape(-1).tolist(), "out": out.tolist(),
-                      "draft_probs": draft_probs is not None})
+    def wrapped(
+        draft_token_ids,
+        num_draft_tokens,
+        max_spec_len,
+        cu_num_draft_tokens,
+        draft_probs,
+        target_logits,
+        bonus_token_ids,
+        sampling_metadata,
+        *a,
+        **kw,
+    ):
+        out = orig(
+            draft_token_ids,
+            num_draft_tokens,
+            max_spec_len,
+            cu_num_draft_tokens,
+            draft_probs,
+            target_logits,
+            bonus_token_ids,
+            sampling_metadata,
+            *a,
+            **kw,
+        )
+        steps.append(
+            {
+                "drafts": draft_token_ids.tolist(),
+                "n": list(num_draft_tokens),
+                "logp": torch.log_softmax(target_logits.double(), -1).cpu().numpy(),
+                "bonus": bonus_token_ids.reshape(-1).tolist(),
+                "out": out.tolist(),
+                "draft_probs": draft_probs is not None,
+            }
+        )
         return out
 
     rs.rejection_sample = wrapped
-    llm = LLM(model=str(models.target), skip_tokenizer_init=True, dtype="float32", max_model_len=512, seed=0,
-              enforce_eager=True, gpu_memory_utilization=0.25, distributed_executor_backend="uni",
-              speculative_config=speculative_config(method, k, models, overlap="high"))
+    llm = LLM(
+        model=str(models.target),
+        skip_tokenizer_init=True,
+        dtype="float32",
+        max_model_len=512,
+        seed=0,
+        enforce_eager=True,
+        gpu_memory_utilization=0.25,
+        distributed_executor_backend="uni",
+        generation_config="vllm",
+        speculative_config=speculative_config(method, k, models, overlap="high"),
+    )
     target = load_float64(models.target)
     report = {"method": method, "k": k, "requests": []}
     for i, prompt in enumerate(audit_prompts()[:8]):
         steps.clear()
-        sp = SamplingParams(max_tokens=24, min_tokens=24, ignore_eos=True, detokenize=False, seed=1000 + i, temperature=1.0)
+        sp = SamplingParams(max_tokens=24, ignore_eos=True, detokenize=False, seed=1000 + i, temperature=1.0)
         out = llm.generate([TokensPrompt(prompt_token_ids=prompt)], [sp], use_tqdm=False)[0].outputs[0].token_ids
         report["requests"].append(check_request(prompt, list(out), list(steps), target, np))
     print(json.dumps(report, indent=1))
@@ -76,15 +111,23 @@ def check_request(prompt, out, steps, target, np) -> dict:
             gap = float(np.abs(row[finite] - ref[finite]).max()) if finite.any() else float("inf")
             gaps[j] = max(gaps.get(j, 0.0), gap)
             if os.environ.get("DEBUG"):
-                print(f"step n={n} drafts={d} out={st['out']} bonus={st['bonus']} j={j} finite={int(finite.sum())} "
-                      f"argmax={int(row.argmax())} true_argmax={int(ref.argmax())} gap={gap:.3g}", file=sys.stderr)
+                print(
+                    f"step n={n} drafts={d} out={st['out']} bonus={st['bonus']} j={j} finite={int(finite.sum())} "
+                    f"argmax={int(row.argmax())} true_argmax={int(ref.argmax())} gap={gap:.3g}",
+                    file=sys.stderr,
+                )
         got = [t for t in st["out"][0] if t >= 0]
         if got != out[emitted : emitted + len(got)]:
             mismatched_out += 1
         emitted += len(got)
-    return {"prompt_len": len(prompt), "steps": len(steps), "emitted_by_steps": emitted, "returned": len(out),
-            "max_logprob_gap_by_draft_position": {str(j): round(g, 6) for j, g in sorted(gaps.items())},
-            "steps_whose_output_is_not_what_was_returned": mismatched_out}
+    return {
+        "prompt_len": len(prompt),
+        "steps": len(steps),
+        "emitted_by_steps": emitted,
+        "returned": len(out),
+        "max_logprob_gap_by_draft_position": {str(j): round(g, 6) for j, g in sorted(gaps.items())},
+        "steps_whose_output_is_not_what_was_returned": mismatched_out,
+    }
 
 
 if __name__ == "__main__":

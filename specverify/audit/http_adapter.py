@@ -20,6 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -147,10 +148,11 @@ def http_generator(
             futs = [pool.submit(one, prompts[i], max_new_tokens, seeds[i], settings, j - i) for i, j in groups]
             return [ids for f in futs for ids in f.result()]
 
-    generate.batch = batch
-    generate.batch_size = max(1, concurrency) * max(1, completions_per_request)
-    generate.__name__ = f"http:{base_url}"
-    return generate
+    gen: Any = generate  # a function with attributes: .batch, .batch_size
+    gen.batch = batch
+    gen.batch_size = max(1, concurrency) * max(1, completions_per_request)
+    gen.__name__ = f"http:{base_url}"
+    return gen
 
 
 def _sample_both(endpoints, prompts, length, settings):
@@ -230,6 +232,7 @@ def _output_problem(label, A, B, n_sequences, length, vocab_size):
     return None
 
 
+# long: a 15-line docstring with the power formula, and the verdict's fields written out by name
 def two_sample_verdict(
     samples,
     *,
@@ -264,32 +267,11 @@ def two_sample_verdict(
     length = max((x[0].shape[1] for x in samples if isinstance(x[0], np.ndarray) and x[0].ndim == 2), default=1)
     lam = noncentrality_for_power(n_bins - 1, alpha / (len(settings) * length), beta)
     eps_reached = math.sqrt(2 * lam / n_sequences) / 2
-    checks, evidence, res, labels = [], [], [], []
-    for k, (s, pair) in enumerate(zip(settings, samples, strict=False)):
-        label = f"settings[{k}] {s.short()}"
-        if isinstance(pair, tuple) and isinstance(pair[1], Exception):
-            checks.append(CheckOutcome(name=f"{label}: {pair[0]}", status=FAIL, kind="exact", summary=str(pair[1])))
-            evidence.append(f"{label}: {pair[0]}: {pair[1]}")
-            continue
-        A, B = (np.asarray(x) for x in pair)
-        problem = _output_problem(label, A, B, n_sequences, length, vocab_size)
-        if problem:
-            checks.append(CheckOutcome(name=f"{label}: output", status=FAIL, kind="exact", summary=problem))
-            evidence.append(problem)
-            continue
-        v = vocab_size or int(max(A.max(), B.max())) + 1
-        for j in range(length):  # each token keyed with its prompt: prompts are not pooled into one law
-            res.append(
-                binned_homogeneity_test(
-                    prompt_index * v + A[:, j],
-                    prompt_index * v + B[:, j],
-                    vocab_size=n_prompts * v,
-                    n_bins=n_bins,
-                    salt=seed * 1000 + k * 100 + j,
-                )
-            )
-            labels.append(f"{label}, position {j}")
-    adj = holm([r.pvalue for r in res]) if res else []
+    checks, evidence, res, labels = _two_sample_tests(
+        samples, settings, prompt_index, n_prompts=n_prompts, length=length, vocab_size=vocab_size, n_bins=n_bins,
+        seed=seed,
+    )  # fmt: skip
+    adj: list[float] = list(holm([r.pvalue for r in res])) if res else []
     for lab, r, a in zip(labels, res, adj, strict=False):
         checks.append(
             _two_sample_outcome(
@@ -323,6 +305,31 @@ def two_sample_verdict(
         seconds=0.0,
         subject=subject,
     )
+
+
+def _two_sample_tests(samples, settings, prompt_index, *, n_prompts, length, vocab_size, n_bins, seed):
+    """(exact failures, their evidence, the per-position homogeneity tests, their labels)."""
+    checks, evidence, res, labels = [], [], [], []
+    for k, (s, pair) in enumerate(zip(settings, samples, strict=True)):
+        label = f"settings[{k}] {s.short()}"
+        if isinstance(pair, tuple) and isinstance(pair[1], Exception):
+            checks.append(CheckOutcome(name=f"{label}: {pair[0]}", status=FAIL, kind="exact", summary=str(pair[1])))
+            evidence.append(f"{label}: {pair[0]}: {pair[1]}")
+            continue
+        A, B = (np.asarray(x) for x in pair)
+        problem = _output_problem(label, A, B, len(prompt_index), length, vocab_size)
+        if problem:
+            checks.append(CheckOutcome(name=f"{label}: output", status=FAIL, kind="exact", summary=problem))
+            evidence.append(problem)
+            continue
+        v = vocab_size or int(max(A.max(), B.max())) + 1
+        for j in range(length):  # each token keyed with its prompt: prompts are not pooled into one law
+            res.append(
+                binned_homogeneity_test(prompt_index * v + A[:, j], prompt_index * v + B[:, j],
+                                        vocab_size=n_prompts * v, n_bins=n_bins, salt=seed * 1000 + k * 100 + j)
+            )  # fmt: skip
+            labels.append(f"{label}, position {j}")
+    return checks, evidence, res, labels
 
 
 def _two_sample_outcome(lab, r, adjusted, *, alpha, eps, eps_reached, lam, n_sequences, n_bins, evidence):

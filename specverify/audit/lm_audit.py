@@ -187,6 +187,7 @@ def _collect_with_looks(generate, aud, prompts, s, label, fam, *, looks, need, e
     raise AssertionError("looks end at 1.0")
 
 
+# long: a 20-option keyword signature and its docstring; the body itself is about 30 lines
 def audit_lm(
     generate,
     target_model,
@@ -217,89 +218,73 @@ def audit_lm(
     t0 = time.monotonic()
     length = length or 4 * (gamma + 1)
     aud = _auditor(target_model)
+    looks = _checked_looks(looks)
+    # Each setting is tested at every look: alpha is split over settings and looks (union bound).
+    fam = TestFamily(alpha / (max(len(settings), 1) * len(looks)), beta, eps, strata=1, sequential=False)
+    need = fam.tokens_per_stratum()
+    rng = np.random.default_rng(seed)
+    checks, total = [], 0
+    for idx, s in enumerate(settings):
+        c, n = _setting_outcome(
+            generate, aud, prompts, s, f"settings[{idx}] {s.short()}", fam, looks=looks, length=length, need=need,
+            rng=rng, eps=eps, test_rng=lambda idx=idx: np.random.default_rng([seed, idx]),
+            deadline=t0 + budget_s * (idx + 1) / len(settings), max_sequences=max_sequences, timeout=call_timeout,
+            name=name,
+        )  # fmt: skip
+        checks.append(c)
+        total += n
+    if greedy_check:
+        checks.append(
+            greedy_equivalence(
+                generate,
+                target_model,
+                prompts=prompts[:8],
+                length=max(length, 16),
+                name=name,
+                tie_tol=tie_tol,
+                reference=reference_greedy,
+                call_timeout=call_timeout,
+            )  # fmt: skip
+        )
+    evidence = [c.summary for c in checks if c.status == FAIL]
+    return make_verdict(
+        checks, evidence, alpha=alpha, beta=beta, eps=eps, seed=seed, needed=_needed(checks, need, length),
+        samples=total, seconds=time.monotonic() - t0, subject=name, lossy_by_design=lossy_by_design,
+    )  # fmt: skip
+
+
+def _checked_looks(looks) -> tuple[float, ...]:
     looks = tuple(looks)
     if not looks or looks[-1] != 1.0 or any(b <= a for a, b in zip(looks, looks[1:])) or looks[0] <= 0:
         raise ValueError(
             f"looks={looks!r}: fractions of the planned sample, increasing, ending at 1.0 (e.g. (0.25, 0.5, 1.0))"
         )
-    # Each setting is tested at every look: alpha is split over settings and looks (union bound).
-    fam = TestFamily(alpha / (max(len(settings), 1) * len(looks)), beta, eps, strata=1, sequential=False)
-    need = fam.tokens_per_stratum()
-    rng = np.random.default_rng(seed)
-    checks, evidence, total = [], [], 0
-    for idx, s in enumerate(settings):
-        label = f"settings[{idx}] {s.short()}"
-        toks, rows, n_seq, err, unsup, complete, early = _collect_with_looks(
-            generate,
-            aud,
-            prompts,
-            s,
-            label,
-            fam,
-            looks=looks,
-            length=length,
-            need=need,
-            rng=rng,
-            eps=eps,
-            test_rng=lambda idx=idx: np.random.default_rng([seed, idx]),
-            deadline=t0 + budget_s * (idx + 1) / len(settings),
-            max_sequences=max_sequences,
-            timeout=call_timeout,
-            name=name,
-        )
-        if unsup:
-            checks.append(
-                CheckOutcome(name=f"{label}: implementation", status=UNSUPPORTED, kind="exact", summary=unsup)
-            )
-            continue
-        if err:
-            checks.append(CheckOutcome(name=f"{label}: implementation", status=FAIL, kind="exact", summary=err))
-            evidence.append(err)
-            continue
-        total += len(toks)
-        c = early or _conclude_setting(
-            label, fam, toks, rows, n_seq, length, complete, eps, np.random.default_rng([seed, idx])
-        )
-        checks.append(c)
-        if c.status == FAIL:
-            evidence.append(c.summary)
-    if greedy_check:
-        c = greedy_equivalence(
-            generate,
-            target_model,
-            prompts=prompts[:8],
-            length=max(length, 16),
-            name=name,
-            tie_tol=tie_tol,
-            reference=reference_greedy,
-            call_timeout=call_timeout,
-        )
-        checks.append(c)
-        if c.status == FAIL:
-            evidence.append(c.summary)
+    return looks
+
+
+def _setting_outcome(generate, aud, prompts, s, label, fam, *, length, eps, test_rng, **kw) -> tuple[CheckOutcome, int]:
+    """The check of one setting (and the tokens it tested): unsupported, an implementation
+    failure (exact), or the stream test at the look that decided it."""
+    toks, rows, n_seq, err, unsup, complete, early = _collect_with_looks(
+        generate, aud, prompts, s, label, fam, length=length, eps=eps, test_rng=test_rng, **kw
+    )
+    if unsup:
+        return CheckOutcome(name=f"{label}: implementation", status=UNSUPPORTED, kind="exact", summary=unsup), 0
+    if err:
+        return CheckOutcome(name=f"{label}: implementation", status=FAIL, kind="exact", summary=err), 0
+    return early or _conclude_setting(label, fam, toks, rows, n_seq, length, complete, eps, test_rng()), len(toks)
+
+
+def _needed(checks, need: int, length: int) -> dict | None:
+    """What would settle an INCONCLUSIVE: the planned tokens per setting."""
     short = [c for c in checks if c.status == "INCONCLUSIVE"]
-    needed = (
-        {
-            "statement": f"{len(short)} setting(s) short of {need:,} tokens: raise --budget or --rounds (sequences of "
-            f"{length} tokens; about {-(-need // length):,} per setting)",
-            "tokens_per_setting": need,
-        }
-        if short
-        else None
-    )
-    return make_verdict(
-        checks,
-        evidence,
-        alpha=alpha,
-        beta=beta,
-        eps=eps,
-        seed=seed,
-        needed=needed,
-        samples=total,
-        seconds=time.monotonic() - t0,
-        subject=name,
-        lossy_by_design=lossy_by_design,
-    )
+    if not short:
+        return None
+    return {
+        "statement": f"{len(short)} setting(s) short of {need:,} tokens: raise --budget or --rounds (sequences of "
+        f"{length} tokens; about {-(-need // length):,} per setting)",
+        "tokens_per_setting": need,
+    }
 
 
 def batched_vs_incremental_logit_gap(model, prompt: list[int], continuation: list[int]) -> float:

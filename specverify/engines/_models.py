@@ -20,11 +20,12 @@ import dataclasses
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 __all__ = ["EngineModels", "build_engine_models", "load_float64", "write_gguf", "MODEL_SPEC"]
 
 # The engine models' shape; part of what a recording was made with (tests compare it).
-MODEL_SPEC = {
+MODEL_SPEC: dict[str, Any] = {
     "vocab": 512,
     "hidden": 128,
     "layers": 4,

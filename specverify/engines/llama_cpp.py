@@ -22,6 +22,8 @@ draft, so the same seed gives the same tokens with or without speculation.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..dists import SamplingSettings
@@ -76,7 +78,7 @@ class GreedyDraft:
     def __new__(cls, path, k: int, *, n_threads: int = 1):
         base = _draft_base()
 
-        class _Draft(base):
+        class _Draft(base):  # type: ignore[valid-type,misc]
             def __init__(self):
                 from llama_cpp import Llama
 
@@ -97,7 +99,9 @@ class GreedyDraft:
 class LlamaCppEngine:
     """One ``llama_cpp.Llama`` over a GGUF target, optionally with a drafter (module docstring)."""
 
-    def __init__(self, gguf_path, *, draft: str | None = None, k: int = 3, n_threads: int = 1, seed: int = 0):
+    def __init__(
+        self, gguf_path, *, draft: str | os.PathLike | None = None, k: int = 3, n_threads: int = 1, seed: int = 0
+    ):
         from llama_cpp import Llama
 
         drafter = None

@@ -170,7 +170,8 @@ class _Recorder:
     """Wraps a generator and keeps the first ``limit`` (prompt, seed, tokens) of each setting."""
 
     def __init__(self, gen, limit: int):
-        self.gen, self.limit, self.calls = gen, limit, {}
+        self.gen, self.limit = gen, limit
+        self.calls: dict[str, list[dict]] = {}
         self.batch_size = getattr(gen, "batch_size", 1)
         self.__name__ = gen.__name__
         if hasattr(gen, "batch"):
@@ -429,9 +430,9 @@ def run_config(cfg: EngineConfig, *, models_root: Path, work: Path, seed: int = 
     prompts = audit_prompts(seed=seed)
     if dict(cfg.extra).get("via") == "server":
         res = run_server(cfg, models, target, prompts, seed=seed, budget_s=budget_s)
-        record = {"config": dataclasses.asdict(cfg), "prompts": prompts, "bodies": res.pop("bodies"), "one_sample": {}}
+        kept = {"config": dataclasses.asdict(cfg), "prompts": prompts, "bodies": res.pop("bodies"), "one_sample": {}}
         return dict(
-            res, config=dataclasses.asdict(cfg), key=cfg.key, seconds=round(time.monotonic() - t0, 1), record=record
+            res, config=dataclasses.asdict(cfg), key=cfg.key, seconds=round(time.monotonic() - t0, 1), record=kept
         )
     engine = _engine(cfg, models, work)
     init_s = time.monotonic() - t0
@@ -552,7 +553,9 @@ def main(argv=None) -> int:
             str(a.record),
         ]
         try:
-            rc = subprocess.run(cmd, timeout=a.timeout, env=dict(os.environ, VLLM_CONFIGURE_LOGGING="0")).returncode
+            rc: int | str = subprocess.run(
+                cmd, timeout=a.timeout, env=dict(os.environ, VLLM_CONFIGURE_LOGGING="0")
+            ).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
         print(f"{a.engine} {cfg.key}: exit {rc} in {time.monotonic() - t0:.0f} s", flush=True)

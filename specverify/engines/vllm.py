@@ -30,6 +30,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from ..dists import SamplingSettings
 from ..errors import ImplementationError, UnsupportedSettingError
@@ -196,10 +197,11 @@ class VLLMOffline:
         def generate(prompt, n, seed, s):
             return batch([prompt], n, [seed], s)[0]
 
-        generate.batch = batch
-        generate.batch_size = batch_size
-        generate.__name__ = name or f"vllm[{(self.speculative or {}).get('method', 'none')}]"
-        return generate
+        gen: Any = generate  # a function with attributes: .batch, .batch_size
+        gen.batch = batch
+        gen.batch_size = batch_size
+        gen.__name__ = name or f"vllm[{(self.speculative or {}).get('method', 'none')}]"
+        return gen
 
     def spec_metrics(self) -> dict:
         """vLLM's own speculative-decoding counters (drafts proposed / accepted), where it has them."""
@@ -254,7 +256,7 @@ def serve(
     ]
     if speculative:
         cmd += ["--speculative-config", json.dumps(speculative)]
-    out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (closed below)
+    out: Any = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
