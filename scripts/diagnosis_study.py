@@ -80,12 +80,15 @@ def _num(x) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--only", default="", help="only the bugs whose id contains this (comma: any of several)")
+    ap.add_argument(
+        "--only", default="", help="only the bugs whose id contains this (comma: any of several, run in that order)"
+    )
     ap.add_argument("--out", default=str(ROOT / "scripts/results/diagnosis_study.txt"))
     ap.add_argument("--resume", action="store_true", help="keep the rows of OUT.partial and run only the others")
     a = ap.parse_args(argv)
     keys = a.only.split(",")
     todo = [c for c in cases() if any(k in c["id"] for k in keys)]
+    todo.sort(key=lambda c: next(i for i, k in enumerate(keys) if k in c["id"]))  # in the order of --only
     rows, lines = [], []
     if a.resume and Path(a.out + ".partial").exists():  # rows of an interrupted run are kept, not rerun
         for ln in Path(a.out + ".partial").read_text().splitlines():

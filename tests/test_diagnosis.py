@@ -185,3 +185,21 @@ def test_a_penalty_failure_is_named_from_rebuilt_histories(fn, truth):
     gen = _user("logits_steppers", fn, logits=True).generate(pair, 200, 4, np.random.default_rng(0), s)
     d = diagnose_penalty([(gen, pair, s, "unit")])
     assert d.verdict == truth, [(c.name, c.llr_vs_target, c.explained) for c in d.candidates[:3]]
+
+
+@pytest.mark.parametrize(
+    "fn, truth",
+    [
+        ("stale_rollback", "no_kv_rollback"),  # a stale slot that persists after the rejection
+        ("no_reset", "state_not_reset"),  # a whole sequence on the previous one's context
+        ("position_target_cache", "cache_key_position_only"),  # rows by position: not whole sequences
+    ],
+)
+def test_a_state_bug_is_named_from_where_its_verification_passes_went_wrong(fn, truth):
+    from specverify.harness import make_context_pair
+
+    s = SamplingSettings()
+    pair = make_context_pair(64, "high", seed=3)
+    gen = _user("stateful", fn).generate(pair, 200, 4, np.random.default_rng(0), s)
+    d = diagnose_rounds([(round_evidence(gen, pair, 4, label="unit", settings=s), pair, s)])
+    assert d.verdict == truth, [(c.name, c.llr_vs_target, c.explained) for c in d.candidates[:3]]

@@ -361,21 +361,55 @@ class ContinueAfterRejection(RoundModel):
 
 class StateMismatch(RoundModel):
     """A verification pass on another prefix than the true one: after a rejection (a cache not
-    rolled back), or at a flat rate t (KV block boundary: about 1/16; a cache keyed on the
-    position only: most rounds); t fitted in its range."""
+    rolled back: right after it, and at a fitted rate t in the later rounds of the sequence, where a
+    stale slot may persist), or at a flat rate t (KV block boundary: about 1/16; a cache keyed on
+    the position only: most rounds); t fitted in its range."""
 
     def __init__(self, name, when, lo=EPS, hi=1 - EPS):
         self.name, self.when, self.lo, self.hi, self.t = name, when, lo, hi, lo
 
     def mismatch(self, ev):
         if self.when == "after_rejection":
-            return np.where(ev.prev_rejected, 1 - 1e-3, EPS)
+            later = _later_rounds(ev)
+            return np.where(ev.prev_rejected, 1 - 1e-3, np.where(later, self.t, EPS))
         return np.full(len(ev.k), self.t)
 
     def fit(self, ev):
-        if self.when != "after_rejection":
+        if self.when == "after_rejection":
+            later = _later_rounds(ev)
+            rate = float(ev.mismatch[later].mean()) if later.any() else 0.0
+        else:
             rate = float(ev.mismatch.mean()) if len(ev.mismatch) else 0.0
-            self.t = float(np.clip(rate, self.lo, self.hi))
+        self.t = float(np.clip(rate, self.lo, self.hi))
+
+
+class StateNotReset(RoundModel):
+    """State kept from the previous sequence: a sequence whose first round was verified on another
+    prefix (the old context) stays on it for every round; one that started clean stays clean.
+    The share of sequences that start on the old context is fitted."""
+
+    name = "state_not_reset"
+
+    def __init__(self):
+        self.t = 0.5
+
+    def mismatch(self, ev):
+        if ev.first_round is None:
+            return np.full(len(ev.k), self.t)
+        first = ev.first_round == np.arange(len(ev.k))
+        started_stale = ev.mismatch[ev.first_round]
+        return np.where(first, self.t, np.where(started_stale, 1 - 1e-3, EPS))
+
+    def fit(self, ev):
+        if ev.first_round is not None:
+            firsts = np.unique(ev.first_round)
+            self.t = float(np.clip(ev.mismatch[firsts].mean(), EPS, 1 - EPS))
+
+
+def _later_rounds(ev) -> np.ndarray:
+    """[R] rounds after an earlier (not the previous) rejection in their sequence."""
+    earlier = ev.earlier_rejected if ev.earlier_rejected is not None else np.zeros(len(ev.k), dtype=bool)
+    return earlier & ~ev.prev_rejected
 
 
 def models() -> list[RoundModel]:
@@ -428,5 +462,6 @@ def models() -> list[RoundModel]:
         StateMismatch("no_kv_rollback", "after_rejection"),
         StateMismatch("kv_block_wrong_prefix", "flat", lo=EPS, hi=0.2),
         StateMismatch("cache_key_position_only", "flat", lo=0.2, hi=1 - EPS),
+        StateNotReset(),
     ]
     return out

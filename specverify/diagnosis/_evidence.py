@@ -42,6 +42,8 @@ class RoundEvidence:
     label: str = ""
     settings: object = None
     pair_kind: str = ""
+    earlier_rejected: np.ndarray | None = None  # [R] some earlier round of the same sequence ended in a rejection
+    first_round: np.ndarray | None = None  # [R] the first round of the same sequence
 
     @property
     def gamma(self) -> int:
@@ -71,7 +73,8 @@ def _token_rows(gen, n_rounds: int, g: int) -> np.ndarray:
 
 
 def _sequence_links(gen, n_rounds: int, k: np.ndarray, drafts: np.ndarray, g: int):
-    """(prev_rejected [R], spare [R, g]): what the previous round of the same sequence left."""
+    """(prev_rejected [R], spare [R, g], earlier_rejected [R], first_round [R]): what the rounds
+    before each one in its sequence left, and where its sequence began."""
     seq_of_round = np.full(n_rounds, -1, dtype=np.int64)
     seq_of_round[gen.rounds_of_tokens] = gen.sequence
     # rounds of one sequence need not be consecutive (re-collected sequence rounds interleave
@@ -81,11 +84,20 @@ def _sequence_links(gen, n_rounds: int, k: np.ndarray, drafts: np.ndarray, g: in
     same = (seq_of_round[order[1:]] == seq_of_round[order[:-1]]) & (seq_of_round[order[1:]] >= 0)
     prev[order[1:][same]] = order[:-1][same]
     prev_rej = (prev >= 0) & (k[np.maximum(prev, 0)] < g)
+    # rejections before each round in its sequence (in (sequence, round) order)
+    rej = (k[order] < g).astype(np.int64)
+    first = np.r_[True, seq_of_round[order[1:]] != seq_of_round[order[:-1]]]
+    cum = np.cumsum(rej)
+    base = np.maximum.accumulate(np.where(first, cum - rej, 0))
+    earlier = np.zeros(n_rounds, dtype=bool)
+    earlier[order] = (cum - rej - base) > 0
+    first_round = np.empty(n_rounds, dtype=np.int64)
+    first_round[order] = order[np.maximum.accumulate(np.where(first, np.arange(n_rounds), 0))]
     spare = np.full((n_rounds, g), -1, dtype=np.int64)
     for r in np.nonzero(prev_rej)[0]:
         left = drafts[prev[r], k[prev[r]] + 1 :]
         spare[r, : len(left)] = left
-    return prev_rej, spare
+    return prev_rej, spare, earlier, first_round
 
 
 def round_evidence(gen, pair, gamma: int, *, label="", settings=None, pair_kind="") -> RoundEvidence | None:
@@ -113,7 +125,7 @@ def round_evidence(gen, pair, gamma: int, *, label="", settings=None, pair_kind=
         prow = np.broadcast_to(np.arange(g + 1), (n_rounds, g + 1)).copy()
         qrow = prow[:, :g].copy()
         mismatch = np.zeros(n_rounds, dtype=bool)
-    prev_rej, spare = _sequence_links(gen, n_rounds, k, drafts, g)
+    prev_rej, spare, earlier, first_round = _sequence_links(gen, n_rounds, k, drafts, g)
     return RoundEvidence(
         drafts,
         k,
@@ -128,4 +140,6 @@ def round_evidence(gen, pair, gamma: int, *, label="", settings=None, pair_kind=
         label,
         settings,
         pair_kind,
+        earlier,
+        first_round,
     )
