@@ -501,7 +501,7 @@ def print_verdict(v, console=None):
     for col in ("check", "kind", "status", "n", "detects TV >=", "summary"):
         table.add_column(col, overflow="fold")
     for c in v.checks:
-        color = {"PASS": "green", "FAIL": "red"}.get(c.status, "yellow")
+        color = {PASS: "green", FAIL: "red"}.get(c.status, "yellow")
         table.add_row(
             escape(c.name),
             c.kind,
@@ -684,7 +684,7 @@ def run_selftest(args) -> int:
     for cls in [*BUGS, *DECOYS]:
         t = time.perf_counter()
         v = audit(SamplerAdapter(cls()), eps=args.eps, seed=args.seed)
-        expected = "PASS" if cls.exact else "FAIL"
+        expected = PASS if cls.exact else FAIL
         good = v.status == expected
         ok &= good
         rows.append(

@@ -37,46 +37,9 @@ def boundary_check(adapter, cfg, **_):
     s = SamplingSettings(top_k=3)
     pair = make_positional_pair(cfg.vocab, cfg.gamma, alpha=0.3, seed=cfg.seed + 77)
     if isinstance(adapter, KernelAdapter) and adapter.accepts_uniforms and not adapter.logits:
-        P = np.broadcast_to(pair.target_table(s)[None, : cfg.gamma + 1], (256, cfg.gamma + 1, cfg.vocab))
-        Q = np.broadcast_to(pair.draft_table(s)[None, : cfg.gamma], (256, cfg.gamma, cfg.vocab))
-        rng = np.random.default_rng(cfg.seed)
-        # Drafts from q's support where the target has probability 0, where one exists.
-        X = np.empty((256, cfg.gamma), dtype=np.int64)
-        for j in range(cfg.gamma):
-            zero = np.nonzero((Q[0, j] > 0) & (P[0, j] == 0))[0]
-            support = zero if len(zero) else np.nonzero(Q[0, j] > 0)[0]
-            X[:, j] = rng.choice(support, 256)
-        u = (np.zeros((256, cfg.gamma)), rng.random(256))
-        out = call_with_timeout(
-            adapter.fn,
-            X,
-            None if adapter.one_hot else Q,
-            P,
-            rng,
-            uniforms=u,
-            timeout=adapter.call_timeout,
-            what=adapter.name,
-        )
-        tokens, n_acc = _check_round_tokens(np.asarray(out), X, cfg.gamma, cfg.vocab, adapter.name)
-        p_emit = np.stack([P[0, j][tokens[:, j].clip(0)] for j in range(cfg.gamma + 1)], 1)
-        bad = (tokens >= 0) & (p_emit <= 0)
+        bad, tokens = _boundary_kernel(adapter, cfg, pair, s)
     elif isinstance(adapter, SamplerAdapter):
-        if adapter.harness == "sequence":
-            pair = make_markov_pair(cfg.vocab, alpha=0.3, seed=cfg.seed + 77)
-        sampler = adapter.sampler
-        orig = sampler.uniforms
-
-        def zero_u(rng, b, g):
-            U = orig(rng, b, g)
-            return Uniforms(U.draft, np.zeros_like(U.accept), U.final, U.target)
-
-        sampler.uniforms = zero_u
-        try:
-            gen = adapter.generate(pair, 2000, cfg.gamma, np.random.default_rng(cfg.seed), s)
-        finally:
-            sampler.uniforms = orig
-        bad = pair.target_table(s)[gen.row, gen.tokens] <= 0
-        tokens = gen.tokens
+        bad, tokens = _boundary_sampler(adapter, cfg, pair, s)
     else:
         return None
     if bad.any():
@@ -94,6 +57,56 @@ def boundary_check(adapter, cfg, **_):
         kind="exact",
         summary="no zero-probability token emitted with every acceptance uniform at 0",
     )
+
+
+def _boundary_kernel(adapter, cfg, pair, s) -> tuple[np.ndarray, np.ndarray]:
+    """A kernel called with every acceptance uniform at 0 on drafts of target probability 0 (where q has
+    any): (bad, tokens)."""
+    P = np.broadcast_to(pair.target_table(s)[None, : cfg.gamma + 1], (256, cfg.gamma + 1, cfg.vocab))
+    Q = np.broadcast_to(pair.draft_table(s)[None, : cfg.gamma], (256, cfg.gamma, cfg.vocab))
+    rng = np.random.default_rng(cfg.seed)
+    # Drafts from q's support where the target has probability 0, where one exists.
+    X = np.empty((256, cfg.gamma), dtype=np.int64)
+    for j in range(cfg.gamma):
+        zero = np.nonzero((Q[0, j] > 0) & (P[0, j] == 0))[0]
+        support = zero if len(zero) else np.nonzero(Q[0, j] > 0)[0]
+        X[:, j] = rng.choice(support, 256)
+    u = (np.zeros((256, cfg.gamma)), rng.random(256))
+    out = call_with_timeout(
+        adapter.fn,
+        X,
+        None if adapter.one_hot else Q,
+        P,
+        rng,
+        uniforms=u,
+        timeout=adapter.call_timeout,
+        what=adapter.name,
+    )
+    tokens, n_acc = _check_round_tokens(np.asarray(out), X, cfg.gamma, cfg.vocab, adapter.name)
+    p_emit = np.stack([P[0, j][tokens[:, j].clip(0)] for j in range(cfg.gamma + 1)], 1)
+    bad = (tokens >= 0) & (p_emit <= 0)
+    return bad, tokens
+
+
+def _boundary_sampler(adapter, cfg, pair, s) -> tuple[np.ndarray, np.ndarray]:
+    """A catalogue sampler run with its acceptance uniforms replaced by 0: (bad, tokens)."""
+    if adapter.harness == "sequence":
+        pair = make_markov_pair(cfg.vocab, alpha=0.3, seed=cfg.seed + 77)
+    sampler = adapter.sampler
+    orig = sampler.uniforms
+
+    def zero_u(rng, b, g):
+        U = orig(rng, b, g)
+        return Uniforms(U.draft, np.zeros_like(U.accept), U.final, U.target)
+
+    sampler.uniforms = zero_u
+    try:
+        gen = adapter.generate(pair, 2000, cfg.gamma, np.random.default_rng(cfg.seed), s)
+    finally:
+        sampler.uniforms = orig
+    bad = pair.target_table(s)[gen.row, gen.tokens] <= 0
+    tokens = gen.tokens
+    return bad, tokens
 
 
 def greedy_check(adapter, cfg, **_):
@@ -199,6 +212,22 @@ def differential_check(adapter, cfg, **_):
         return None
     name = "differential: injected uniforms against the reference"
     rng = np.random.default_rng(cfg.seed + 5)
+    failure = _differential_synthetic(adapter, cfg, name, rng)
+    if failure is None:
+        failure, n_cases = _differential_conformance(adapter, name, rng)
+    if failure is not None:
+        return failure
+    return CheckOutcome(
+        name=name,
+        status=PASS,
+        kind="exact",
+        summary=f"1,536 synthetic rounds and {n_cases} conformance cases probed at u = 0, at the acceptance "
+        "ratios and the residual's CDF breakpoints: tokens identical to the reference; batch invariant",
+    )
+
+
+def _differential_synthetic(adapter, cfg, name: str, rng: np.random.Generator) -> CheckOutcome | None:
+    """Three settings x 512 synthetic rounds against the reference, then batch invariance; a FAIL or None."""
     for trial, s in enumerate(
         [SamplingSettings(), SamplingSettings(top_k=5), SamplingSettings(temperature=0.5, top_p=0.8)]
     ):
@@ -249,6 +278,11 @@ def differential_check(adapter, cfg, **_):
                     summary=f"batch invariance: round {int(i)} emitted {got[i].tolist()} in a batch of {b} "
                     f"but {one[0].tolist()} alone, with the same uniforms",
                 )
+    return None
+
+
+def _differential_conformance(adapter, name: str, rng: np.random.Generator) -> tuple[CheckOutcome | None, int]:
+    """The conformance vectors' full-rule cases probed like the synthetic rounds: (a FAIL or None, cases run)."""
     # The conformance vectors' full-rule cases (p == q, disjoint supports, zeros, one-hot rows,
     # near-ties, drafts with p(x) = 0), probed the same way.
     from fractions import Fraction
@@ -282,15 +316,9 @@ def differential_check(adapter, cfg, **_):
                 kind="exact",
                 summary=f"conformance case {case['id']}: emitted {got[i].tolist()}, reference {want[i].tolist()} "
                 f"(u_accept {ua[i].tolist()}, u_final {uf[i]!r})",
-            )
+            ), n_cases
         n_cases += 1
-    return CheckOutcome(
-        name=name,
-        status=PASS,
-        kind="exact",
-        summary=f"1,536 synthetic rounds and {n_cases} conformance cases probed at u = 0, at the acceptance "
-        "ratios and the residual's CDF breakpoints: tokens identical to the reference; batch invariant",
-    )
+    return None, n_cases
 
 
 def reproducibility_check(adapter, cfg, *, plan, pairs):

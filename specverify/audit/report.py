@@ -23,7 +23,7 @@ import re
 
 import numpy as np
 
-from ..stats._verdict import collapse_repeated_cells
+from ..stats import FAIL, PASS, collapse_repeated_cells
 
 __all__ = ["write_html", "render_html"]
 
@@ -260,7 +260,7 @@ def render_html(v) -> str:
         ("seconds", f"{v.seconds:.1f}"),
         ("seed", str(v.seed)),
     ]
-    if v.status == "FAIL":  # a FAIL rests on its evidence, not on an eps
+    if v.status == FAIL:  # a FAIL rests on its evidence, not on an eps
         facts = [f for f in facts if not f[0].startswith("eps reached")]
     facts_html = "".join(f"<tr><th>{esc(k)}</th><td>{esc(x)}</td></tr>" for k, x in facts)
     blob = json.dumps(v.to_dict(), indent=1)
@@ -283,7 +283,7 @@ pre{{background:#f6f6f6;padding:1em;overflow:auto;max-height:30em}}img{{max-widt
 <h1>specverify audit: {esc(v.subject)}</h1>
 {_diagnosis_html(v)}<h2 class="headline {esc(v.status)}">{esc(v.headline())}</h2>
 <table class="facts">{facts_html}</table>
-<p>Exit code {"0" if v.status == "PASS" else "1" if v.status == "FAIL" else "3"}. What PASS, FAIL and INCONCLUSIVE promise: docs/verdict.md.</p>
+<p>Exit code {"0" if v.status == PASS else "1" if v.status == FAIL else "3"}. What PASS, FAIL and INCONCLUSIVE promise: docs/verdict.md.</p>
 <h3>Checks</h3>
 <table><tr><th>check</th><th>kind</th><th>status</th><th>n</th><th>detects TV &ge;</th><th>summary</th></tr>{rows}</table>
 <h3>Evidence</h3><ul>{evidence}</ul>

@@ -29,7 +29,7 @@ import numpy as np
 from ..catalogue import BUGS
 from ..harness import concat_generations, run_sampler
 from ..lm.synthetic import make_markov_pair, make_positional_pair
-from ..stats import StreamLaw, stratified_stream_test
+from ..stats import StreamLaw, holm, stratified_stream_test, whitebox_round_tests
 from .baselines import vllm_position_chi2
 
 
@@ -48,8 +48,6 @@ def _detect_default(law, g, seed, pair=None, settings=None, cls=None, gamma=4):
     res, adj = stratified_stream_test(law, g.tokens, g.row, g.position, rng=np.random.default_rng(seed), alpha=1e-6)
     pvals = [r.pvalue for r in res]
     if cls is not None and getattr(cls, "rule", None) == "full" and cls.harness == "kernel":
-        from ..stats import holm, whitebox_round_tests
-
         wb = whitebox_round_tests(
             g.tokens,
             g.position,
@@ -62,7 +60,6 @@ def _detect_default(law, g, seed, pair=None, settings=None, cls=None, gamma=4):
             rng=np.random.default_rng([seed, 3]),
         )
         pvals += [w.result.pvalue for w in wb]
-    from ..stats import holm
 
     return bool(holm(pvals).min() <= 1e-6)
 

@@ -16,6 +16,7 @@ Modes (what the rows handed over are):
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -112,8 +113,16 @@ class _Recorder:
 
     def __init__(self, view: SequenceView):
         self.view = view
-        self.tokens, self.rows, self.pos, self.seq, self.n_acc, self.laws = [], [], [], [], [], []
-        self.drafts, self.draft_rows, self.round_id = [], [], []
+        # what the rounds emitted, one entry per token or round; generation() makes the arrays
+        self.tokens: list[Any] = []
+        self.rows: list[Any] = []
+        self.pos: list[Any] = []
+        self.seq: list[Any] = []
+        self.n_acc: list[Any] = []
+        self.laws: list[Any] = []
+        self.drafts: list[Any] = []
+        self.draft_rows: list[Any] = []
+        self.round_id: list[Any] = []
         self.prompts: dict[int, list] = {}  # per-token laws: each sequence's prompt (the diagnosis rebuilds histories)
         s = view.settings
         # laws that a table cannot hold: penalties (history) and untabled models (whole prefix)

@@ -29,6 +29,7 @@ from ._stratified import (
 )
 from ._stream import (
     DEFAULT_BINS,
+    DEFAULT_COMPONENT_NAMES,
     DEFAULT_COMPONENTS,
     StreamLaw,
     StreamTestResult,
@@ -82,6 +83,7 @@ __all__ = [
     "StreamTestResult",
     "DEFAULT_BINS",
     "DEFAULT_COMPONENTS",
+    "DEFAULT_COMPONENT_NAMES",
     "binned_stream_test",
     "default_stream_test",
     "stratified_stream_test",

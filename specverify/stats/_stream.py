@@ -51,13 +51,22 @@ __all__ = [
     "StreamTestResult",
     "DEFAULT_BINS",
     "DEFAULT_COMPONENTS",
+    "DEFAULT_COMPONENT_NAMES",
     "stratified_stream_test",
     "zero_mass_failure",
 ]
 
 DEFAULT_BINS = 32
-#: components of default_stream_test, Bonferroni-combined
-DEFAULT_COMPONENTS = 6
+#: the projections default_stream_test runs, in its order (Bonferroni-combined over all of them)
+DEFAULT_COMPONENT_NAMES = (
+    "sorted-mass bins",
+    "top-K + rest",
+    "salted hash buckets",
+    "PIT / Anderson-Darling",
+    "PIT / Anderson-Darling in id order",
+    "log-likelihood score",
+)
+DEFAULT_COMPONENTS = len(DEFAULT_COMPONENT_NAMES)
 DEFAULT_TOPK = 16
 
 
@@ -317,7 +326,7 @@ def default_stream_test(
 ) -> StreamTestResult:
     """specverify's default test for one stratum: sorted-mass bins, top-K + rest, salted hash
     buckets, PIT/Anderson-Darling in probability order and in id order, and the log-likelihood
-    score test, combined by Bonferroni (p = 6 min p_i; ``DEFAULT_COMPONENTS``).
+    score test (``DEFAULT_COMPONENT_NAMES``), combined by Bonferroni (p = 6 min p_i; ``DEFAULT_COMPONENTS``).
 
     The power statement uses the sorted-mass projection alone, at alpha / 6: every deviation whose
     projection onto those bins has TV >= min_detectable_tv is detected with probability >= 1 - beta.
@@ -331,7 +340,8 @@ def default_stream_test(
         pit_test(law, tokens, rows, rng, method="ad"),
         pit_test(law, tokens, rows, rng, method="ad", order="id"),
         loglik_score_test(law, tokens, rows),
-    ]
+    ]  # in the order of DEFAULT_COMPONENT_NAMES
+    assert len(comps) == DEFAULT_COMPONENTS
     p = min(1.0, len(comps) * min(c.pvalue for c in comps))
     n = len(tokens)
     df = max(1, comps[0].df)
