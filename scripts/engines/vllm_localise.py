@@ -18,6 +18,7 @@ import sys
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 
+# long: one script-style run (wrap, start the engine, replay eight requests); kept linear to read as a recipe
 def main() -> None:
     import numpy as np
     import torch
