@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from ..dists import validate_probs
@@ -30,7 +32,7 @@ __all__ = [
 ]
 
 
-def pool_cells(expected, min_expected: float = 5.0) -> np.ndarray:
+def pool_cells(expected: ArrayLike, min_expected: float = 5.0) -> np.ndarray:
     """Group id per cell (the documented pooling rule). Cells with expected 0 get group -1."""
     e = np.asarray(expected, dtype=np.float64)
     group = np.full(e.shape, -1, dtype=np.int64)
@@ -64,14 +66,25 @@ def pool_cells(expected, min_expected: float = 5.0) -> np.ndarray:
     return group
 
 
-def tv_interval(obs_freq, exp_freq, n: int, k: int, delta: float = 1e-3) -> tuple[float, tuple[float, float]]:
+def tv_interval(
+    obs_freq: np.ndarray, exp_freq: np.ndarray, n: int, k: int, delta: float = 1e-3
+) -> tuple[float, tuple[float, float]]:
     """TV(observed, expected) with a (1 - delta) interval (Weissman et al. L1 bound)."""
     tv = 0.5 * float(np.abs(obs_freq - exp_freq).sum())
     r = 0.5 * math.sqrt(2 * (k * math.log(2) + math.log(1 / delta)) / max(n, 1))
     return tv, (max(0.0, tv - r), min(1.0, tv + r))
 
 
-def cells_result(test, obs, exp, labels, *, lambda_, pooled_groups=0, note="") -> GofResult:
+def cells_result(
+    test: str,
+    obs: np.ndarray,
+    exp: np.ndarray,
+    labels: Sequence[object],
+    *,
+    lambda_: str,
+    pooled_groups: int = 0,
+    note: str = "",
+) -> GofResult:
     """Run a power-divergence test on already-formed cells."""
     n = int(round(obs.sum()))
     k = len(obs)
@@ -102,7 +115,7 @@ def cells_result(test, obs, exp, labels, *, lambda_, pooled_groups=0, note="") -
     )
 
 
-def _prepare(counts, probs):
+def _prepare(counts: ArrayLike, probs: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     c = np.asarray(counts, dtype=np.float64)
     p = validate_probs(probs, name="probs", ndim=1)
     if c.shape != p.shape:
@@ -112,7 +125,7 @@ def _prepare(counts, probs):
     return c, p
 
 
-def _zero_violation(test, c, p):
+def _zero_violation(test: str, c: np.ndarray, p: np.ndarray) -> GofResult | None:
     bad = (p == 0) & (c > 0)
     if bad.any():
         n = int(c.sum())
@@ -130,7 +143,7 @@ def _zero_violation(test, c, p):
     return None
 
 
-def _pooled_test(test, counts, probs, lambda_, min_expected):
+def _pooled_test(test: str, counts: ArrayLike, probs: ArrayLike, lambda_: str, min_expected: float) -> GofResult:
     c, p = _prepare(counts, probs)
     z = _zero_violation(test, c, p)
     if z:
@@ -148,17 +161,17 @@ def _pooled_test(test, counts, probs, lambda_, min_expected):
     return cells_result(test, obs, exp, labels, lambda_=lambda_, pooled_groups=pooled)
 
 
-def pearson_test(counts, probs, *, min_expected: float = 5.0) -> GofResult:
+def pearson_test(counts: ArrayLike, probs: ArrayLike, *, min_expected: float = 5.0) -> GofResult:
     """Pearson chi-square with the pooling rule of this module."""
     return _pooled_test("pearson", counts, probs, "pearson", min_expected)
 
 
-def g_test(counts, probs, *, min_expected: float = 5.0) -> GofResult:
+def g_test(counts: ArrayLike, probs: ArrayLike, *, min_expected: float = 5.0) -> GofResult:
     """G-test (likelihood ratio) with the same pooling."""
     return _pooled_test("g-test", counts, probs, "log-likelihood", min_expected)
 
 
-def exact_multinomial_test(counts, probs, *, max_tables: int = 500_000) -> GofResult:
+def exact_multinomial_test(counts: ArrayLike, probs: ArrayLike, *, max_tables: int = 500_000) -> GofResult:
     """Exact multinomial test for tiny samples: the p-value sums the probabilities of all count
     vectors whose Pearson statistic is at least the observed one (Radlow and Alf's ordering)."""
     c, p = _prepare(counts, probs)
@@ -174,7 +187,7 @@ def exact_multinomial_test(counts, probs, *, max_tables: int = 500_000) -> GofRe
             "use pearson_test or monte_carlo_gof_test for samples this large"
         )
 
-    def x2(v):
+    def x2(v: ArrayLike) -> float:
         return float(((np.asarray(v) - n * p) ** 2 / (n * p)).sum())
 
     obs = x2(c)
@@ -200,7 +213,12 @@ def exact_multinomial_test(counts, probs, *, max_tables: int = 500_000) -> GofRe
 
 
 def monte_carlo_gof_test(
-    counts, probs, rng: np.random.Generator, *, n_resamples: int = 9999, statistic: str = "pearson"
+    counts: ArrayLike,
+    probs: ArrayLike,
+    rng: np.random.Generator,
+    *,
+    n_resamples: int = 9999,
+    statistic: str = "pearson",
 ) -> GofResult:
     """Pearson or G statistic on all positive-probability cells, p-value by simulation under the
     known null: (1 + #{T_b >= T_obs}) / (B + 1), valid at any n (Phipson and Smyth)."""
@@ -213,13 +231,13 @@ def monte_carlo_gof_test(
     n = int(c.sum())
     lam = "pearson" if statistic == "pearson" else "log-likelihood"
 
-    def stat(x):
+    def stat(x: np.ndarray) -> np.ndarray:
         e = n * p
         if lam == "pearson":
-            return ((x - e) ** 2 / e).sum(-1)
+            return np.asarray(((x - e) ** 2 / e).sum(-1))
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.where(x > 0, x * np.log(x / e), 0.0)
-        return 2 * t.sum(-1)
+        return np.asarray(2 * t.sum(-1))
 
     t_obs = float(stat(c))
     sims = np.empty(n_resamples)

@@ -22,6 +22,7 @@ import dataclasses
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from ._gof import pool_cells, tv_interval
@@ -49,7 +50,7 @@ class StratumResult:
     adjusted_pvalue: float = float("nan")
 
 
-def _law_test(name, law_row, tokens, n_cells=16):
+def _law_test(name: str, law_row: ArrayLike, tokens: np.ndarray, n_cells: int = 16) -> StratumResult | None:
     law_row = np.asarray(law_row, dtype=float)
     if law_row.sum() <= 0:
         return None
@@ -60,7 +61,7 @@ def _law_test(name, law_row, tokens, n_cells=16):
     return StratumResult(name, res)
 
 
-def _acceptance_binomial(p, q, k: int, reached: int) -> GofResult:
+def _acceptance_binomial(p: np.ndarray, q: np.ndarray, k: int, reached: int) -> GofResult:
     """Exact binomial test of k acceptances in ``reached`` rounds against beta = sum min(p, q)."""
     beta = float(np.minimum(p, q).sum())
     bt = stats.binomtest(k, reached, beta)
@@ -79,7 +80,15 @@ def _acceptance_binomial(p, q, k: int, reached: int) -> GofResult:
     )
 
 
-def stratified_position_tests(p, q, reached, accepted, emitted, *, is_bonus: bool = False) -> list[StratumResult]:
+def stratified_position_tests(
+    p: ArrayLike,
+    q: ArrayLike,
+    reached: int,
+    accepted: ArrayLike,
+    emitted: ArrayLike,
+    *,
+    is_bonus: bool = False,
+) -> list[StratumResult]:
     """Tests for one position over the rounds that reached it.
 
     p, q: the position's target and draft rows [V] (q unused for the bonus position);
@@ -108,7 +117,7 @@ def stratified_position_tests(p, q, reached, accepted, emitted, *, is_bonus: boo
     return out
 
 
-def _chernoff_tail(r, s) -> float:
+def _chernoff_tail(r: np.ndarray, s: float) -> float:
     """Chernoff bound on P(S >= s) for S = sum_i (A_i - r_i), A_i ~ Bernoulli(r_i) independent:
     inf over theta >= 0 of exp(K(theta) - theta s), K the cumulant generating function of S. A
     bound, never an approximation, so the test is valid at any n (it is conservative by a factor
@@ -120,7 +129,7 @@ def _chernoff_tail(r, s) -> float:
     with np.errstate(divide="ignore"):
         lr, l1r = np.log(r), np.log1p(-r)
 
-    def f(theta):
+    def f(theta: float) -> float:
         return float(np.sum(np.logaddexp(l1r, lr + theta) - theta * r) - theta * s)
 
     hi = 1.0
@@ -131,7 +140,15 @@ def _chernoff_tail(r, s) -> float:
 
 
 # long: one test read top to bottom: exact failures, Chernoff bounds, cells, note
-def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted, *, round_position=None) -> GofResult:
+def acceptance_given_draft_test(
+    p_rows: ArrayLike,
+    q_rows: ArrayLike,
+    position: ArrayLike,
+    drafts: ArrayLike,
+    accepted: ArrayLike,
+    *,
+    round_position: ArrayLike | None = None,
+) -> GofResult:
     """Acceptance indicators given the draft tokens against Bernoulli(min(1, p(x) / q(x))).
 
     Under the full rule the acceptance uniform is independent of the draft, so given the drafts
@@ -174,7 +191,7 @@ def acceptance_given_draft_test(p_rows, q_rows, position, drafts, accepted, *, r
         )
     live = (r > 0) & (r < 1)  # the rest are certain and were checked above
 
-    def two_sided(m):
+    def two_sided(m: np.ndarray) -> tuple[float, float]:
         rl, al = r[m], a[m].astype(float)
         s = float(np.sum(al - rl))
         # the lower tail of sum (A - r) is the upper tail of sum ((1 - A) - (1 - r))
@@ -224,7 +241,15 @@ def _cumcount(keys: np.ndarray) -> np.ndarray:
 
 
 # long: one e-process read top to bottom: grouping, residuals, exact failure, path
-def draft_repeat_eprocess(p_rows, q_rows, drafts, num_accepted, replacements, *, kappa: float = 3.0) -> GofResult:
+def draft_repeat_eprocess(
+    p_rows: ArrayLike,
+    q_rows: ArrayLike,
+    drafts: ArrayLike,
+    num_accepted: ArrayLike,
+    replacements: ArrayLike,
+    *,
+    kappa: float = 3.0,
+) -> GofResult:
     """Anytime-valid test that what follows a draft (its acceptance, and after a rejection the
     replacement) depends on nothing but the draft's laws: p-value 1 / max_t E_t (Ville).
 
@@ -292,7 +317,15 @@ def draft_repeat_eprocess(p_rows, q_rows, drafts, num_accepted, replacements, *,
 
 
 # long: one test read top to bottom: pairs, per-position tables, pooling, exact failure
-def replacement_independence_test(p_rows, q_rows, position, drafts, replacements, *, top_k: int = 4) -> GofResult:
+def replacement_independence_test(
+    p_rows: ArrayLike,
+    q_rows: ArrayLike,
+    position: ArrayLike,
+    drafts: ArrayLike,
+    replacements: ArrayLike,
+    *,
+    top_k: int = 4,
+) -> GofResult:
     """The (rejected draft, replacement) pairs against the product of their laws.
 
     Under the full rule, given a rejection at position j the rejected draft x has law
@@ -373,7 +406,9 @@ def replacement_independence_test(p_rows, q_rows, position, drafts, replacements
     )
 
 
-def token_at_stop(tokens, position, round_ids, num_accepted) -> np.ndarray:
+def token_at_stop(
+    tokens: np.ndarray, position: np.ndarray, round_ids: np.ndarray, num_accepted: np.ndarray
+) -> np.ndarray:
     """[R] the token each round emitted where it stopped (its replacement, or its bonus token)."""
     out = np.zeros(len(num_accepted), dtype=np.int64)
     at = position == np.asarray(num_accepted)[round_ids]
@@ -381,7 +416,9 @@ def token_at_stop(tokens, position, round_ids, num_accepted) -> np.ndarray:
     return out
 
 
-def _pooled_stream(name, rows, tokens, position, rng) -> StratumResult | None:
+def _pooled_stream(
+    name: str, rows: ArrayLike, tokens: np.ndarray, position: np.ndarray, rng: np.random.Generator
+) -> StratumResult | None:
     """Default stream test of tokens whose law at position j is rows[j] (normalised here)."""
     rows = np.asarray(rows, dtype=float)
     mass = rows.sum(1, keepdims=True)
@@ -398,14 +435,14 @@ def _pooled_stream(name, rows, tokens, position, rng) -> StratumResult | None:
 
 # long: the list of white-box strata, each a few lines; the list is the point
 def whitebox_round_tests(
-    tokens,
-    position,
-    round_ids,
-    num_accepted,
-    P,
-    Q,
+    tokens: ArrayLike,
+    position: ArrayLike,
+    round_ids: ArrayLike,
+    num_accepted: ArrayLike,
+    P: ArrayLike,
+    Q: ArrayLike,
     *,
-    drafts=None,
+    drafts: ArrayLike | None = None,
     drafts_from_implementation: bool = False,
     rng: np.random.Generator | None = None,
 ) -> list[StratumResult]:
@@ -503,16 +540,16 @@ WHITEBOX_CONTEXT_STRATA = 5
 
 
 def whitebox_context_tests(
-    tokens,
-    token_rows,
-    position,
-    round_ids,
-    num_accepted,
-    P,
-    Q,
+    tokens: ArrayLike,
+    token_rows: ArrayLike,
+    position: ArrayLike,
+    round_ids: ArrayLike,
+    num_accepted: ArrayLike,
+    P: ArrayLike,
+    Q: ArrayLike,
     *,
-    drafts,
-    draft_rows,
+    drafts: ArrayLike,
+    draft_rows: ArrayLike,
     rng: np.random.Generator | None = None,
 ) -> list[StratumResult]:
     """The white-box strata of rounds on a context model (rows depend on the whole prefix), for

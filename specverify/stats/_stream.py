@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._anderson import anderson_darling_uniform
 from ._gof import cells_result, pool_cells, tv_interval
@@ -55,6 +57,9 @@ __all__ = [
     "stratified_stream_test",
     "zero_mass_failure",
 ]
+
+#: emitted tokens or row indices, one per token (anything numpy can index with)
+Indices = np.ndarray | Sequence[int]
 
 DEFAULT_BINS = 32
 #: the projections default_stream_test runs, in its order (Bonferroni-combined over all of them)
@@ -84,13 +89,13 @@ class StreamLaw:
         self.cum_excl = np.cumsum(sorted_p, axis=1) - sorted_p  # [M, V] mass before each rank
         self.cum_id_excl = np.cumsum(self.table, axis=1) - self.table  # [M, V] mass before each id
         self.row_max = self.table.max(axis=1)  # [M]
-        self._bins: dict = {}
+        self._bins: dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray, list[str]]] = {}
 
     @property
     def vocab_size(self) -> int:
-        return self.table.shape[1]
+        return int(self.table.shape[1])
 
-    def cells(self, kind: str, n_cells: int, salt: int = 0):
+    def cells(self, kind: str, n_cells: int, salt: int = 0) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """(cell_of [M, V], cell_mass [M, C], labels) for a projection."""
         key = (kind, n_cells, salt)
         if key in self._bins:
@@ -119,7 +124,7 @@ class StreamLaw:
         return self._bins[key]
 
 
-def zero_mass_failure(test, law: StreamLaw, tokens, rows) -> GofResult | None:
+def zero_mass_failure(test: str, law: StreamLaw, tokens: Indices, rows: Indices) -> GofResult | None:
     """The exact failure of a stream that holds tokens of probability 0 under ``law`` (None if none)."""
     p = law.table[rows, tokens]
     bad = p <= 0
@@ -141,8 +146,8 @@ def zero_mass_failure(test, law: StreamLaw, tokens, rows) -> GofResult | None:
 
 def binned_stream_test(
     law: StreamLaw,
-    tokens,
-    rows,
+    tokens: ArrayLike,
+    rows: ArrayLike,
     *,
     kind: str = "sorted_mass",
     n_cells: int = DEFAULT_BINS,
@@ -176,18 +181,26 @@ def binned_stream_test(
     )
 
 
-def pit_values(law: StreamLaw, tokens, rows, rng: np.random.Generator, *, order: str = "probability") -> np.ndarray:
+def pit_values(
+    law: StreamLaw, tokens: ArrayLike, rows: ArrayLike, rng: np.random.Generator, *, order: str = "probability"
+) -> np.ndarray:
     """Randomized PIT: u = F(x-) + V p(x), V ~ U(0, 1), with F over the tokens in descending
     target probability (``order='probability'``, default) or in id order (``order='id'``, the
     order an inverse-CDF sampler walks, along which RNG-reuse bugs move mass)."""
     tokens = np.asarray(tokens, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
     base = law.cum_id_excl[rows, tokens] if order == "id" else law.cum_excl[rows, law.rank[rows, tokens]]
-    return base + rng.random(len(tokens)) * law.table[rows, tokens]
+    return np.asarray(base + rng.random(len(tokens)) * law.table[rows, tokens])
 
 
 def pit_test(
-    law: StreamLaw, tokens, rows, rng: np.random.Generator, *, method: str = "ad", order: str = "probability"
+    law: StreamLaw,
+    tokens: Indices,
+    rows: Indices,
+    rng: np.random.Generator,
+    *,
+    method: str = "ad",
+    order: str = "probability",
 ) -> GofResult:
     """Uniformity of the PIT values: 'ad' (Anderson-Darling, default), 'ks', or 'binned' (20 bins)."""
     from scipy import stats
@@ -238,7 +251,7 @@ def pit_test(
     raise ValueError(f"unknown method {method!r}; use 'ad', 'ks' or 'binned'")
 
 
-def loglik_score_test(law: StreamLaw, tokens, rows) -> GofResult:
+def loglik_score_test(law: StreamLaw, tokens: ArrayLike, rows: ArrayLike) -> GofResult:
     """Score test in the temperature direction: S = sum_t (log p_r(x_t) - E_r[log p]).
 
     Sharpening or flattening a law (a temperature applied twice or not at all, a top-k / top-p /
@@ -265,7 +278,7 @@ def loglik_score_test(law: StreamLaw, tokens, rows) -> GofResult:
     mu = np.sum(np.where(tab > 0, tab * np.where(tab > 0, logp, 0.0), 0.0), axis=1)
     s = float(np.sum(np.log(law.table[rows, tokens])) - np.sum(w * mu))
 
-    def log_bound(theta):  # log of the Chernoff bound on P(sign * S >= |s|), sign = sign of s
+    def log_bound(theta: float) -> float:  # log of the Chernoff bound on P(sign * S >= |s|), sign = sign of s
         th = theta if s > 0 else -theta
         k = np.sum(w * (special.logsumexp((1.0 + th) * logp, axis=1) - th * mu))
         return float(k - theta * abs(s))
@@ -313,8 +326,8 @@ class StreamTestResult:
 
 def default_stream_test(
     law: StreamLaw,
-    tokens,
-    rows,
+    tokens: Indices,
+    rows: Indices,
     *,
     rng: np.random.Generator,
     alpha: float = 1e-6,
@@ -351,8 +364,17 @@ def default_stream_test(
 
 
 def stratified_stream_test(
-    law: StreamLaw, tokens, rows, strata, *, rng, alpha=1e-6, beta=1e-3, include_pooled=True, extra_family: int = 0
-):
+    law: StreamLaw,
+    tokens: ArrayLike,
+    rows: ArrayLike,
+    strata: ArrayLike,
+    *,
+    rng: np.random.Generator,
+    alpha: float = 1e-6,
+    beta: float = 1e-3,
+    include_pooled: bool = True,
+    extra_family: int = 0,
+) -> tuple[list[StreamTestResult], np.ndarray]:
     """default_stream_test per stratum (and pooled), Holm-adjusted across them.
 
     Each stratum's power statement (min_detectable_tv) is made at the first Holm step,
