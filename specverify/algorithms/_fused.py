@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ["AVAILABLE", "final_draw_fused", "fused_kernel_available", "numpy_fallback"]
 
@@ -56,7 +57,16 @@ K = 128  # BLOCK_ROWS of specverify.dists; the layout below must match _layout()
 
 
 # long: the compiled final draw; one pass over p and q per round (the bandwidth bound assumes it), one body
-def _kernel(p, q, n_acc, u, zero_tok, p_lead, q_lead, out):  # noqa: C901  # pragma: no cover - compiled
+def _kernel(  # noqa: C901  # pragma: no cover - compiled
+    p: np.ndarray,
+    q: np.ndarray,
+    n_acc: np.ndarray,
+    u: np.ndarray,
+    zero_tok: np.ndarray,
+    p_lead: bool,
+    q_lead: bool,
+    out: np.ndarray,
+) -> None:
     b_total = n_acc.shape[0]
     g = p.shape[1] - 1
     v = p.shape[2]
@@ -135,7 +145,9 @@ def _kernel(p, q, n_acc, u, zero_tok, p_lead, q_lead, out):  # noqa: C901  # pra
 _compiled = numba.njit(cache=True, nogil=True)(_kernel) if AVAILABLE else None
 
 
-def final_draw_fused(p, q, n_acc, u_final, *, zero_tok=None) -> np.ndarray:
+def final_draw_fused(
+    p: np.ndarray, q: np.ndarray | None, n_acc: np.ndarray, u_final: ArrayLike, *, zero_tok: ArrayLike | None = None
+) -> np.ndarray:
     """Tokens [B] of the final draw (see the module docstring); requires :data:`AVAILABLE`."""
     b = len(n_acc)
     out = np.empty(b, dtype=np.int64)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..dists import inverse_cdf_sample, inverse_cdf_sample_many
 from ..errors import InvalidDraftError, ShapeError
@@ -55,7 +56,7 @@ class ChainResult:
         return [row[: n + 1].tolist() for row, n in zip(self.tokens, self.num_accepted)]
 
 
-def _floats(a):
+def _floats(a: ArrayLike) -> np.ndarray:
     """Keep float32/float64 input as is (rows are upcast only where read); convert anything else."""
     a = np.asarray(a)
     if a.dtype not in (np.float32, np.float64):
@@ -63,7 +64,7 @@ def _floats(a):
     return a
 
 
-def _shapes(draft_tokens, p, q=None):
+def _shapes(draft_tokens: ArrayLike, p: np.ndarray, q: np.ndarray | None = None) -> tuple[np.ndarray, int, int, int]:
     x = np.asarray(draft_tokens, dtype=np.int64)
     if x.ndim != 2:
         raise ShapeError(f"draft_tokens must be [B, gamma]; got shape {x.shape}")
@@ -78,22 +79,22 @@ def _shapes(draft_tokens, p, q=None):
     return x, b, g, v
 
 
-def _gather(rows, x, b):
+def _gather(rows: np.ndarray, x: np.ndarray, b: int) -> np.ndarray:
     """rows[b_i, j, x[b_i, j]] for j < gamma, with a broadcastable leading dimension."""
     bi = np.arange(b)[:, None] if rows.shape[0] != 1 else np.zeros((b, 1), dtype=np.int64)
-    return rows[bi, np.arange(x.shape[1])[None, :], x].astype(np.float64)
+    return np.asarray(rows[bi, np.arange(x.shape[1])[None, :], x], dtype=np.float64)
 
 
-def _first_false(accept):
+def _first_false(accept: np.ndarray) -> np.ndarray:
     """Index of the first False per row, gamma if none (the number of accepted drafts)."""
     g = accept.shape[1]
     if g == 0:  # nothing drafted
         return np.zeros(accept.shape[0], dtype=np.int64)
     rejected = ~accept
-    return np.where(rejected.any(axis=1), rejected.argmax(axis=1), g)
+    return np.asarray(np.where(rejected.any(axis=1), rejected.argmax(axis=1), g))
 
 
-def _emit(x, n_acc, final):
+def _emit(x: np.ndarray, n_acc: np.ndarray, final: np.ndarray) -> np.ndarray:
     b, g = x.shape
     tokens = np.full((b, g + 1), -1, dtype=np.int64)
     pos = np.arange(g + 1)[None, :]
@@ -102,7 +103,9 @@ def _emit(x, n_acc, final):
     return tokens
 
 
-def _final_draw(p, q, n_acc, u_final, *, one_hot_x=None):
+def _final_draw(
+    p: np.ndarray, q: np.ndarray | None, n_acc: np.ndarray, u_final: np.ndarray, *, one_hot_x: np.ndarray | None = None
+) -> np.ndarray:
     """Residual (or bonus) draw at each row's stopping position, chunked over rows.
 
     Work buffers are allocated once and written with ``out=`` (fresh multi-MiB temporaries would
@@ -134,6 +137,7 @@ def _final_draw(p, q, n_acc, u_final, *, one_hot_x=None):
             if one_hot_x is not None:
                 row[one_hot_x[i]] = 0.0
                 continue
+            assert q is not None  # only the one-hot rule (one_hot_x) goes without q
             tmp[...] = q[i if q_lead else 0, k]
             np.subtract(row, tmp, out=row)
             np.maximum(row, 0.0, out=row)
@@ -145,12 +149,12 @@ def _final_draw(p, q, n_acc, u_final, *, one_hot_x=None):
     return out
 
 
-def _shared_rows(a) -> bool:
+def _shared_rows(a: np.ndarray) -> bool:
     """True when every round sees the same rows (leading dim 1, or broadcast with stride 0)."""
-    return a.shape[0] == 1 or a.strides[0] == 0
+    return bool(a.shape[0] == 1 or a.strides[0] == 0)
 
 
-def _final_draw_shared(p, q, n_acc, u_final):
+def _final_draw_shared(p: np.ndarray, q: np.ndarray, n_acc: np.ndarray, u_final: np.ndarray) -> np.ndarray:
     """Final draw when all rounds share their rows: the residual of each stopping position is
     formed once and sampled for all the rounds that stopped there (the same rows and uniforms
     give the same tokens as the general path)."""
@@ -167,7 +171,9 @@ def _final_draw_shared(p, q, n_acc, u_final):
     return out
 
 
-def verify_chain_batch(draft_tokens, q, p, u_accept, u_final) -> ChainResult:
+def verify_chain_batch(
+    draft_tokens: ArrayLike, q: ArrayLike, p: ArrayLike, u_accept: ArrayLike, u_final: ArrayLike
+) -> ChainResult:
     """B rounds of the full rule (accept iff u < p(x)/q(x); residual (p - q)+; bonus from p)."""
     p, q = _floats(p), _floats(q)
     x, b, g, v = _shapes(draft_tokens, p, q)
@@ -190,7 +196,7 @@ def verify_chain_batch(draft_tokens, q, p, u_accept, u_final) -> ChainResult:
     return ChainResult(_emit(x, n_acc, tok), n_acc)
 
 
-def verify_one_hot_batch(draft_tokens, p, u_accept, u_final) -> ChainResult:
+def verify_one_hot_batch(draft_tokens: ArrayLike, p: ArrayLike, u_accept: ArrayLike, u_final: ArrayLike) -> ChainResult:
     """B rounds of the one-hot rule (accept iff u < p(x); else p without x)."""
     p = _floats(p)
     x, b, g, v = _shapes(draft_tokens, p)
@@ -201,7 +207,7 @@ def verify_one_hot_batch(draft_tokens, p, u_accept, u_final) -> ChainResult:
     return ChainResult(_emit(x, n_acc, tok), n_acc)
 
 
-def verify_greedy_batch(draft_tokens, p) -> ChainResult:
+def verify_greedy_batch(draft_tokens: ArrayLike, p: ArrayLike) -> ChainResult:
     """B rounds of greedy verification; argmax ties to the lowest id."""
     p = np.asarray(p, dtype=np.float64)
     x, b, g, v = _shapes(draft_tokens, p)
@@ -211,7 +217,7 @@ def verify_greedy_batch(draft_tokens, p) -> ChainResult:
     return ChainResult(_emit(x, n_acc, best[np.arange(b), n_acc]), n_acc)
 
 
-def verify_sample_and_match_batch(draft_tokens, p, u_target) -> ChainResult:
+def verify_sample_and_match_batch(draft_tokens: ArrayLike, p: ArrayLike, u_target: ArrayLike) -> ChainResult:
     """B rounds of sample-and-match; u_target [B, gamma + 1]."""
     p = np.asarray(p, dtype=np.float64)
     x, b, g, v = _shapes(draft_tokens, p)
@@ -222,7 +228,7 @@ def verify_sample_and_match_batch(draft_tokens, p, u_target) -> ChainResult:
 
 
 def draft_and_verify_batch(
-    p, q, gamma: int, n: int, rng: np.random.Generator, *, rule: str = "full"
+    p: ArrayLike, q: ArrayLike, gamma: int, n: int, rng: np.random.Generator, *, rule: str = "full"
 ) -> tuple[np.ndarray, ChainResult]:
     """n rounds with position-independent rows p [V] and q [V]: draw drafts from q, then verify.
 

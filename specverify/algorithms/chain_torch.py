@@ -13,6 +13,7 @@ temporaries cost several times more there, and the tokens are the same.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..dists.torch_ops import inverse_cdf_sample_torch
@@ -57,17 +58,29 @@ def _rows(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return t.reshape(b * n, v).index_select(0, ar * n + idx)
 
 
-def _fused_ok(*ts) -> bool:
+def _fused_ok(*ts: torch.Tensor) -> bool:
     return _fused.AVAILABLE and all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) for t in ts)
 
 
-def _fused_final(p, q, n_acc, u_final, zero_tok=None) -> torch.Tensor:
-    d = lambda t: None if t is None else t.detach().numpy()  # noqa: E731
-    out = _fused.final_draw_fused(d(p), d(q), d(n_acc), u_final.detach().double().numpy(), zero_tok=d(zero_tok))
+def _fused_final(
+    p: torch.Tensor,
+    q: torch.Tensor | None,
+    n_acc: torch.Tensor,
+    u_final: torch.Tensor,
+    zero_tok: torch.Tensor | None = None,
+) -> torch.Tensor:
+    def d(t: torch.Tensor | None) -> np.ndarray | None:
+        return None if t is None else t.detach().numpy()
+
+    out = _fused.final_draw_fused(
+        p.detach().numpy(), d(q), n_acc.detach().numpy(), u_final.detach().double().numpy(), zero_tok=d(zero_tok)
+    )
     return torch.from_numpy(out)
 
 
-def verify_chain_torch(draft_tokens, q, p, u_accept, u_final):
+def verify_chain_torch(
+    draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, u_accept: torch.Tensor, u_final: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Full rule. draft_tokens [B, g] long; q [B, g, V]; p [B, g + 1, V]; u_accept [B, g]; u_final [B].
 
     Returns (tokens [B, g + 1] padded with -1, num_accepted [B]).
@@ -98,7 +111,9 @@ def verify_chain_torch(draft_tokens, q, p, u_accept, u_final):
     return _emit(x, n_acc, final), n_acc
 
 
-def verify_one_hot_torch(draft_tokens, p, u_accept, u_final):
+def verify_one_hot_torch(
+    draft_tokens: torch.Tensor, p: torch.Tensor, u_accept: torch.Tensor, u_final: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One-hot rule; p [B, g + 1, V]."""
     x = draft_tokens.long()
     b, g = x.shape
@@ -116,7 +131,7 @@ def verify_one_hot_torch(draft_tokens, p, u_accept, u_final):
     return _emit(x, n_acc, final), n_acc
 
 
-def verify_greedy_torch(draft_tokens, p):
+def verify_greedy_torch(draft_tokens: torch.Tensor, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Greedy verification; argmax ties to the lowest id."""
     x = draft_tokens.long()
     b, g = x.shape
@@ -125,7 +140,9 @@ def verify_greedy_torch(draft_tokens, p):
     return _emit(x, n_acc, best[torch.arange(b, device=x.device), n_acc]), n_acc
 
 
-def verify_sample_and_match_torch(draft_tokens, p, u_target):
+def verify_sample_and_match_torch(
+    draft_tokens: torch.Tensor, p: torch.Tensor, u_target: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample-and-match; u_target [B, g + 1]."""
     x = draft_tokens.long()
     b, g = x.shape
