@@ -55,7 +55,7 @@ def sampling_params_kwargs(s: SamplingSettings) -> dict:
     }
 
 
-def _refusal(exc: ValueError, s: SamplingSettings) -> Exception:
+def _refusal(exc: Exception, s: SamplingSettings) -> Exception:
     """A documented refusal ("not yet supported with speculative decoding") is an unsupported
     setting; any other rejection of a valid setting is the engine's error."""
     if "not yet supported" in str(exc) or "not supported" in str(exc):
@@ -162,6 +162,8 @@ class VLLMOffline:
         except ValueError as exc:  # vLLM validates a request against the engine when it is added
             raise _refusal(exc, s) from exc
         except Exception as exc:  # noqa: BLE001 (an engine crash is a finding, reported per setting)
+            if type(exc).__name__ == "VLLMValidationError":  # not a ValueError in 0.32: a refusal
+                raise _refusal(exc, s) from exc
             if type(exc).__name__ != "EngineDeadError":
                 raise ImplementationError(f"vLLM raised {type(exc).__name__} for {s.short()}: {exc}") from exc
             self.crashes.append(s.short())
