@@ -10,12 +10,14 @@ Format: ``reference/README.md``. Regenerate with ``specverify reference --out re
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from .exact_law import RULES, kernel_output_law
+from .exact_law import RULES, Tokens, kernel_output_law
 
 __all__ = ["FORMAT_VERSION", "generate_cases", "write_vectors", "load_vectors"]
 
@@ -23,12 +25,12 @@ FORMAT_VERSION = 1
 FILE_NAME = "chain-v1.json"
 
 
-def _row(weights) -> list[Fraction]:
+def _row(weights: Iterable[int | np.integer]) -> list[Fraction]:
     total = sum(int(w) for w in weights)
     return [Fraction(int(w), total) for w in weights]
 
 
-def _weights(rng, v, kind):
+def _weights(rng: np.random.Generator, v: int, kind: str) -> np.ndarray:
     if kind == "general":
         w = rng.integers(0, 20, v)
     elif kind == "dense":
@@ -49,7 +51,10 @@ def _weights(rng, v, kind):
     return w
 
 
-def _case(rng, idx, *, v, gamma, rule, relation, p_kind="general", q_kind="general"):
+def _case_weights(
+    rng: np.random.Generator, *, v: int, gamma: int, rule: str, relation: str, p_kind: str, q_kind: str
+) -> tuple[list[np.ndarray], list[np.ndarray], list[int]]:
+    """The integer weights of the target and draft rows, and the draft tokens, of one case."""
     p_w = [_weights(rng, v, p_kind) for _ in range(gamma + 1)]
     q_w = []
     draft = []
@@ -82,6 +87,21 @@ def _case(rng, idx, *, v, gamma, rule, relation, p_kind="general", q_kind="gener
         else:
             x = int(rng.choice(support))
         draft.append(x)
+    return p_w, q_w, draft
+
+
+def _case(
+    rng: np.random.Generator,
+    idx: int,
+    *,
+    v: int,
+    gamma: int,
+    rule: str,
+    relation: str,
+    p_kind: str = "general",
+    q_kind: str = "general",
+) -> dict[str, Any]:
+    p_w, q_w, draft = _case_weights(rng, v=v, gamma=gamma, rule=rule, relation=relation, p_kind=p_kind, q_kind=q_kind)
     p_rows = [_row(w) for w in p_w]
     q_rows = [_row(w) for w in q_w]
     law = kernel_output_law(p_rows, q_rows, draft, RULES[rule])
@@ -108,10 +128,10 @@ def _case(rng, idx, *, v, gamma, rule, relation, p_kind="general", q_kind="gener
     }
 
 
-def generate_cases(seed: int = 20261129) -> list[dict]:
+def generate_cases(seed: int = 20261129) -> list[dict[str, Any]]:
     """The fixed list of cases (deterministic in ``seed``)."""
     rng = np.random.default_rng(seed)
-    plan: list[dict] = []
+    plan: list[dict[str, Any]] = []
     vocabs = [2, 3, 4, 5, 8, 16, 32, 64]
     for rule in ("full", "one_hot", "sample_and_match", "greedy"):
         for relation in ("independent", "equal", "disjoint", "q_positive_p_zero"):
@@ -130,12 +150,12 @@ def generate_cases(seed: int = 20261129) -> list[dict]:
 TREE_FILE_NAME = "tree-v1.json"
 
 
-def generate_tree_cases(seed: int = 20261129) -> list[dict]:
+def generate_tree_cases(seed: int = 20261129) -> list[dict[str, Any]]:
     """Tree / multi-draft cases: rows depend on depth only; the law is over the emitted block."""
     from .multi_draft import PAIRINGS, tree_round_law
 
     rng = np.random.default_rng(seed + 1)
-    cases: list[dict] = []
+    cases: list[dict[str, Any]] = []
     shapes = [(3, [2]), (4, [2, 2]), (5, [3, 1])]
     for pairing in PAIRINGS:
         for v, branching in shapes:
@@ -143,10 +163,10 @@ def generate_tree_cases(seed: int = 20261129) -> list[dict]:
             p_rows = [_row(_weights(rng, v, "dense" if d % 2 == 0 else "general")) for d in range(depth + 1)]
             q_rows = [_row(_weights(rng, v, "dense")) for _ in range(depth)]
 
-            def target(ctx, P=p_rows):
+            def target(ctx: Tokens, P: list[list[Fraction]] = p_rows) -> list[Fraction]:
                 return P[len(ctx)]
 
-            def draft(ctx, Q=q_rows):
+            def draft(ctx: Tokens, Q: list[list[Fraction]] = q_rows) -> list[Fraction]:
                 return Q[len(ctx)]
 
             law = tree_round_law(target, draft, (), branching, pairing.mechanism, pairing.rule)
@@ -185,7 +205,7 @@ def generate_tree_cases(seed: int = 20261129) -> list[dict]:
     return cases
 
 
-def write_vectors(out_dir, seed: int = 20261129) -> Path:
+def write_vectors(out_dir: str | Path, seed: int = 20261129) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     doc = {
@@ -206,5 +226,6 @@ def write_vectors(out_dir, seed: int = 20261129) -> Path:
     return path
 
 
-def load_vectors(path) -> dict:
-    return json.loads(Path(path).read_text())
+def load_vectors(path: str | Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(Path(path).read_text())
+    return doc

@@ -44,11 +44,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+from .exact_law import Model, Tokens
 
 __all__ = [
     "NodeRule",
@@ -71,27 +74,31 @@ __all__ = [
 
 #: a probability or weight: a Fraction (exact arithmetic) or a float, whichever the rows hold
 Weight = Any
+#: a probability row: a list of Fractions or floats, or a float array
+NodeRow = Sequence[Weight] | np.ndarray
+#: a node's outcome: ('accept', i) (descend into candidate i) or ('emit', y) (stop on token y)
+Outcome = tuple[str, int]
 
 
-def _norm(w: dict) -> dict:
+def _norm(w: Mapping[int, Weight]) -> dict[int, Weight]:
     tot = sum(w.values())
     return {k: v / tot for k, v in w.items() if v != 0} if tot != 0 else {}
 
 
-def _row(d: dict, v: int, zero):
+def _row(d: Mapping[int, Weight], v: int, zero: Weight) -> list[Weight]:
     return [d.get(i, zero) for i in range(v)]
 
 
 # --------------------------------------------------------------------------------------------
 # candidate mechanisms: exact laws (for enumeration) and samplers
 # --------------------------------------------------------------------------------------------
-def candidate_law(q, k: int, mechanism: str) -> dict[tuple, Weight]:
+def candidate_law(q: NodeRow, k: int, mechanism: str) -> dict[Tokens, Weight]:
     """Law of the ordered candidate tuple drawn from row q."""
     v = len(q)
     one = q[0] * 0 + 1
     if mechanism == "iid":
         support = [i for i in range(v) if q[i] != 0]
-        out = {}
+        out: dict[Tokens, Weight] = {}
         for c in itertools.product(support, repeat=k):
             w = one
             for x in c:
@@ -101,7 +108,7 @@ def candidate_law(q, k: int, mechanism: str) -> dict[tuple, Weight]:
     if mechanism == "without_replacement":
         out = {}
 
-        def rec(prefix, w, left):
+        def rec(prefix: Tokens, w: Weight, left: int) -> None:
             if len(prefix) == k or left == 0:
                 out[prefix] = out.get(prefix, 0) + w
                 return
@@ -121,10 +128,10 @@ def candidate_law(q, k: int, mechanism: str) -> dict[tuple, Weight]:
 def draw_candidates(q: np.ndarray, k: int, mechanism: str, rng: np.random.Generator) -> list[int]:
     q = np.asarray(q, dtype=np.float64)
     if mechanism == "iid":
-        return rng.choice(len(q), size=k, p=q / q.sum()).tolist()
+        return cast(list[int], rng.choice(len(q), size=k, p=q / q.sum()).tolist())
     if mechanism == "without_replacement":
         k = min(k, int((q > 0).sum()))
-        return rng.choice(len(q), size=k, replace=False, p=q / q.sum()).tolist()
+        return cast(list[int], rng.choice(len(q), size=k, replace=False, p=q / q.sum()).tolist())
     if mechanism == "top_k":
         order = np.argsort(-q, kind="stable")
         return [int(i) for i in order[:k] if q[i] > 0]
@@ -134,7 +141,7 @@ def draw_candidates(q: np.ndarray, k: int, mechanism: str, rng: np.random.Genera
 # --------------------------------------------------------------------------------------------
 # node rules
 # --------------------------------------------------------------------------------------------
-def typical_threshold(p, epsilon=0.09, delta=0.3):
+def typical_threshold(p: Iterable[Weight], epsilon: float = 0.09, delta: float = 0.3) -> float:
     """Medusa's threshold min(epsilon, delta exp(-H(p))) (defaults from Medusa's code)."""
     h = -sum(float(x) * math.log(float(x)) for x in p if x > 0)
     return min(epsilon, delta * math.exp(-h))
@@ -145,13 +152,13 @@ class _Law:
 
     def __init__(self, zero: Weight) -> None:
         self.zero = zero
-        self.out: dict[tuple, Weight] = {}
+        self.out: dict[Outcome, Weight] = {}
 
-    def add(self, key: tuple, w) -> None:
+    def add(self, key: Outcome, w: Weight) -> None:
         if w != 0:
             self.out[key] = self.out.get(key, self.zero) + w
 
-    def emit_all(self, law: dict, reach) -> dict[tuple, Weight]:
+    def emit_all(self, law: Mapping[int, Weight], reach: Weight) -> dict[Outcome, Weight]:
         """The walk stops here with probability ``reach`` and draws y from ``law``."""
         for y, w in law.items():
             self.add(("emit", y), reach * w)
@@ -165,20 +172,18 @@ class NodeRule:
     law of the node's outcome) and :meth:`verify` (the rule as an engine runs it, with coins)."""
 
     name: str
-    exact_for: tuple  # mechanisms for which the rule is exact ((): never, lossy by design)
+    exact_for: tuple[str, ...]  # mechanisms for which the rule is exact ((): never, lossy by design)
     lossy_by_design: bool = False
     threshold_single: float = 1.0
     threshold_acc: float = 1.0
     epsilon: float = 0.09
     delta: float = 0.3
 
-    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, Weight]:
+    def outcome_law(self, p: NodeRow, q: NodeRow | None, cands: Sequence[int]) -> dict[Outcome, Weight]:
         """Law of the node's outcome: ('accept', i) (descend into candidate i) or ('emit', y) (stop)."""
         raise NotImplementedError
 
-    def verify(
-        self, p: np.ndarray, q: np.ndarray | None, cands: Sequence[int], rng: np.random.Generator
-    ) -> tuple[str, int]:
+    def verify(self, p: ArrayLike, q: ArrayLike | None, cands: Sequence[int], rng: np.random.Generator) -> Outcome:
         """One outcome drawn with ``rng``'s coins: coins, residual updates, fallback draws."""
         raise NotImplementedError
 
@@ -195,9 +200,11 @@ class RecursiveRejection(NodeRule):
     def _candidates(self, cands: Sequence[int]) -> list[int]:
         return list(dict.fromkeys(cands)) if self.dedup else list(cands)
 
-    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, Weight]:
+    def outcome_law(self, p: NodeRow, q: NodeRow | None, cands: Sequence[int]) -> dict[Outcome, Weight]:
         v, zero = len(p), p[0] * 0
         one, law = zero + 1, _Law(zero)
+        if q is None:  # the TypeError subscripting None gave, with the reason
+            raise TypeError(f"{self.name} reads the draft row q; pass it")
         cs = self._candidates(cands)
         pi = {i: p[i] for i in range(v) if p[i] != 0}
         qi = {i: q[i] for i in range(v) if q[i] != 0}
@@ -220,7 +227,7 @@ class RecursiveRejection(NodeRule):
             removed.append(x)
         return law.emit_all(pi, reach)
 
-    def verify(self, p, q, cands, rng):
+    def verify(self, p: ArrayLike, q: ArrayLike | None, cands: Sequence[int], rng: np.random.Generator) -> Outcome:
         p = np.asarray(p, dtype=np.float64)
         q = np.asarray(q, dtype=np.float64)
         cs = self._candidates(cands)
@@ -242,7 +249,7 @@ class RecursiveRejection(NodeRule):
 class OneHotRule(NodeRule):
     """``one_hot``: accept c_i with probability p_i(c_i), else p_{i+1} = p_i without c_i, renormalised."""
 
-    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, Weight]:
+    def outcome_law(self, p: NodeRow, q: NodeRow | None, cands: Sequence[int]) -> dict[Outcome, Weight]:
         v, zero = len(p), p[0] * 0
         one, law = zero + 1, _Law(zero)
         pi = {i: p[i] for i in range(v) if p[i] != 0}
@@ -256,7 +263,7 @@ class OneHotRule(NodeRule):
             pi = _norm({i: w for i, w in pi.items() if i != x})
         return law.emit_all(pi, reach)
 
-    def verify(self, p, q, cands, rng):
+    def verify(self, p: ArrayLike, q: ArrayLike | None, cands: Sequence[int], rng: np.random.Generator) -> Outcome:
         pi = np.asarray(p, dtype=np.float64).copy()
         for i, x in enumerate(cands):
             if rng.random() < pi[x]:
@@ -271,7 +278,7 @@ class TargetOnlyRule(NodeRule):
     """``target_only`` (SGLang's tree kernel): one coin per level, siblings tried in order against the
     running sum of p over ``threshold_acc``, or p(c_i) >= ``threshold_single``; else p without them."""
 
-    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, Weight]:
+    def outcome_law(self, p: NodeRow, q: NodeRow | None, cands: Sequence[int]) -> dict[Outcome, Weight]:
         v, zero = len(p), p[0] * 0
         one, law = zero + 1, _Law(zero)
         exact_numbers = isinstance(p[0], Fraction)
@@ -300,7 +307,7 @@ class TargetOnlyRule(NodeRule):
             rest = _norm({i: p[i] for i in range(v) if p[i] != 0})
         return law.emit_all(rest, 1 - lo)
 
-    def verify(self, p, q, cands, rng):
+    def verify(self, p: ArrayLike, q: ArrayLike | None, cands: Sequence[int], rng: np.random.Generator) -> Outcome:
         p = np.asarray(p, dtype=np.float64)
         u = rng.random()
         acc = 0.0
@@ -320,7 +327,7 @@ class TypicalRule(NodeRule):
     """``typical`` (Medusa): accept the first candidate with p(c) > min(epsilon, delta exp(-H(p))),
     else draw from p. Lossy by design."""
 
-    def outcome_law(self, p, q, cands: Sequence[int]) -> dict[tuple, Weight]:
+    def outcome_law(self, p: NodeRow, q: NodeRow | None, cands: Sequence[int]) -> dict[Outcome, Weight]:
         law = _Law(p[0] * 0)
         thr = typical_threshold(p, self.epsilon, self.delta)
         for idx, x in enumerate(cands):
@@ -329,7 +336,7 @@ class TypicalRule(NodeRule):
                 return law.out
         return law.emit_all(dict(enumerate(p)), 1)
 
-    def verify(self, p, q, cands, rng):
+    def verify(self, p: ArrayLike, q: ArrayLike | None, cands: Sequence[int], rng: np.random.Generator) -> Outcome:
         p = np.asarray(p, dtype=np.float64)
         thr = typical_threshold(p, self.epsilon, self.delta)
         for i, x in enumerate(cands):
@@ -338,7 +345,7 @@ class TypicalRule(NodeRule):
         return ("emit", _inv(p, rng.random()))
 
 
-def node_outcome_law(p, q, cands: Sequence[int], rule: NodeRule) -> dict[tuple, Weight]:
+def node_outcome_law(p: NodeRow, q: NodeRow | None, cands: Sequence[int], rule: NodeRule) -> dict[Outcome, Weight]:
     """Law of the node's outcome under ``rule``: ``rule.outcome_law(p, q, cands)``."""
     return rule.outcome_law(p, q, cands)
 
@@ -418,19 +425,19 @@ PAIRINGS = [
 
 
 def tree_round_law(
-    target, draft, prefix, branching: Sequence[int], mechanism: str, rule: NodeRule
-) -> dict[tuple, Weight]:
+    target: Model, draft: Model, prefix: Sequence[int], branching: Sequence[int], mechanism: str, rule: NodeRule
+) -> dict[Tokens, Weight]:
     """Exact law of the block emitted by one tree round: at depth d every node has up to
     branching[d] candidates drawn by ``mechanism`` from the draft row at its path; the walk
     follows accepted candidates; a leaf that is accepted gets a bonus token from the target."""
     prefix = tuple(prefix)
-    law: dict[tuple, Weight] = {}
+    law: dict[Tokens, Weight] = {}
 
-    def add(k, w):
+    def add(k: Tokens, w: Weight) -> None:
         if w != 0:
             law[k] = law.get(k, 0) + w
 
-    def walk(path: tuple, w, depth: int):
+    def walk(path: Tokens, w: Weight, depth: int) -> None:
         ctx = prefix + path
         p = target(ctx)
         if depth == len(branching):
@@ -449,15 +456,23 @@ def tree_round_law(
     return law
 
 
-def tree_first_tokens_law(target, draft, prefix, branching, mechanism, rule, length: int) -> dict[tuple, Weight]:
+def tree_first_tokens_law(
+    target: Model,
+    draft: Model,
+    prefix: Sequence[int],
+    branching: Sequence[int],
+    mechanism: str,
+    rule: NodeRule,
+    length: int,
+) -> dict[Tokens, Weight]:
     """Law of the first ``length`` tokens over repeated tree rounds."""
-    memo: dict = {}
+    memo: dict[tuple[Tokens, int], dict[Tokens, Weight]] = {}
 
-    def law_from(ctx, need):
+    def law_from(ctx: Tokens, need: int) -> dict[Tokens, Weight]:
         key = (ctx, need)
         if key in memo:
             return memo[key]
-        out: dict = {}
+        out: dict[Tokens, Weight] = {}
         for block, w in tree_round_law(target, draft, ctx, branching, mechanism, rule).items():
             if len(block) >= need:
                 out[block[:need]] = out.get(block[:need], 0) + w
@@ -476,6 +491,8 @@ def _inv(w: np.ndarray, u: float) -> int:
     return inverse_cdf_sample_scalar(w, u)
 
 
-def verify_node_procedural(p, q, cands: Sequence[int], rule: NodeRule, rng: np.random.Generator) -> tuple[str, int]:
+def verify_node_procedural(
+    p: ArrayLike, q: ArrayLike | None, cands: Sequence[int], rule: NodeRule, rng: np.random.Generator
+) -> Outcome:
     """The node rules as an engine runs them: ``rule.verify(p, q, cands, rng)``."""
     return rule.verify(p, q, cands, rng)
