@@ -120,7 +120,7 @@ def _llama() -> list[EngineConfig]:
         )
         for k in (1, 3, 5)
     ]
-    out += [EngineConfig(engine="llama.cpp", method="draft", k=k, overlap="high", grid=k == 3) for k in (1, 3, 5)]
+    out += [EngineConfig(engine="llama.cpp", method="draft", k=k, overlap="high") for k in (1, 3, 5)]
     out += [EngineConfig(engine="llama.cpp", method="draft", k=3, overlap="low")]
     return out
 
