@@ -203,3 +203,16 @@ def test_a_state_bug_is_named_from_where_its_verification_passes_went_wrong(fn, 
     gen = _user("stateful", fn).generate(pair, 200, 4, np.random.default_rng(0), s)
     d = diagnose_rounds([(round_evidence(gen, pair, 4, label="unit", settings=s), pair, s)])
     assert d.verdict == truth, [(c.name, c.llr_vs_target, c.explained) for c in d.candidates[:3]]
+
+
+def test_a_draft_with_q_and_p_zero_follows_the_units_own_convention():
+    # drafts from q(. | prefix) under top-p: a later row's q and p may both be 0 at x; this step
+    # writes 'reject iff u >= p/q', so 0/0 keeps the draft (read from the unit's evidence)
+    from specverify.harness import make_context_pair
+
+    s = SamplingSettings(temperature=0.9, top_k=12, top_p=0.85, min_p=0.08)
+    pair = make_context_pair(64, "high", seed=3, settings=s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gen = _user("round_numpy", "step_drafts_unconditioned").generate(pair, 150, 4, np.random.default_rng(0), s)
+    d = diagnose_rounds([(round_evidence(gen, pair, 4, label="unit", settings=s), pair, s)])
+    assert d.verdict == "drafts_unconditioned", [(c.name, c.llr_vs_target, c.explained) for c in d.candidates[:3]]

@@ -66,11 +66,18 @@ class Chunk:
         return A[np.arange(n), j, self.X[np.arange(n), j]]
 
 
+#: how the audited implementation treats 0/0 (a draft with q(x) = p(x) = 0): ``u < p/q`` rejects
+#: it (nan compares false), ``u >= p/q -> reject`` keeps it. Both are the textbook rule; the
+#: convention is read from the evidence of each unit (``_score.score_unit``) and used by every model.
+NAN_KEEP = [False]
+
+
 def ratio(px, qx):
-    """min(1, p(x) / q(x)); at q(x) = 0 (a draft q could not have drawn) u < p/q reads p/0 = inf
-    (keep) when p(x) > 0 and 0/0 = nan (reject) when p(x) = 0."""
+    """min(1, p(x) / q(x)); at q(x) = 0 (a draft q could not have drawn) p/0 = inf keeps the draft
+    when p(x) > 0, and 0/0 keeps or rejects it by the unit's convention (:data:`NAN_KEEP`)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(qx > 0, np.minimum(1.0, px / np.where(qx > 0, qx, 1.0)), (px > 0).astype(float))
+        at_zero = np.where(px > 0, 1.0, float(NAN_KEEP[0]))
+        return np.where(qx > 0, np.minimum(1.0, px / np.where(qx > 0, qx, 1.0)), at_zero)
 
 
 def normalise(w, fallback):

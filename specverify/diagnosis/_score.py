@@ -19,7 +19,7 @@ import dataclasses
 
 import numpy as np
 
-from ._models import EPS, Chunk, Tables
+from ._models import EPS, NAN_KEEP, Chunk, Tables
 
 __all__ = ["UnitScore", "score_unit", "KINDS"]
 
@@ -153,6 +153,7 @@ def score_unit(ev, pair, settings, models, *, max_rounds: int = 20_000) -> tuple
     layout = _Cells(g)
     idx_all = np.nonzero(ev.usable)[0][:max_rounds]
     bands_of = {"P": _bands(base.P), "Q": _bands(base.Qr)}
+    NAN_KEEP[0] = _nan_convention(base, ev, idx_all)
     out, obs_final = {}, None
     for model in models:
         model.fit(ev)
@@ -169,6 +170,21 @@ def score_unit(ev, pair, settings, models, *, max_rounds: int = 20_000) -> tuple
         obs_final = obs
     assert obs_final is not None, "score_unit needs at least one model"
     return out, obs_final, layout
+
+
+def _nan_convention(base, ev, idx_all) -> bool:
+    """Whether the unit keeps drafts with q(x) = p(x) = 0 (most such reached drafts kept)."""
+    keep = rej = 0
+    g = ev.gamma
+    for s in range(0, len(idx_all), CHUNK):
+        c = _gather(base, ev, idx_all[s : s + CHUNK])
+        zero = (c.at(c.P) <= 0) & (c.at(c.Qr) <= 0)
+        pos = np.arange(g)[None, :]
+        reached = pos <= np.minimum(c.k, g - 1)[:, None]
+        kept = pos < c.k[:, None]
+        keep += int((zero & reached & kept).sum())
+        rej += int((zero & reached & ~kept).sum())
+    return keep > rej
 
 
 @dataclasses.dataclass
