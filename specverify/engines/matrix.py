@@ -536,13 +536,12 @@ def main(argv=None) -> int:
     if a.only == []:  # `--only` with no keys: rebuild the table
         print(write_table(a.out))
         return 0
-    todo = [
-        c
-        for c in MATRICES[a.engine]()
-        if (a.only and c.key in a.only) or (not a.only and not (a.out / a.engine / f"{c.key}.json").exists())
-    ]
-    # The baseline first (the two-sample rows need it), then k = 3, then the rest.
-    todo.sort(key=lambda c: (c.method != "none" or "via" in dict(c.extra), c.k != 3, "via" in dict(c.extra)))
+    by_key = {c.key: c for c in MATRICES[a.engine]()}
+    if a.only:  # in the order given
+        todo = [by_key[k] for k in a.only if k in by_key]
+    else:  # the baseline first (the two-sample rows need it), then k = 3, then the rest
+        todo = [c for c in by_key.values() if not (a.out / a.engine / f"{c.key}.json").exists()]
+        todo.sort(key=lambda c: (c.method != "none" or "via" in dict(c.extra), c.k != 3, "via" in dict(c.extra)))
     for cfg in todo:
         t0 = time.monotonic()
         cmd = [
