@@ -87,7 +87,7 @@ class WorkerPool:
             for f in futs:
                 f.cancel()
 
-    def close(self):
+    def close(self) -> None:
         if self.ex is not None:
             self.ex.shutdown(wait=False, cancel_futures=True)
 

@@ -19,6 +19,8 @@ adapter cannot support it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..algorithms.chain_numpy import verify_chain_batch
@@ -339,4 +341,10 @@ def reproducibility_check(adapter, cfg, *, plan, pairs):
     )
 
 
-EXACT_CHECKS = (boundary_check, greedy_check, differential_check, reproducibility_check)
+#: each is called as fn(adapter, cfg, plan=plan, pairs=pairs) and returns a CheckOutcome, or None when it does not apply
+EXACT_CHECKS: tuple[Callable[..., CheckOutcome | None], ...] = (
+    boundary_check,
+    greedy_check,
+    differential_check,
+    reproducibility_check,
+)

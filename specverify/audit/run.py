@@ -16,7 +16,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..dists import SamplingSettings
 from ..errors import ImplementationError, SpecVerifyError
@@ -26,7 +26,10 @@ from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from .collect import UnitSample, WorkerPool, collect_unit, smallest_stratum
 from .conclude import SKIPPED, conclude_unit, make_verdict
 from .exact_checks import EXACT_CHECKS
-from .plan import DEFAULT_SETTINGS, PARITY_GRID, AuditPlan, plan_audit
+from .plan import DEFAULT_SETTINGS, PARITY_GRID, AuditPlan, AuditUnit, plan_audit
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 __all__ = ["AuditConfig", "audit", "DEFAULT_SETTINGS", "PARITY_GRID"]
 
@@ -95,7 +98,14 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides: Any)
     return v
 
 
-def _diagnosis(adapter, cfg, plan, pairs, samples, checks) -> dict | None:
+def _diagnosis(
+    adapter: Adapter,
+    cfg: AuditConfig,
+    plan: AuditPlan,
+    pairs: dict[int, Any],
+    samples: dict[int, UnitSample],
+    checks: list[CheckOutcome],
+) -> dict[str, Any] | None:
     """The FAIL's diagnosis; a failure of the diagnosis itself is reported, never raised (the
     verdict stands on the statistics alone)."""
     from ..diagnosis import diagnose_audit
@@ -107,7 +117,7 @@ def _diagnosis(adapter, cfg, plan, pairs, samples, checks) -> dict | None:
     return d.to_dict() if d is not None else None
 
 
-def _resume(cfg, fp) -> dict[int, UnitSample]:
+def _resume(cfg: AuditConfig, fp: str) -> dict[int, UnitSample]:
     if not cfg.resume:
         return {}
     if not cfg.checkpoint:
@@ -117,13 +127,23 @@ def _resume(cfg, fp) -> dict[int, UnitSample]:
     return load_checkpoint(cfg.checkpoint, fp) if Path(cfg.checkpoint).exists() else {}
 
 
-def _collect_all(adapter, cfg, plan: AuditPlan, pairs, samples, fp, *, deadline):
-    checks, evidence = [], []
+def _collect_all(
+    adapter: Adapter,
+    cfg: AuditConfig,
+    plan: AuditPlan,
+    pairs: dict[int, Any],
+    samples: dict[int, UnitSample],
+    fp: str,
+    *,
+    deadline: float,
+) -> tuple[list[CheckOutcome], list[str]]:
+    checks: list[CheckOutcome] = []
+    evidence: list[str] = []
     pool = WorkerPool(cfg.workers, adapter, pairs)
     prog = _progress(cfg)
 
-    def on_batch(sample, unit, task):
-        if prog:
+    def on_batch(sample: UnitSample, unit: AuditUnit, task: TaskID | None) -> None:
+        if prog and task is not None:
             prog.update(task, completed=min(smallest_stratum(sample.gen.position, unit.strata_rule), plan.need(unit)))
         if cfg.checkpoint:
             save_checkpoint(cfg.checkpoint, fp, samples)
@@ -155,8 +175,8 @@ def _collect_all(adapter, cfg, plan: AuditPlan, pairs, samples, fp, *, deadline)
     return checks, evidence
 
 
-def _exact(adapter, cfg, plan, pairs) -> list[CheckOutcome]:
-    out = []
+def _exact(adapter: Adapter, cfg: AuditConfig, plan: AuditPlan, pairs: dict[int, Any]) -> list[CheckOutcome]:
+    out: list[CheckOutcome] = []
     dev = getattr(getattr(adapter, "sampler", None), "exact_deviation", None)
     if dev is not None and plan.units:
         u0 = plan.units[0]
@@ -184,7 +204,7 @@ def _exact(adapter, cfg, plan, pairs) -> list[CheckOutcome]:
     return out
 
 
-def _first_by_holm(checks, evidence) -> list[str]:
+def _first_by_holm(checks: list[CheckOutcome], evidence: list[str]) -> list[str]:
     """Evidence ordered so that the headline names the failing check with the smallest adjusted p."""
     stat = sorted(
         [c for c in checks if c.status == FAIL and c.kind == "statistical"],
@@ -194,9 +214,10 @@ def _first_by_holm(checks, evidence) -> list[str]:
     return [c.summary for c in stat] + exact
 
 
-def _needed(plan, samples, cfg, elapsed: float) -> dict | None:
+def _needed(plan: AuditPlan, samples: dict[int, UnitSample], cfg: AuditConfig, elapsed: float) -> dict[str, Any] | None:
     """For units that did not reach eps: rounds that would, and the time at the measured rate."""
-    rows, extra_units, spent_units = [], 0.0, 0
+    rows: list[dict[str, Any]] = []
+    extra_units, spent_units = 0.0, 0
     for u in plan.units:
         s = samples.get(u.index)
         if s is None or s.error or s.unsupported:
@@ -233,7 +254,7 @@ def _needed(plan, samples, cfg, elapsed: float) -> dict | None:
     return {"statement": sentence, "units": rows, "rounds_per_unit": per, "estimated_seconds": round(est, 1)}
 
 
-def _progress(cfg):
+def _progress(cfg: AuditConfig) -> Progress | None:
     if not cfg.progress:
         return None
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
