@@ -144,7 +144,7 @@ def _one_sample_pvalue(target, rec, setting: SamplingSettings | None = None) -> 
 
 def test_recorded_non_speculative_vllm_output_is_not_flagged(target):
     p, n = _one_sample_pvalue(target, _record("vllm-none"))
-    assert n > 2000 and p > ALPHA
+    assert n >= 1500 and p > ALPHA
 
 
 @pytest.mark.parametrize("name", ["vllm-ngram-k3", "vllm-draft-k3-high"])

@@ -110,18 +110,11 @@ def _llama() -> list[EngineConfig]:
     # here against 900 without it); the same-seed coupling with the engine without speculation is
     # checked exactly on the recordings (tests/test_engines.py). Its draft-model path runs at about
     # 12 tokens/s here (a second model re-reads the prefix per proposal): default setting only.
+    one = ((1, True),)  # llama-cpp-python's Python API takes one request at a time
     out = [EngineConfig(engine="llama.cpp", method="none", grid=True, variants=((1, True), (1, False)))]
-    out += [
-        EngineConfig(
-            engine="llama.cpp",
-            method="prompt-lookup",
-            k=k,
-            grid=k == 3,
-        )
-        for k in (1, 3, 5)
-    ]
-    out += [EngineConfig(engine="llama.cpp", method="draft", k=k, overlap="high") for k in (1, 3, 5)]
-    out += [EngineConfig(engine="llama.cpp", method="draft", k=3, overlap="low")]
+    out += [EngineConfig(engine="llama.cpp", method="prompt-lookup", k=k, grid=k == 3, variants=one) for k in (1, 3, 5)]
+    out += [EngineConfig(engine="llama.cpp", method="draft", k=k, overlap="high", variants=one) for k in (1, 3, 5)]
+    out += [EngineConfig(engine="llama.cpp", method="draft", k=3, overlap="low", variants=one)]
     return out
 
 
