@@ -164,10 +164,10 @@ class VLLMOffline:
         except Exception as exc:  # noqa: BLE001 (an engine crash is a finding, reported per setting)
             if type(exc).__name__ == "VLLMValidationError":  # not a ValueError in 0.32: a refusal
                 raise _refusal(exc, s) from exc
+            self.crashes.append(s.short())
+            self.llm = None  # a raising engine is not trusted again (in-process, one hung after a crash)
             if type(exc).__name__ != "EngineDeadError":
                 raise ImplementationError(f"vLLM raised {type(exc).__name__} for {s.short()}: {exc}") from exc
-            self.crashes.append(s.short())
-            self.llm = None
             raise ImplementationError(
                 f"vLLM's engine core died while generating with {s.short()} ({type(exc).__name__}; the worker's "
                 "error is in the engine log); the engine is rebuilt for the next setting"
