@@ -46,8 +46,10 @@ import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..catalogue import ChainSampler
 from ..dists import SamplingSettings, inverse_cdf_sample
@@ -76,7 +78,7 @@ __all__ = [
 ]
 
 
-def load_callable(spec: str) -> Callable:
+def load_callable(spec: str) -> Callable[..., Any]:
     """'package.module:function' (or a file path 'path/to/file.py:function') to the callable.
 
     Every failure is a :class:`SpecVerifyError` whose message says what was wrong and how to fix it."""
@@ -126,7 +128,7 @@ def load_callable(spec: str) -> Callable:
                 "(check PYTHONPATH if it imports others)"
             ) from exc
     try:
-        obj = getattr(m, fn)
+        obj: Callable[..., Any] = getattr(m, fn)
     except AttributeError as exc:
         raise SpecVerifyError(f"{mod!r} has no attribute {fn!r}; check the name after ':' (MOD:FN)") from exc
     if not callable(obj):
@@ -157,16 +159,23 @@ class Adapter:
     takes_settings = False  # receives the settings (greedy audits on raw rows need it)
     spec: str | None = None  # 'pkg.mod:fn', for --workers and the checkpoint fingerprint
 
-    def identity(self) -> dict:
+    def identity(self) -> dict[str, Any]:
         """What a checkpoint is keyed on."""
         return {"adapter": type(self).__name__, "name": self.name, "spec": self.spec}
 
-    def generate(self, pair: TablePair | ContextPair, n: int, gamma: int, rng, settings) -> Generation:
+    def generate(
+        self,
+        pair: TablePair | ContextPair,
+        n: int,
+        gamma: int,
+        rng: np.random.Generator,
+        settings: SamplingSettings | None,
+    ) -> Generation:
         raise NotImplementedError
 
 
 class SamplerAdapter(Adapter):
-    def __init__(self, sampler: ChainSampler):
+    def __init__(self, sampler: ChainSampler) -> None:
         self.sampler = sampler
         self.rule = getattr(sampler, "rule", None)
         self.name = sampler.name
@@ -174,14 +183,23 @@ class SamplerAdapter(Adapter):
         self.exact_by_design = sampler.exact
         self.lossy_by_design = getattr(sampler, "lossy_by_design", False)
 
-    def identity(self) -> dict:
+    def identity(self) -> dict[str, Any]:
         return {"adapter": "SamplerAdapter", **implementation_identity(self.sampler)}
 
-    def generate(self, pair, n, gamma, rng, settings):
+    def generate(
+        self,
+        pair: TablePair | ContextPair,
+        n: int,
+        gamma: int,
+        rng: np.random.Generator,
+        settings: SamplingSettings | None,
+    ) -> Generation:
         return run_sampler(self.sampler, pair, n=n, gamma=gamma, rng=rng, settings=settings)
 
 
-def _check_round_tokens(tokens, drafts, gamma, v, what):
+def _check_round_tokens(
+    tokens: ArrayLike, drafts: np.ndarray, gamma: int, v: int, what: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Validate [B, g + 1] output; return num_accepted."""
     t = np.asarray(tokens)
     b = drafts.shape[0]
@@ -216,7 +234,7 @@ def _check_round_tokens(tokens, drafts, gamma, v, what):
 class _AdapterSampler(ChainSampler):
     """Drives an adapter's callable through the catalogue engine's ``generate``."""
 
-    def __init__(self, adapter):
+    def __init__(self, adapter: KernelAdapter) -> None:
         self.a = adapter
         self.name = adapter.name
         self.rule = getattr(adapter, "rule", None)
@@ -225,7 +243,14 @@ class _AdapterSampler(ChainSampler):
 class _KernelSampler(_AdapterSampler):
     draws_drafts = False  # the auditor draws the drafts and hands them over
 
-    def round(self, pair, ctx, gamma, rng, settings=None):
+    def round(
+        self,
+        pair: TablePair,
+        ctx: np.ndarray,
+        gamma: int,
+        rng: np.random.Generator,
+        settings: SamplingSettings | None = None,
+    ) -> RoundOutput:
         a = self.a
         b = len(ctx)
         if isinstance(pair, PositionalPair):
@@ -274,7 +299,7 @@ class KernelAdapter(Adapter):
 
     def __init__(
         self,
-        fn,
+        fn: Callable[..., Any],
         *,
         name: str | None = None,
         one_hot: bool = False,
@@ -283,7 +308,7 @@ class KernelAdapter(Adapter):
         call_timeout: float | None = 30.0,
         rule: str | None = None,
         spec: str | None = None,
-    ):
+    ) -> None:
         """``rule='full'`` declares the min(1, p/q) rule with the (p - q)+ residual: the audit then
         adds white-box strata (acceptance rate, accepted tokens, replacements, bonus tokens), which
         localise a bug and detect it with fewer samples. Leave it None for any other exact rule."""
@@ -293,7 +318,7 @@ class KernelAdapter(Adapter):
         self.call_timeout = call_timeout
         self.takes_settings = logits
 
-    def identity(self) -> dict:
+    def identity(self) -> dict[str, Any]:
         return {
             "adapter": "KernelAdapter",
             "spec": self.spec,
@@ -303,11 +328,18 @@ class KernelAdapter(Adapter):
             **implementation_identity(self.fn),
         }
 
-    def generate(self, pair, n, gamma, rng, settings):
+    def generate(
+        self,
+        pair: TablePair | ContextPair,
+        n: int,
+        gamma: int,
+        rng: np.random.Generator,
+        settings: SamplingSettings | None,
+    ) -> Generation:
         return run_sampler(_KernelSampler(self), pair, n=n, gamma=gamma, rng=rng, settings=settings)
 
 
-def _positional_capacity(fn) -> int:
+def _positional_capacity(fn: Callable[..., Any]) -> int:
     """How many positional arguments ``fn`` accepts (a large number for *args; -1 if unknown)."""
     try:
         params = inspect.signature(fn).parameters.values()
@@ -318,10 +350,13 @@ def _positional_capacity(fn) -> int:
     return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
 
-def implementation_identity(obj) -> dict:
+def implementation_identity(obj: object) -> dict[str, Any]:
     """Name, defining file and a hash of that file's source: what a checkpoint is keyed on."""
     target = obj if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) else type(obj)
-    out = {"qualname": getattr(target, "__qualname__", repr(target)), "module": getattr(target, "__module__", "")}
+    out: dict[str, Any] = {
+        "qualname": getattr(target, "__qualname__", repr(target)),
+        "module": getattr(target, "__module__", ""),
+    }
     try:
         path = inspect.getsourcefile(target)
         out["file"] = os.path.realpath(path) if path else None
@@ -338,7 +373,17 @@ class _SequenceAdapter(Adapter):
     pair_kinds = ("low", "high")
     strata_rule = "first-later"  # positions past the first are rare on the low-overlap pair
 
-    def _setup(self, fn, name, spec, logits, greedy, call_timeout, length, default_name):
+    def _setup(
+        self,
+        fn: Callable[..., Any],
+        name: str | None,
+        spec: str | None,
+        logits: bool,
+        greedy: bool,
+        call_timeout: float | None,
+        length: int,
+        default_name: str,
+    ) -> None:
         self.fn, self.spec, self.logits, self.greedy = fn, spec, logits, greedy
         self.name = name or getattr(fn, "__name__", None) or type(fn).__name__ or default_name
         self.call_timeout, self.length = call_timeout, length
@@ -348,7 +393,7 @@ class _SequenceAdapter(Adapter):
             return "logits"
         return "greedy" if (self.greedy or settings.is_greedy) else "probs"
 
-    def identity(self) -> dict:
+    def identity(self) -> dict[str, Any]:
         return {
             "adapter": type(self).__name__,
             "spec": self.spec,
@@ -368,7 +413,7 @@ class RoundAdapter(_SequenceAdapter):
 
     def __init__(
         self,
-        fn,
+        fn: Callable[..., Any],
         *,
         name: str | None = None,
         spec: str | None = None,
@@ -377,12 +422,14 @@ class RoundAdapter(_SequenceAdapter):
         rule: str | None = None,
         call_timeout: float | None = 30.0,
         length: int = 32,
-    ):
+    ) -> None:
         self._setup(fn, name, spec, logits, greedy, call_timeout, length, "step")
         self.rule = rule
         self.takes_settings = logits or _positional_capacity(fn) >= 6
 
-    def generate(self, pair: ContextPair, n, gamma, rng, settings):  # type: ignore[override]  # context pairs only
+    def generate(  # type: ignore[override]  # context pairs only
+        self, pair: ContextPair, n: int, gamma: int, rng: np.random.Generator, settings: SamplingSettings
+    ) -> Generation:
         view = SequenceView(pair, settings, self.mode(settings))
         return run_round_step(
             self.fn,
@@ -408,7 +455,7 @@ class GeneratorAdapter(_SequenceAdapter):
 
     def __init__(
         self,
-        fn,
+        fn: Callable[..., Any],
         *,
         name: str | None = None,
         spec: str | None = None,
@@ -416,13 +463,15 @@ class GeneratorAdapter(_SequenceAdapter):
         greedy: bool = False,
         call_timeout: float | None = 30.0,
         length: int = 32,
-    ):
+    ) -> None:
         self._setup(fn, name, spec, logits, greedy, call_timeout, length, "generate")
         # model.settings is always there, but a generator is told to decode greedily on raw rows
         # only when it declares that it reads the settings (logits) or decodes greedily.
         self.takes_settings = logits or greedy
 
-    def generate(self, pair: ContextPair, n, gamma, rng, settings):  # type: ignore[override]  # context pairs only
+    def generate(  # type: ignore[override]  # context pairs only
+        self, pair: ContextPair, n: int, gamma: int, rng: np.random.Generator, settings: SamplingSettings
+    ) -> Generation:
         view = SequenceView(pair, settings, self.mode(settings))
         return run_generator(self.fn, view, n=n, length=self.length, rng=rng, timeout=self.call_timeout, name=self.name)
 
@@ -440,18 +489,18 @@ class SubprocessAdapter(Adapter):
     harness = "kernel"
     pair_kinds = ("low", "high")
 
-    def __init__(self, cmd: str, *, call_timeout: float | None = 30.0, logits: bool = False):
+    def __init__(self, cmd: str, *, call_timeout: float | None = 30.0, logits: bool = False) -> None:
         self.cmd = cmd
         self.call_timeout = call_timeout
         self.logits = self.takes_settings = logits
-        self.proc = None
+        self.proc: subprocess.Popen[str] | None = None
         self.name = cmd
         self.one_hot = False
 
-    def identity(self) -> dict:
+    def identity(self) -> dict[str, Any]:
         return {"adapter": "SubprocessAdapter", "cmd": self.cmd, "logits": self.logits}
 
-    def _start(self):
+    def _start(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen(
                 shlex.split(self.cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
@@ -460,14 +509,17 @@ class SubprocessAdapter(Adapter):
             self.name = hello.get("name", self.cmd)
             self.one_hot = bool(hello.get("one_hot", False))
 
-    def _ask(self, msg):
+    def _ask(self, msg: dict[str, Any]) -> dict[str, Any]:
         proc = self.proc
+        # _start made the process, with pipes on both ends
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        stdout = proc.stdout
         proc.stdin.write(json.dumps(msg) + "\n")
         proc.stdin.flush()
-        box = {}
+        box: dict[str, str] = {}
 
-        def read():
-            box["line"] = proc.stdout.readline()
+        def read() -> None:
+            box["line"] = stdout.readline()
 
         t = threading.Thread(target=read, daemon=True)
         t.start()
@@ -482,14 +534,14 @@ class SubprocessAdapter(Adapter):
         if not line:
             raise ImplementationError(f"{self.cmd!r} closed its output (exit code {proc.poll()})")
         try:
-            reply = json.loads(line)
+            reply: dict[str, Any] = json.loads(line)
         except json.JSONDecodeError as exc:
             raise MalformedOutputError(f"{self.cmd!r} replied with a line that is not JSON: {line[:200]!r}") from exc
         if "error" in reply:
             raise ImplementationError(f"{self.cmd!r} reported an error: {reply['error']}")
         return reply
 
-    def kernel(self, X, Q, P, gen):
+    def kernel(self, X: np.ndarray, Q: np.ndarray | None, P: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         reply = self._ask(
             {
                 "op": "verify",
@@ -503,7 +555,9 @@ class SubprocessAdapter(Adapter):
             raise MalformedOutputError(f"{self.cmd!r} reply has no 'tokens': {str(reply)[:200]}")
         return np.asarray(reply["tokens"])
 
-    def kernel_logits(self, X, DL, TL, settings, gen):
+    def kernel_logits(
+        self, X: np.ndarray, DL: ArrayLike, TL: ArrayLike, settings: SamplingSettings, gen: np.random.Generator
+    ) -> np.ndarray:
         reply = self._ask(
             {
                 "op": "verify",
@@ -518,7 +572,14 @@ class SubprocessAdapter(Adapter):
             raise MalformedOutputError(f"{self.cmd!r} reply has no 'tokens': {str(reply)[:200]}")
         return np.asarray(reply["tokens"])
 
-    def generate(self, pair, n, gamma, rng, settings):
+    def generate(
+        self,
+        pair: TablePair | ContextPair,
+        n: int,
+        gamma: int,
+        rng: np.random.Generator,
+        settings: SamplingSettings | None,
+    ) -> Generation:
         self._start()
         inner = KernelAdapter(
             self.kernel_logits if self.logits else self.kernel,
@@ -529,9 +590,10 @@ class SubprocessAdapter(Adapter):
         )
         return inner.generate(pair, n, gamma, rng, settings)
 
-    def close(self):
+    def close(self) -> None:
         if self.proc is not None:
             try:
+                assert self.proc.stdin is not None  # a missing pipe goes the way of a failed close
                 self.proc.stdin.close()
                 self.proc.wait(timeout=5)
             except Exception:  # noqa: BLE001

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..dists import SamplingSettings, probs_from_logits
 
@@ -49,7 +50,7 @@ class TablePair:
     def vocab_size(self) -> int:
         return self.target_logits.shape[1]
 
-    def row_index(self, ctx, pos):
+    def row_index(self, ctx: ArrayLike, pos: ArrayLike) -> np.ndarray:
         raise NotImplementedError
 
     # B019: the pairs are few and long-lived; the cache (16 settings a pair) is the point
@@ -71,7 +72,7 @@ class TablePair:
 class MarkovPair(TablePair):
     """Order-1 Markov pair: row = previous token, or V at the start of a sequence."""
 
-    def row_index(self, ctx, pos):
+    def row_index(self, ctx: ArrayLike, pos: ArrayLike) -> np.ndarray:
         return np.asarray(ctx)
 
     @property
@@ -83,7 +84,7 @@ class MarkovPair(TablePair):
 class PositionalPair(TablePair):
     """Rows by position within the round: target rows 0..gamma, draft rows 0..gamma-1 (row gamma unused)."""
 
-    def row_index(self, ctx, pos):
+    def row_index(self, ctx: ArrayLike, pos: ArrayLike) -> np.ndarray:
         return np.broadcast_to(np.asarray(pos), np.shape(ctx)) if np.ndim(ctx) else np.asarray(pos)
 
     @property
