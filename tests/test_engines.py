@@ -155,15 +155,18 @@ def test_recorded_speculative_vllm_output_fails_from_the_recording_alone(target,
 
 def test_llama_cpp_speculation_is_coupled_to_its_plain_sampler():
     """llama-cpp-python verifies by sampling the target at each drafted position, so the same seed
-    gives the same tokens with and without speculation: an exact check on the recordings."""
+    gives the same tokens with and without speculation, up to floating point: its batched
+    verification pass computes f16 logits slightly unlike one-token decoding, which can move a
+    sample across a boundary. Recorded: 191 of 192 sequences identical in every speculative
+    configuration (the one divergence at the same token of the same sequence in all four)."""
     base = {(tuple(r["prompt"]), r["seed"]): r["tokens"] for r in _record("llama.cpp-none")["default"]}
     for name in ("llama.cpp-prompt-lookup-k3", "llama.cpp-draft-k3-high"):
         rec = _record(name)["default"]
         pairs = [
             (r["tokens"], base[(tuple(r["prompt"]), r["seed"])]) for r in rec if (tuple(r["prompt"]), r["seed"]) in base
         ]
-        assert len(pairs) >= 50
-        assert all(a[: min(len(a), len(b))] == b[: min(len(a), len(b))] for a, b in pairs)
+        same = sum(a[: min(len(a), len(b))] == b[: min(len(a), len(b))] for a, b in pairs)
+        assert len(pairs) >= 150 and same >= 0.98 * len(pairs), f"{name}: {same} of {len(pairs)} identical"
 
 
 def _fake_vllm(monkeypatch, replay: dict, seen: list):
@@ -255,17 +258,27 @@ def replay_server():
 
 def test_http_adapter_reads_recorded_vllm_server_answers(replay_server):
     url, rec = replay_server
-    ok = [b for b in rec if b.get("status", 200) == 200 and b["request"].get("n", 1) > 1][:4]
-    assert ok, "the recording holds no request with n > 1"
+    ok = [b for b in rec if b.get("status", 200) == 200][:8]
+    assert len(ok) >= 4
     req = ok[0]["request"]
-    gen = http_generator(url, model=req["model"], concurrency=4, completions_per_request=req["n"])
+    gen = http_generator(
+        url, model=req["model"], concurrency=4, completions_per_request=max(b["request"].get("n", 1) for b in ok)
+    )
     prompts, seeds = [], []
     for b in ok:
-        prompts += [b["request"]["prompt"]] * b["request"]["n"]
-        seeds += [b["request"]["seed"]] * b["request"]["n"]
+        prompts += [b["request"]["prompt"]] * b["request"].get("n", 1)
+        seeds += [b["request"]["seed"]] * b["request"].get("n", 1)
     got = gen.batch(prompts, req["max_tokens"], seeds, SamplingSettings())
     want = [ids for b in ok for ids in parse_completion_ids(json.dumps(b["response"]).encode())]
     assert got == want and all(len(x) == req["max_tokens"] for x in got)
+
+
+def test_http_batches_merge_runs_of_one_prompt_into_n_completions():
+    from specverify.audit.http_adapter import _groups
+
+    prompts = [[1, 2]] * 5 + [[3]] * 2 + [[1, 2]]
+    assert _groups(prompts, list(range(8)), 4) == [(0, 4), (4, 5), (5, 7), (7, 8)]
+    assert _groups(prompts, list(range(8)), 1) == [(i, i + 1) for i in range(8)]
 
 
 def test_http_adapter_reports_the_recorded_min_p_refusal_as_unsupported(replay_server):

@@ -109,12 +109,14 @@ def _vllm() -> list[EngineConfig]:
 def _llama() -> list[EngineConfig]:
     # llama-cpp-python's speculative path samples position by position in Python (about 50 tokens/s
     # here against 900 without it); the same-seed coupling with the engine without speculation is
-    # checked exactly on the recordings (tests/test_engines.py). Its draft-model path runs at about
-    # 12 tokens/s here (a second model re-reads the prefix per proposal): default setting only.
+    # checked exactly on the recordings (tests/test_engines.py).
     one = ((1, True),)  # llama-cpp-python's Python API takes one request at a time
     out = [EngineConfig(engine="llama.cpp", method="none", grid=True, variants=((1, True), (1, False)))]
     out += [EngineConfig(engine="llama.cpp", method="prompt-lookup", k=k, grid=k == 3, variants=one) for k in (1, 3, 5)]
-    out += [EngineConfig(engine="llama.cpp", method="draft", k=k, overlap="high", variants=one) for k in (1, 3, 5)]
+    out += [
+        EngineConfig(engine="llama.cpp", method="draft", k=k, overlap="high", grid=k == 3, variants=one)
+        for k in (1, 3, 5)
+    ]
     out += [EngineConfig(engine="llama.cpp", method="draft", k=3, overlap="low", variants=one)]
     return out
 
@@ -372,8 +374,8 @@ def run_server(cfg: EngineConfig, models, target, prompts, *, seed: int = 0, bud
     spec = speculative_config(cfg.method, cfg.k, models, overlap=cfg.overlap or "high")
     bodies: list = []
 
-    def keep(body, raw):
-        if len(bodies) < 24:
+    def keep(body, raw):  # the audit's requests (n completions each), not the throughput probe's
+        if body.get("n", 1) > 1 and len(bodies) < 24:
             bodies.append({"request": body, "response": json.loads(raw)})
 
     with serve(models.target, speculative=spec, log=Path(".engines/work") / f"server-{cfg.key}.log") as url:
