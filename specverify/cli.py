@@ -6,7 +6,7 @@
     specverify selftest
     specverify bench sampler | stats | runner
     specverify serve [--speculative] [--port 0] [--model-path DIR]
-    specverify reference --out DIR
+    specverify conformance --out DIR
 
 Exit codes: 0 PASS, 1 FAIL, 2 usage or input error, 3 INCONCLUSIVE, 4 internal error of specverify.
 The verdict's contract: docs/verdict.md; the shapes an implementation may take: docs/adapters.md.
@@ -84,7 +84,7 @@ def _serve(args) -> int:
     return 0
 
 
-def _reference(args) -> int:
+def _conformance(args) -> int:
     from .algorithms.conformance import write_vectors
 
     path = write_vectors(args.out)
@@ -108,9 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seeds", type=int, help="stats: seeds per bug (default 5, --quick 1); the table shows medians")
     b.set_defaults(func=_bench)
 
-    r = sub.add_parser("reference", help="regenerate the conformance vectors")
-    r.add_argument("--out", default="reference")
-    r.set_defaults(func=_reference)
+    r = sub.add_parser("conformance", help="regenerate the conformance vectors (conformance/)")
+    r.add_argument("--out", default="conformance")
+    r.set_defaults(func=_conformance)
 
     sv = sub.add_parser("serve", help="serve a local model on an OpenAI-compatible /v1/completions endpoint")
     sv.add_argument(

@@ -30,7 +30,7 @@ def test_catalogue_size_and_documentation():
         "DeepSpec#31",
         "rtp-llm#1295",
     ):
-        assert any(ref in (c.reference or "") for c in BUGS), ref
+        assert any(ref in (c.source or "") for c in BUGS), ref
 
 
 @pytest.mark.parametrize("cls", BUGS, ids=lambda c: c.name)

@@ -182,8 +182,8 @@ def test_to_fractions_is_exact_and_normalised():
 def test_load_vectors_reads_the_committed_vectors():
     from specverify.algorithms.conformance import FILE_NAME, load_vectors
 
-    doc = load_vectors(ROOT / "reference" / FILE_NAME)
-    assert doc == json.loads((ROOT / "reference" / FILE_NAME).read_text()) and doc["cases"]
+    doc = load_vectors(ROOT / "conformance" / FILE_NAME)
+    assert doc == json.loads((ROOT / "conformance" / FILE_NAME).read_text()) and doc["cases"]
 
 
 # ---------------------------------------------------------------- the tools ./run test runs

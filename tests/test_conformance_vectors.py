@@ -1,4 +1,4 @@
-"""reference/ vectors: regenerate and compare; cross-check with the sampling implementations."""
+"""conformance/ vectors: regenerate and compare; cross-check with the sampling implementations."""
 
 import json
 from collections import Counter
@@ -17,12 +17,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_committed_vectors_are_reproducible(tmp_path):
     path = write_vectors(tmp_path)
-    assert path.read_text() == (ROOT / "reference" / FILE_NAME).read_text()
-    assert (tmp_path / "tree-v1.json").read_text() == (ROOT / "reference" / "tree-v1.json").read_text()
+    assert path.read_text() == (ROOT / "conformance" / FILE_NAME).read_text()
+    assert (tmp_path / "tree-v1.json").read_text() == (ROOT / "conformance" / "tree-v1.json").read_text()
 
 
 def test_tree_vectors_state_exactness_correctly():
-    doc = json.loads((ROOT / "reference" / "tree-v1.json").read_text())
+    doc = json.loads((ROOT / "conformance" / "tree-v1.json").read_text())
     assert len(doc["cases"]) >= 30
     for c in doc["cases"]:
         assert sum(Fraction(e["prob"]) for e in c["law"]) == 1

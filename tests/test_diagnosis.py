@@ -111,7 +111,7 @@ def test_the_reference_gets_no_class():
 
 def test_every_class_cites_what_it_was_modelled_on_and_what_to_check():
     for c in CLASSES.values():
-        assert c.references and all(c.references) and c.check and c.mechanism, c.name
+        assert c.sources and all(c.sources) and c.check and c.mechanism, c.name
 
 
 def test_a_failed_audit_carries_a_versioned_diagnosis_in_json_terminal_and_html():
@@ -119,7 +119,7 @@ def test_a_failed_audit_carries_a_versioned_diagnosis_in_json_terminal_and_html(
     assert v.status == "FAIL"
     d = v.to_dict()
     assert d["schema"] == "specverify.verdict/2"
-    assert d["diagnosis"]["version"] == 1 and d["diagnosis"]["verdict"] == "replacement_from_p"
+    assert d["diagnosis"]["version"] == 2 and d["diagnosis"]["verdict"] == "replacement_from_p"
     assert v.diagnosis_lead()[0].startswith("Diagnosis: most likely replacement_from_p")
     page = render_html(v)
     assert page.index("Diagnosis: most likely") < page.index('class="headline FAIL"')
@@ -131,15 +131,16 @@ def test_a_passing_audit_has_no_diagnosis():
 
 
 # -- greedy and penalty classes: token by token, from user-style implementations ------------------
-def _user(module, fn, **kw):
+def _user(module, fn, *, shape="round", **kw):
     import importlib
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from specverify.audit.adapters import RoundAdapter
+    from specverify.audit.adapters import GeneratorAdapter, RoundAdapter
 
-    return RoundAdapter(getattr(importlib.import_module(f"user_impls.{module}"), fn), spec=fn, **kw)
+    cls = {"round": RoundAdapter, "generator": GeneratorAdapter}[shape]
+    return cls(getattr(importlib.import_module(f"user_impls.{module}"), fn), spec=fn, **kw)
 
 
 @pytest.mark.parametrize(
@@ -216,3 +217,24 @@ def test_a_draft_with_q_and_p_zero_follows_the_units_own_convention():
         gen = _user("round_numpy", "step_drafts_unconditioned").generate(pair, 150, 4, np.random.default_rng(0), s)
     d = diagnose_rounds([(round_evidence(gen, pair, 4, label="unit", settings=s), pair, s)])
     assert d.verdict == "drafts_unconditioned", [(c.name, c.llr_vs_target, c.explained) for c in d.candidates[:3]]
+
+
+@pytest.mark.parametrize(
+    "fn, truth",
+    [
+        ("generate_unverified_tail", "unverified_draft_tail"),
+        ("generate_last_round_unverified", "last_round_unverified"),
+        ("generate_realign_bug", "context_misses_last_token"),
+        ("generate_correct", NOT_KNOWN),
+        ("generate_adaptive_gamma", NOT_KNOWN),
+    ],
+)
+def test_a_black_box_generator_is_named_from_its_rebuilt_prefixes(fn, truth):
+    from specverify.diagnosis._stream import diagnose_stream
+    from specverify.harness import make_context_pair
+
+    s = SamplingSettings()
+    pair = make_context_pair(64, "low", seed=3)
+    gen = _user("generators", fn, shape="generator").generate(pair, 150, 4, np.random.default_rng(0), s)
+    d = diagnose_stream([(gen, pair, s, "unit")])
+    assert d.verdict == truth, [(c.name, c.llr_vs_target, c.explained, c.parameter) for c in d.candidates[:3]]

@@ -312,7 +312,7 @@ def test_docs_references_resolve():
         for m in re.finditer(r"\]\(([^)#\s]+)\)", text if path.suffix == ".md" else ""):  # markdown links
             if not m.group(1).startswith("http") and not (base / m.group(1)).exists():
                 missing.append((path.name, m.group(1)))
-        for m in re.finditer(r"(?<![\w/.])((?:docs|scripts|tests|reference|gpu_runs)/[\w./-]+\.(?:md|py|js))", text):
+        for m in re.finditer(r"(?<![\w/.])((?:docs|scripts|tests|conformance|gpu_runs)/[\w./-]+\.(?:md|py|js))", text):
             if not (ROOT / m.group(1)).exists():
                 missing.append((path.name, m.group(1)))
         if "DESIGN.md" in text:
@@ -321,3 +321,20 @@ def test_docs_references_resolve():
     readme = texts[ROOT / "README.md"]
     for opt in ("--full-rule", "--rounds", "--workers", "--logits", "--greedy", "--endpoint"):
         assert opt in readme
+
+
+def test_conformance_command_regenerates_the_committed_vectors(tmp_path):
+    r = run_cli("conformance", "--out", tmp_path)
+    assert r.returncode == 0 and f"wrote {tmp_path}" in r.stdout, r.stderr
+    for name in ("chain-v1.json", "tree-v1.json"):
+        assert (tmp_path / name).read_text() == (ROOT / "conformance" / name).read_text(), name
+    old = run_cli("reference", "--out", tmp_path)  # the command's former name: argparse names the new one
+    assert old.returncode == 2 and "invalid choice: 'reference'" in old.stderr and "'conformance'" in old.stderr
+
+
+def test_a_fail_leads_with_its_diagnosis_unless_told_not_to():
+    diagnosed = run_cli("audit", "replacement_from_p", "--no-progress", "--eps", "0.2")
+    plain = run_cli("audit", "replacement_from_p", "--no-progress", "--eps", "0.2", "--no-diagnosis")
+    assert diagnosed.returncode == plain.returncode == 1, (diagnosed.stderr, plain.stderr)
+    assert "Diagnosis: most likely replacement_from_p" in diagnosed.stdout, diagnosed.stdout[-2000:]
+    assert "Diagnosis" not in plain.stdout and _headline(plain.stdout) == _headline(diagnosed.stdout)

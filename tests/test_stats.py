@@ -105,9 +105,9 @@ def test_two_sample_tests():
     rng = np.random.default_rng(4)
     p = rng.dirichlet(np.ones(200))
     a, b = rng.choice(200, 20000, p=p), rng.choice(200, 20000, p=p)
-    assert S.binned_homogeneity_test(a, b, vocab_size=200, reference_probs=p).pvalue > 1e-3
+    assert S.binned_homogeneity_test(a, b, vocab_size=200, projection_probs=p).pvalue > 1e-3
     c = rng.choice(200, 20000, p=p**1.3 / (p**1.3).sum())
-    assert S.binned_homogeneity_test(a, c, vocab_size=200, reference_probs=p).pvalue < 1e-6
+    assert S.binned_homogeneity_test(a, c, vocab_size=200, projection_probs=p).pvalue < 1e-6
     assert S.homogeneity_test(np.bincount(a, minlength=200), np.bincount(c, minlength=200)).pvalue < 1e-6
 
 

@@ -108,7 +108,7 @@ class _Bad(BaseHTTPRequestHandler):
 
 
 @pytest.mark.parametrize(
-    "mode, words", [("garbage", "without choices"), ("empty", "without choices"), ("slow", "did not answer")]
+    "mode, words", [("garbage", "without choices"), ("empty", "returned 0 choices for n=1"), ("slow", "did not answer")]
 )
 def test_bad_endpoints_become_findings(models, mode, words):
     t, _ = models

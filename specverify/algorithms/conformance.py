@@ -1,10 +1,10 @@
-"""Language-neutral conformance vectors for verification kernels (``reference/``).
+"""Language-neutral conformance vectors for verification kernels (``conformance/``).
 
 Each case fixes a vocabulary size V, gamma, a rule, target rows p_1..p_{gamma+1}, draft rows
 q_1..q_gamma and draft tokens x_1..x_gamma, all rational; the expected output is the exact law of
 what one verification call emits: the number k of accepted drafts and the final token y (the
 replacement after a rejection at position k + 1, or the bonus from p_{gamma+1} when k = gamma).
-Format: ``reference/README.md``. Regenerate with ``specverify reference --out reference``.
+Format: ``conformance/README.md``. Regenerate with ``specverify conformance --out conformance``.
 """
 
 from __future__ import annotations

@@ -370,48 +370,48 @@ class Pairing:
     rule: NodeRule
     exact: bool
     lossy_by_design: bool = False
-    reference: str = ""
+    source: str = ""
 
 
 PAIRINGS = [
-    Pairing("specinfer_iid_rrs", "iid", NODE_RULES["rrs"], True, reference="SpecInfer (Miao et al.)"),
+    Pairing("specinfer_iid_rrs", "iid", NODE_RULES["rrs"], True, source="SpecInfer (Miao et al.)"),
     Pairing(
         "rsd_without_replacement",
         "without_replacement",
         NODE_RULES["rrs_without_replacement"],
         True,
-        reference="RSD (Jeon et al.), EAGLE-1",
+        source="RSD (Jeon et al.), EAGLE-1",
     ),
-    Pairing("eagle2_top_k_one_hot", "top_k", NODE_RULES["one_hot"], True, reference="EAGLE-2, lookahead decoding"),
+    Pairing("eagle2_top_k_one_hot", "top_k", NODE_RULES["one_hot"], True, source="EAGLE-2, lookahead decoding"),
     Pairing(
         "sglang_target_only",
         "top_k",
         NODE_RULES["target_only"],
         True,
-        reference="sgl-kernel speculative_sampling (thresholds 1)",
+        source="sgl-kernel speculative_sampling (thresholds 1)",
     ),
-    Pairing("iid_rrs_dedup", "iid", NODE_RULES["rrs_dedup"], False, reference="statistics.md 7b"),
+    Pairing("iid_rrs_dedup", "iid", NODE_RULES["rrs_dedup"], False, source="statistics.md 7b"),
     Pairing(
         "without_replacement_unadjusted_q",
         "without_replacement",
         NODE_RULES["rrs"],
         False,
-        reference="SafeAILab/EAGLE#74",
+        source="SafeAILab/EAGLE#74",
     ),
-    Pairing("top_k_with_draft_ratio", "top_k", NODE_RULES["rrs"], False, reference="SafeAILab/EAGLE#110, #221"),
+    Pairing("top_k_with_draft_ratio", "top_k", NODE_RULES["rrs"], False, source="SafeAILab/EAGLE#110, #221"),
     Pairing(
         "sglang_thresholds_below_one",
         "top_k",
         NODE_RULES["target_only_thresholds"],
         False,
-        reference="sglang --speculative-accept-threshold-*",
+        source="sglang --speculative-accept-threshold-*",
     ),
     Pairing(
         "sglang_repeated_siblings",
         "iid",
         NODE_RULES["target_only"],
         False,
-        reference="sgl-kernel with duplicate siblings",
+        source="sgl-kernel with duplicate siblings",
     ),
     Pairing(
         "medusa_typical",
@@ -419,7 +419,7 @@ PAIRINGS = [
         NODE_RULES["typical"],
         False,
         lossy_by_design=True,
-        reference="Medusa (Cai et al.) typical acceptance",
+        source="Medusa (Cai et al.) typical acceptance",
     ),
 ]
 

@@ -25,8 +25,8 @@ from .collect import UnitSample
 __all__ = ["fingerprint", "save_checkpoint", "load_checkpoint"]
 
 _ARRAYS = ("tokens", "row", "position", "sequence", "num_accepted")
-_OPTIONAL = ("drafts", "law", "draft_rows", "round_id")
-_PLAN_INDEPENDENT = ("checkpoint", "resume", "progress", "budget_s", "workers")
+_OPTIONAL = ("drafts", "law", "draft_rows", "round_id", "prompts")
+_PLAN_INDEPENDENT = ("checkpoint", "resume", "progress", "budget_s", "workers", "diagnose")
 
 
 def fingerprint(adapter, cfg) -> str:
@@ -95,6 +95,7 @@ def load_checkpoint(path: str, fp: str) -> dict[int, UnitSample]:
             law=arrays.get(f"u{i}_law"),
             draft_rows=arrays.get(f"u{i}_draft_rows"),
             round_id=arrays.get(f"u{i}_round_id"),
+            prompts=arrays.get(f"u{i}_prompts"),
         )
         out[i] = UnitSample(
             g,

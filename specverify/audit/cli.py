@@ -154,6 +154,12 @@ def add_commands(sub):
     a.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     a.add_argument("--list-checks", action="store_true", help="describe every check and exit")
     a.add_argument("--no-progress", action="store_true")
+    a.add_argument(
+        "--no-diagnosis",
+        action="store_true",
+        help="report a FAIL without ranking its likely root causes (the diagnosis takes seconds to a minute; "
+        "the verdict is the same)",
+    )
     a.set_defaults(func=run_audit)
 
     s = sub.add_parser(
@@ -480,6 +486,7 @@ def _config(args, settings):
         progress=not args.no_progress and sys.stderr.isatty(),
         context=args.context,
         greedy_ties=args.greedy_ties,
+        diagnose=not args.no_diagnosis,
     )
     for opt, value, default in (("rounds", args.rounds, None), ("workers", args.workers, 1)):
         if value != default:

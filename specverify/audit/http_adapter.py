@@ -136,7 +136,10 @@ def http_generator(
             on_response(body, raw)
         ids = parse_completion_ids(raw, url)
         if len(ids) != n:
-            raise MalformedOutputError(f"{url} returned {len(ids)} choices for n={n}")
+            raise MalformedOutputError(
+                f"{url} returned {len(ids)} choices for n={n}; an OpenAI-compatible completions endpoint "
+                "answers a request for n completions with n choices (check that the server honours n)"
+            )
         return ids
 
     def generate(prompt, max_new_tokens, seed, settings):

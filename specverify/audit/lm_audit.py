@@ -205,7 +205,7 @@ def audit_lm(
     name: str = "generator",
     call_timeout: float | None = 60.0,
     greedy_check: bool = True,
-    reference_greedy=None,
+    target_greedy=None,
     tie_tol: float = 1e-4,
     lossy_by_design: bool = False,
     looks: tuple[float, ...] = (1.0,),
@@ -242,7 +242,7 @@ def audit_lm(
                 length=max(length, 16),
                 name=name,
                 tie_tol=tie_tol,
-                reference=reference_greedy,
+                target_greedy=target_greedy,
                 call_timeout=call_timeout,
             )  # fmt: skip
         )
@@ -300,7 +300,7 @@ def batched_vs_incremental_logit_gap(model, prompt: list[int], continuation: lis
 
 
 def greedy_equivalence(
-    generate, target_model, *, prompts, length=16, name="generator", tie_tol=1e-4, reference=None, call_timeout=None
+    generate, target_model, *, prompts, length=16, name="generator", tie_tol=1e-4, target_greedy=None, call_timeout=None
 ) -> CheckOutcome:
     """Token-for-token comparison with target-only greedy, tie-aware (see the module docstring)."""
     from ..runners import target_only_generate
@@ -309,8 +309,8 @@ def greedy_equivalence(
     divergences, gaps, excused = [], [], 0
     for prompt in prompts:
         want = (
-            reference(prompt, length)
-            if reference
+            target_greedy(prompt, length)
+            if target_greedy
             else target_only_generate(target_model, list(prompt), length, GREEDY, torch.Generator()).tokens
         )
         try:

@@ -219,7 +219,7 @@ def _diagnosis_html(v) -> str:
         f"<tr><td>{i + 1}</td><td><b>{esc(c['class'])}</b> {esc(c.get('parameter', ''))}</td>"
         f"<td class='num'>e^{c['log_likelihood_ratio_vs_target']:.1f}</td><td "
         f"class='num'>{c['explained_share']:.0%}</td>"
-        f"<td>{esc(c['mechanism'])}</td><td>{esc(', '.join(c['references']))}</td></tr>"
+        f"<td>{esc(c['mechanism'])}</td><td>{esc(', '.join(c['sources']))}</td></tr>"
         for i, c in enumerate(d.get("candidates", []))
     )
     table = (

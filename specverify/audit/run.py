@@ -54,6 +54,7 @@ class AuditConfig:
     resume: bool = False
     progress: bool = False
     exact_checks: bool = True
+    diagnose: bool = True  # rank root causes after a FAIL (seconds to a minute; never changes the verdict)
     greedy_ties: str = "lowest-id"  # or 'any': a greedy output may take any exactly tied top token
     context: str = "tables"  # round steps and generators: 'tables' (hashed order-2) or 'transformers' (tiny models)
 
@@ -93,7 +94,7 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides: Any)
     )
     if cfg.checkpoint and Path(cfg.checkpoint).exists() and v.status != INCONCLUSIVE:
         Path(cfg.checkpoint).unlink()
-    if v.status == FAIL:
+    if v.status == FAIL and cfg.diagnose:
         v.diagnosis = _diagnosis(adapter, cfg, plan, pairs, samples, checks)
     return v
 

@@ -67,7 +67,8 @@ class ChainSampler:
     needs: SamplingSettings | None = None
     #: 'kernel' (position rows) or 'sequence' (Markov; state bugs only show there)
     harness = "kernel"
-    reference = ""
+    #: where the bug was reported (issue or PR) or "structural mutant"
+    source = ""
     #: the rule the sampler claims to implement, with drafts drawn from the pair's draft table;
     #: 'full' lets the audit test each stratum of a round against its exact law
     rule: str | None = "full"

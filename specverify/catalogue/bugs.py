@@ -26,7 +26,7 @@ class ResidualSoftmax(ChainSampler):
     """The residual max(0, p - q) is renormalised with a softmax (over probabilities!) instead of
     being divided by its sum, which flattens it towards uniform. huggingface/transformers#28508."""
 
-    name, exact, reference = "residual_softmax", False, "huggingface/transformers#28508"
+    name, exact, source = "residual_softmax", False, "huggingface/transformers#28508"
 
     def residual_weights(self, p_row, q_row, x):
         return softmax(np.maximum(p_row - q_row, 0.0))
@@ -36,7 +36,7 @@ class AlwaysAccept(ChainSampler):
     """Every draft token is accepted (a faulty match count); the output is the draft's law.
     huggingface/transformers#28508 (the same PR)."""
 
-    name, exact, reference = "always_accept", False, "huggingface/transformers#28508"
+    name, exact, source = "always_accept", False, "huggingface/transformers#28508"
 
     def accept(self, px, qx, U, ctx):
         return np.ones_like(px, dtype=bool)
@@ -46,7 +46,7 @@ class ArgmaxDraftSoftQ(ChainSampler):
     """The drafter emits its argmax (for speed) but the verifier still divides by the draft's
     softmax q(x), as if x had been sampled. huggingface/transformers#32867 (reverting #30778)."""
 
-    name, exact, reference = "argmax_draft_soft_q", False, "huggingface/transformers#32867"
+    name, exact, source = "argmax_draft_soft_q", False, "huggingface/transformers#32867"
 
     def draft_token(self, q_sampled, u, j, U):
         return np.argmax(q_sampled, axis=-1)
@@ -56,7 +56,7 @@ class RawQReported(ChainSampler):
     """The draft samples from top-k/top-p processed logits but returns the raw logits' softmax as q,
     inflating p/q by 1/Z on kept tokens. huggingface/transformers#47932."""
 
-    name, exact, reference, needs = "raw_q_vs_processed", False, "huggingface/transformers#47932", TOPK_TOPP
+    name, exact, source, needs = "raw_q_vs_processed", False, "huggingface/transformers#47932", TOPK_TOPP
 
     def draft_rows_reported(self, pair, ridx, settings, sampled):
         return pair.draft_table(SamplingSettings(temperature=settings.temperature if settings else 1.0))[ridx]
@@ -66,7 +66,7 @@ class TargetDefaultParams(ChainSampler):
     """Target probabilities computed with default settings (T = 1, top_p = 1) while the draft used
     the request's. vllm-project/vllm#9834, fixed in #10198."""
 
-    name, exact, reference, needs = "target_default_params", False, "vllm-project/vllm#9834", TEMP
+    name, exact, source, needs = "target_default_params", False, "vllm-project/vllm#9834", TEMP
 
     def target_rows(self, pair, ridx, settings, *, bonus):
         return pair.target_table(None)[ridx]
@@ -76,7 +76,7 @@ class ReuseAcceptUniform(ChainSampler):
     """The acceptance uniform u is reused as the inverse-CDF threshold of the residual draw; given a
     rejection u ~ U(ratio, 1), not U(0, 1). vllm-project/vllm-ascend#16370."""
 
-    name, exact, reference = "reuse_u_for_residual", False, "vllm-project/vllm-ascend#16370"
+    name, exact, source = "reuse_u_for_residual", False, "vllm-project/vllm-ascend#16370"
 
     def final_uniform(self, U, n_acc):
         g = U.accept.shape[1]
@@ -88,7 +88,7 @@ class SharedNoise(ChainSampler):
     """One noise source drives draft sampling, acceptance and recovery (keyed by the same seed and
     position), so recovery re-favours draft-preferred tokens. vllm-project/vllm#47386 / #54282."""
 
-    name, exact, reference = "shared_noise", False, "vllm-project/vllm#47386"
+    name, exact, source = "shared_noise", False, "vllm-project/vllm#47386"
 
     def uniforms(self, rng, b, g):
         U = super().uniforms(rng, b, g)
@@ -104,7 +104,7 @@ class UniformZero(ChainSampler):
     """The acceptance uniform is hard-coded to 0.0 (no device RNG), so every draft with p(x) > 0 is
     accepted and the reported acceptance is 1.0. vllm-project/vllm-ascend#13470."""
 
-    name, exact, reference = "u_const_zero", False, "vllm-project/vllm-ascend#13470"
+    name, exact, source = "u_const_zero", False, "vllm-project/vllm-ascend#13470"
 
     def uniforms(self, rng, b, g):
         U = super().uniforms(rng, b, g)
@@ -116,7 +116,7 @@ class MinPBonusOnly(ChainSampler):
     """min-p (and logit bias) applied only when sampling the bonus token; verified positions use the
     unfiltered target. vllm-project/vllm#42744."""
 
-    name, exact, reference, needs = "minp_bonus_only", False, "vllm-project/vllm#42744", MIN_P
+    name, exact, source, needs = "minp_bonus_only", False, "vllm-project/vllm#42744", MIN_P
 
     def target_rows(self, pair, ridx, settings, *, bonus):
         if bonus:
@@ -131,7 +131,7 @@ class TopKTopPOrder(ChainSampler):
     the normal sampler applies top-p after top-k and renormalisation (draft and target both use the
     wrong order, so the output follows the wrong law). sgl-project/sglang#36173."""
 
-    name, exact, reference, needs = "topk_topp_order", False, "sgl-project/sglang#36173", TOPK_TOPP
+    name, exact, source, needs = "topk_topp_order", False, "sgl-project/sglang#36173", TOPK_TOPP
 
     @staticmethod
     def _other_order(logits, s):
@@ -158,7 +158,7 @@ class InclusiveCompare(ChainSampler):
     probability is exactly 0 is accepted. Invisible to sampling with 53-bit uniforms (P(u = 0) is
     2^-53); caught exactly by injecting u = 0. sgl-project/sglang#35771."""
 
-    name, exact, reference = "inclusive_compare", False, "sgl-project/sglang#35771"
+    name, exact, source = "inclusive_compare", False, "sgl-project/sglang#35771"
     detector = "boundary"
 
     def accept(self, px, qx, U, ctx):
@@ -170,7 +170,7 @@ class Bf16Draft(ChainSampler):
     """The draft token is sampled from bfloat16 logits while the ratio and residual use float32
     probabilities of the unrounded logits. deepseek-ai/DeepSpec#31."""
 
-    name, exact, reference = "bf16_draft_sampling", False, "deepseek-ai/DeepSpec#31"
+    name, exact, source = "bf16_draft_sampling", False, "deepseek-ai/DeepSpec#31"
     #: raw logits carry an arbitrary offset; at magnitude ~24 bf16's spacing is 0.125
     logit_offset = 24.0
 
@@ -188,7 +188,7 @@ class OrAccept(ChainSampler):
     """Acceptance is (x equals the target's own sample) OR (u * q < p): the exact-match fast path is
     OR-ed with the ratio test, double-counting acceptance. alibaba/rtp-llm#1295."""
 
-    name, exact, reference = "or_accept", False, "alibaba/rtp-llm#1295"
+    name, exact, source = "or_accept", False, "alibaba/rtp-llm#1295"
 
     def accept(self, px, qx, U, ctx):
         P, X = ctx["P"], ctx["X"]
@@ -202,7 +202,7 @@ class ContinueAfterRejection(ChainSampler):
     drafts (conditioned on the rejected token) keep being verified. Shows only when the target
     depends on the prefix."""
 
-    name, exact, reference, harness = (
+    name, exact, source, harness = (
         "continue_after_rejection",
         False,
         "structural mutant (statistics.md 7g)",
@@ -217,7 +217,7 @@ class ReplacementFromP(ChainSampler):
     """After a rejection the replacement is drawn from p instead of the residual (p - q)+.
     ShopeeLLM/Spec-RL#14 (deliberate there, for RL)."""
 
-    name, exact, reference = "replacement_from_p", False, "ShopeeLLM/Spec-RL#14"
+    name, exact, source = "replacement_from_p", False, "ShopeeLLM/Spec-RL#14"
 
     def residual_weights(self, p_row, q_row, x):
         return p_row
@@ -226,7 +226,7 @@ class ReplacementFromP(ChainSampler):
 class ReplacementFromQ(ChainSampler):
     """After a rejection the replacement is drawn from the draft q."""
 
-    name, exact, reference = "replacement_from_q", False, "structural mutant"
+    name, exact, source = "replacement_from_q", False, "structural mutant"
 
     def residual_weights(self, p_row, q_row, x):
         return q_row
@@ -236,7 +236,7 @@ class NoKVRollback(ChainSampler):
     """After a rejection the cache is not rolled back: the next round runs as if the rejected draft
     token were the last token of the context. mlx-lm#1109, #1423; transformers#30042 (greedy)."""
 
-    name, exact, reference, harness = "no_kv_rollback", False, "ml-explore/mlx-lm#1109", "sequence"
+    name, exact, source, harness = "no_kv_rollback", False, "ml-explore/mlx-lm#1109", "sequence"
 
     def next_context(self, tokens, n_acc, drafts):
         g = drafts.shape[1]
@@ -249,7 +249,7 @@ class ResidualNotNormalised(ChainSampler):
     cumsum > u); when u exceeds the residual's mass it falls off the end onto the last token, as the
     seed article's ``sample`` does with its ``return d.length - 1``."""
 
-    name, exact, reference = "residual_not_normalised", False, "structural mutant (statistics.md 7g)"
+    name, exact, source = "residual_not_normalised", False, "structural mutant (statistics.md 7g)"
 
     def draw_residual(self, weights, u):
         cum = np.cumsum(weights, axis=-1)
@@ -261,7 +261,7 @@ class OffByOneTargetRow(ChainSampler):
     """Acceptance compares x_i with the target row of the next position (p_{i+1}(x_i) / q_i(x_i)):
     rows misaligned with draft tokens. vllm-project/vllm#41768 (row misalignment)."""
 
-    name, exact, reference = "off_by_one_target_row", False, "vllm-project/vllm#41768"
+    name, exact, source = "off_by_one_target_row", False, "vllm-project/vllm#41768"
 
     def accept(self, px, qx, U, ctx):
         P, X = ctx["P"], ctx["X"]
@@ -275,7 +275,7 @@ class SameUniformAllPositions(ChainSampler):
     """One acceptance uniform is shared by every position of the round (a missing sync made the
     uniforms not unique per position). flashinfer-ai/flashinfer#424."""
 
-    name, exact, reference = "same_uniform_all_positions", False, "flashinfer-ai/flashinfer#424"
+    name, exact, source = "same_uniform_all_positions", False, "flashinfer-ai/flashinfer#424"
 
     def uniforms(self, rng, b, g):
         U = super().uniforms(rng, b, g)
@@ -287,7 +287,7 @@ class TemperatureTwice(ChainSampler):
     """Temperature applied twice to the target (once by the sampler, once in the verifier), so the
     verified law is sharper than the request's. A common class (lattice#388 forgot it instead)."""
 
-    name, exact, reference, needs = (
+    name, exact, source, needs = (
         "temperature_twice",
         False,
         "ohdearquant/lattice#388 (inverse)",
@@ -308,7 +308,7 @@ class DraftSettingsNotForwarded(ChainSampler):
     temperature but the verifier is given q at the request's temperature.
     huggingface/transformers#28166."""
 
-    name, exact, reference, needs = "draft_settings_not_forwarded", False, "huggingface/transformers#28166", TEMP
+    name, exact, source, needs = "draft_settings_not_forwarded", False, "huggingface/transformers#28166", TEMP
 
     def draft_rows_sampled(self, pair, ridx, settings):
         return pair.draft_table(None)[ridx]
@@ -321,7 +321,7 @@ class RejectOneLate(ChainSampler):
     """A rejection is handled one step late: the rejected draft is emitted anyway and the
     replacement follows it. openvinotoolkit/openvino.genai#4190."""
 
-    name, exact, reference = "reject_one_late", False, "openvinotoolkit/openvino.genai#4190"
+    name, exact, source = "reject_one_late", False, "openvinotoolkit/openvino.genai#4190"
 
     def round(self, pair, ctx, gamma, rng, settings=None):
         out = super().round(pair, ctx, gamma, rng, settings)
@@ -339,7 +339,7 @@ class RejectOneLate(ChainSampler):
 class ResidualWrongSign(ChainSampler):
     """The residual is computed as max(0, q - p) (operands swapped)."""
 
-    name, exact, reference = "residual_wrong_sign", False, "structural mutant"
+    name, exact, source = "residual_wrong_sign", False, "structural mutant"
 
     def residual_weights(self, p_row, q_row, x):
         w = np.maximum(q_row - p_row, 0.0)
@@ -352,7 +352,7 @@ class DedupGreedyRatio(ChainSampler):
     """Deterministic top-1 proposal verified with the ratio p/q_draft instead of the one-hot rule
     (the 'inexact hybrid' of SafeAILab/EAGLE#110 / #221) and the residual of the full rule."""
 
-    name, exact, reference = "topk_candidate_with_draft_ratio", False, "SafeAILab/EAGLE#221"
+    name, exact, source = "topk_candidate_with_draft_ratio", False, "SafeAILab/EAGLE#221"
 
     def draft_token(self, q_sampled, u, j, U):
         return np.argmax(q_sampled, axis=-1)
@@ -367,7 +367,7 @@ class BonusFromPreviousRow(ChainSampler):
     """The bonus token is drawn from p_gamma (the row of the last verified draft) instead of
     p_{gamma+1}: an index off by one on the bonus row."""
 
-    name, exact, reference = "bonus_from_previous_row", False, "structural mutant (statistics.md 7g)"
+    name, exact, source = "bonus_from_previous_row", False, "structural mutant (statistics.md 7g)"
 
     def target_rows(self, pair, ridx, settings, *, bonus):
         if bonus:  # the engine asks for rows in order 0..gamma, so _last_ridx is row gamma - 1

@@ -24,7 +24,7 @@ class TreeSampler(ChainSampler):
         self.name = f"tree:{pairing.name}"
         self.exact = pairing.exact
         self.lossy_by_design = pairing.lossy_by_design
-        self.reference = pairing.reference
+        self.source = pairing.source
 
     def round(self, pair, ctx, gamma, rng, settings=None):
         P, Q = pair.target_table(settings), pair.draft_table(settings)

@@ -7,7 +7,8 @@ drafts, so their rounds are re-collected here with the sampler's own round funct
 that check: the boundary check is the signature of an inclusive comparison, a seeded
 reproducibility failure the signature of state kept across sequences. A failed greedy check on
 raw rows is diagnosed token by token under the greedy classes (:mod:`._greedy`), and units whose
-laws depend on the history (penalties) token by token under the penalty classes (:mod:`._penalty`).
+laws depend on the history (penalties) token by token under the penalty classes (:mod:`._penalty`),
+and black-box generators token by token under the stream classes (:mod:`._stream`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import round_evidence
 from ._greedy import diagnose_greedy
 from ._penalty import diagnose_penalty, penalty_units
+from ._stream import diagnose_stream, stream_units
 
 __all__ = ["diagnose_audit", "SEQUENCE_ROUNDS"]
 
@@ -60,14 +62,14 @@ def _sequence_rounds(sampler, pair, gamma, settings, rng, n) -> Generation:
     seq = np.concatenate([np.arange(b)] * 8)
     round_of = np.concatenate(rid)
     gen = Generation(
-        np.concatenate(toks),
-        np.concatenate(rows),
-        np.concatenate(pos),
-        seq[round_of],
-        np.concatenate(acc),
-        8 * b,
-        np.concatenate(drafts),
-        True,
+        tokens=np.concatenate(toks),
+        row=np.concatenate(rows),
+        position=np.concatenate(pos),
+        sequence=seq[round_of],
+        num_accepted=np.concatenate(acc),
+        rounds=8 * b,
+        drafts=np.concatenate(drafts),
+        drafts_from_implementation=True,
         round_id=round_of,
         draft_rows=np.concatenate(drows),
     )
@@ -131,6 +133,9 @@ def diagnose_audit(adapter, cfg, plan, pairs, samples, checks) -> Diagnosis | No
     pen = diagnose_penalty(penalty_units(adapter, plan, pairs, samples)) if stat_failed else None
     if pen is not None and (pen.known or d is None):
         return pen
+    stream = diagnose_stream(stream_units(adapter, plan, pairs, samples)) if stat_failed else None
+    if stream is not None and (stream.known or d is None):
+        return stream
     greedy = _from_greedy(adapter, cfg, checks)
     if greedy is not None and (greedy.known or d is None):
         return greedy

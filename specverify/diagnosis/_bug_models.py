@@ -10,6 +10,7 @@ import numpy as np
 from ..catalogue import bugs as cat
 from ._models import (
     EPS,
+    NAN_KEEP,
     ORDER,
     Chunk,
     RoundModel,
@@ -406,6 +407,63 @@ class StateNotReset(RoundModel):
             self.t = float(np.clip(ev.mismatch[firsts].mean(), EPS, 1 - EPS))
 
 
+def _float16_grid() -> tuple[np.ndarray, np.ndarray]:
+    """Every float16 value a float64 uniform on [0, 1) rounds to, with its probability."""
+    g = np.arange(0, 0x3C01, dtype=np.uint16).view(np.float16)  # 0 .. 1.0 inclusive
+    edges = np.r_[0.0, (g[1:].astype(np.float64) + g[:-1]) / 2, 1.0]
+    return g, np.diff(edges)
+
+
+class Float16Arithmetic(RoundModel):
+    """The kernel casts p and q to float16: the ratio, the acceptance uniform, the residual and its
+    cumulative sum are all half precision, and the inverse CDF clamps to the last id. Acceptance is
+    P(fp16(u) < fp16(p(x)) / fp16(q(x))); a replacement or bonus is the token whose fp16 cumulative
+    interval holds fp16(fp16(u) * total), so ids past the last one with mass can be emitted (when
+    fp16(u) rounds to 1) and small masses are lost in the sum. Exact over the float16 grid of u."""
+
+    name = "float16_probabilities"
+
+    def __init__(self):
+        self.grid, self.mass = _float16_grid()
+        # P(fp16(u) < r) for each float16 value r in [0, 1]: the mass of the grid below it
+        self.below = np.r_[0.0, np.cumsum(self.mass)[:-1]]
+
+    def accept(self, c):
+        h = np.float16
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            r = c.at(c.P).astype(h) / c.at(c.Qr).astype(h)
+        r = np.nan_to_num(r.astype(np.float64), nan=float(NAN_KEEP[0]) * 2.0, posinf=2.0)
+        idx = np.searchsorted(self.grid.astype(np.float64), np.minimum(r, 1.0), side="left")
+        return np.where(r > 1.0, 1.0, self.below[np.minimum(idx, len(self.below) - 1)])
+
+    def _inverse_cdf_law(self, p, q) -> np.ndarray:
+        """[n, V] law of the clamped fp16 inverse-CDF token over the weights fp16(max(p - q, 0)):
+        token k < V - 1 is emitted when cum[k - 1] <= t < cum[k], t = fp16(fp16(u) * cum[-1])."""
+        h = np.float16
+        w = np.maximum(p.astype(h) - q.astype(h), h(0))
+        empty = w.sum(axis=1, dtype=h) <= 0
+        w[empty] = p[empty].astype(h)
+        cum = np.cumsum(w, axis=1, dtype=h)
+        n, V, G = w.shape[0], w.shape[1], len(self.grid)
+        below = np.empty((n, V))
+        mass_below = np.r_[0.0, np.cumsum(self.mass)]  # mass of the first i grid values
+        for a in range(0, n, 256):  # rows side by side, each offset by 4 so one sorted search serves all
+            b = min(a + 256, n)
+            off = 4.0 * np.arange(b - a)[:, None]
+            t = (self.grid[None, :] * cum[a:b, -1:]).astype(np.float64) + off  # [r, G], sorted per row
+            pos = np.searchsorted(t.ravel(), (cum[a:b].astype(np.float64) + off).ravel(), side="left")
+            below[a:b] = mass_below[pos.reshape(b - a, V) - G * np.arange(b - a)[:, None]]  # P(t < cum[k])
+        law = np.diff(below, axis=1, prepend=0.0)
+        law[:, -1] = 1.0 - below[:, -2] if V > 1 else 1.0
+        return law
+
+    def replaced(self, c, j, rows):
+        return self._inverse_cdf_law(c.P[rows, j], c.Qr[rows, j])
+
+    def bonus(self, c, rows):
+        return self._inverse_cdf_law(c.Pb[rows], np.zeros_like(c.Pb[rows]))
+
+
 def _later_rounds(ev) -> np.ndarray:
     """[R] rounds after an earlier (not the previous) rejection in their sequence."""
     earlier = ev.earlier_rejected if ev.earlier_rejected is not None else np.zeros(len(ev.k), dtype=bool)
@@ -463,5 +521,6 @@ def models() -> list[RoundModel]:
         StateMismatch("kv_block_wrong_prefix", "flat", lo=EPS, hi=0.2),
         StateMismatch("cache_key_position_only", "flat", lo=0.2, hi=1 - EPS),
         StateNotReset(),
+        Float16Arithmetic(),
     ]
     return out

@@ -21,7 +21,7 @@ class BugClass:
     name: str
     mechanism: str
     check: str  # what to look at in the code
-    references: tuple[str, ...]
+    sources: tuple[str, ...]
     kind: str  # 'rule', 'settings', 'state', 'greedy', 'structure'
 
 
@@ -232,6 +232,27 @@ _NEW = {
         ("vllm-project/vllm#16899",),
         "greedy",
     ),
+    "unverified_draft_tail": (
+        "From some point of the sequence on, draft samples are appended without verification (the draft is "
+        "trusted once it has 'warmed up').",
+        "the generation loop: every emitted token must come out of a verification pass",
+        ("structural mutant (user-style suite)",),
+        "structure",
+    ),
+    "last_round_unverified": (
+        "When fewer than gamma + 1 tokens remain, the rest are filled with draft samples instead of a last, "
+        "shorter verified round.",
+        "the end of the loop: the last round must verify its (fewer) drafts like any other",
+        ("structural mutant (user-style suite)",),
+        "structure",
+    ),
+    "context_misses_last_token": (
+        "From the second round on, the context (or cache) handed to the models lacks the last emitted token: "
+        "the bonus or replacement token is never fed back.",
+        "what the next round is conditioned on: prefix + every emitted token, the last one included",
+        ("huggingface/transformers#30042 (cache position not advanced in assisted decoding)",),
+        "state",
+    ),
     "greedy_as_low_temperature": (
         "Temperature 0 is emulated by a tiny temperature, which splits exact ties instead of taking the lowest id.",
         "the greedy branch: argmax with lowest-id ties, not temperature 1e-3",
@@ -249,7 +270,7 @@ def _build() -> dict[str, BugClass]:
     out = {}
     for cls in BUGS:
         check, kind = _CATALOGUE_CHECKS.get(cls.name, ("the line named in the mechanism", "rule"))
-        out[cls.name] = BugClass(cls.name, _first_paragraph(cls.__doc__), check, (cls.reference,), kind)
+        out[cls.name] = BugClass(cls.name, _first_paragraph(cls.__doc__), check, (cls.source,), kind)
     for name, (mech, check, refs, kind) in _NEW.items():
         out[name] = BugClass(name, mech, check, refs, kind)
     return out
@@ -274,6 +295,9 @@ ALIASES = {
     "greedy_bonus_wrong_row": "bonus_from_previous_row",
     "greedy_ignored": "greedy_ignored",
     "float16_ratio": "float16_probabilities",
+    "unverified_after_8_tokens": "unverified_draft_tail",
+    "unverified_last_round": "last_round_unverified",
+    "realign_missing_last_token": "context_misses_last_token",
     "residual_unnormalised": "residual_not_normalised",
 }
 

@@ -61,7 +61,7 @@ class Candidate:
             "parameter": self.parameter,
             "mechanism": c.mechanism if c else "",
             "check": c.check if c else "",
-            "references": list(c.references) if c else [],
+            "sources": list(c.sources) if c else [],
         }
 
 
@@ -108,7 +108,7 @@ class Diagnosis:
 
     def to_dict(self) -> dict:
         return {
-            "version": 1,
+            "version": 2,
             "verdict": self.verdict,
             "lead": self.lead(),
             "facts": self.facts,

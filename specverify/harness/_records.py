@@ -22,7 +22,7 @@ class RoundOutput:
     next_context: np.ndarray  # [B] the sampler's own state after the round
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Generation:
     """A stream of emitted tokens with what the auditor needs to know each one's law.
 
@@ -40,7 +40,7 @@ class Generation:
     law: np.ndarray | None = None  # [M', V] per-token law rows, when not a table of the pair
     draft_rows: np.ndarray | None = None  # [R, g] row of each proposed draft's context (context pairs)
     round_id: np.ndarray | None = None  # [N] round of each token, where a sequence spans several rounds
-    prompts: np.ndarray | None = None  # [S, L] prompt of each sequence, -1 padded (per-token laws only)
+    prompts: np.ndarray | None = None  # [S, L] prompt of each sequence, -1 padded (context runs)
 
     @property
     def rounds_of_tokens(self) -> np.ndarray:
@@ -50,7 +50,7 @@ class Generation:
     @classmethod
     def empty(cls) -> Generation:
         z = np.zeros(0, dtype=np.int64)
-        return cls(z, z, z, z, z, 0)
+        return cls(tokens=z, row=z, position=z, sequence=z, num_accepted=z, rounds=0)
 
 
 def concat_generations(parts: list[Generation]) -> Generation:
@@ -85,16 +85,16 @@ def concat_generations(parts: list[Generation]) -> Generation:
         width = max(p.shape[1] for p in given)
         prompts = np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=-1) for p in given])
     return Generation(
-        np.concatenate(toks),
-        np.concatenate(rows),
-        np.concatenate(pos),
-        np.concatenate(seqs),
-        np.concatenate([g.num_accepted for g in parts]),
-        sum(g.rounds for g in parts),
-        cat("drafts"),
-        parts[0].drafts_from_implementation,
-        np.concatenate(laws) if laws else None,
-        cat("draft_rows"),
-        round_ids,
-        prompts,
+        tokens=np.concatenate(toks),
+        row=np.concatenate(rows),
+        position=np.concatenate(pos),
+        sequence=np.concatenate(seqs),
+        num_accepted=np.concatenate([g.num_accepted for g in parts]),
+        rounds=sum(g.rounds for g in parts),
+        drafts=cat("drafts"),
+        drafts_from_implementation=parts[0].drafts_from_implementation,
+        law=np.concatenate(laws) if laws else None,
+        draft_rows=cat("draft_rows"),
+        round_id=round_ids,
+        prompts=prompts,
     )

@@ -123,7 +123,7 @@ class _Recorder:
         self.drafts: list[Any] = []
         self.draft_rows: list[Any] = []
         self.round_id: list[Any] = []
-        self.prompts: dict[int, list] = {}  # per-token laws: each sequence's prompt (the diagnosis rebuilds histories)
+        self.prompts: dict[int, list] = {}  # each sequence's prompt (the diagnosis rebuilds prefixes)
         s = view.settings
         # laws that a table cannot hold: penalties (history) and untabled models (whole prefix)
         self.per_token_law = view.mode != "greedy" and (s.uses_history or not getattr(view.pair, "tabled", True))
@@ -145,8 +145,8 @@ class _Recorder:
 
     def _record(self, seq, t, j, seq_id):
         pair, s = self.view.pair, self.view.settings
+        self.prompts.setdefault(seq_id, list(seq))
         if self.per_token_law:
-            self.prompts.setdefault(seq_id, list(seq))
             self.rows.append(len(self.laws))
             self.laws.append(pair.law_probs(seq, None if self.view.mode == "greedy" else s))
         else:
@@ -162,22 +162,22 @@ class _Recorder:
         drafts = np.asarray(self.drafts, dtype=np.int64).reshape(len(self.drafts), -1) if self.drafts else None
         draft_rows = np.asarray(self.draft_rows, dtype=np.int64).reshape(len(self.drafts), -1) if self.drafts else None
         return Generation(
-            a(self.tokens),
-            a(self.rows),
-            a(self.pos),
-            a(self.seq),
-            a(self.n_acc),
-            rounds,
-            drafts,
-            drafts is not None,
-            law,
-            draft_rows,
-            a(self.round_id),
-            self._prompt_array(),
+            tokens=a(self.tokens),
+            row=a(self.rows),
+            position=a(self.pos),
+            sequence=a(self.seq),
+            num_accepted=a(self.n_acc),
+            rounds=rounds,
+            drafts=drafts,
+            drafts_from_implementation=drafts is not None,
+            law=law,
+            draft_rows=draft_rows,
+            round_id=a(self.round_id),
+            prompts=self._prompt_array(),
         )
 
     def _prompt_array(self) -> np.ndarray | None:
-        if not self.per_token_law or not self.prompts:
+        if not self.prompts:
             return None
         n, width = max(self.prompts) + 1, max(len(p) for p in self.prompts.values())
         out = np.full((n, width), -1, dtype=np.int64)

@@ -50,7 +50,14 @@ def _positional_rounds(sampler, pair, b, gamma, rng, settings) -> Generation:
     out = sampler.round(pair, np.zeros(b, dtype=np.int64), gamma, rng, settings)
     r, pos = np.nonzero(out.tokens >= 0)
     return Generation(
-        out.tokens[r, pos], pos, pos, r, out.num_accepted, b, out.drafts, bool(getattr(sampler, "draws_drafts", True))
+        tokens=out.tokens[r, pos],
+        row=pos,
+        position=pos,
+        sequence=r,
+        num_accepted=out.num_accepted,
+        rounds=b,
+        drafts=out.drafts,
+        drafts_from_implementation=bool(getattr(sampler, "draws_drafts", True)),
     )
 
 
@@ -76,5 +83,10 @@ def _markov_sequences(sampler, pair, b, gamma, rng, settings, length) -> Generat
     buf, posb = buf[:, :length], posb[:, :length]
     prev = np.concatenate([np.full((b, 1), pair.start_context), buf[:, :-1]], axis=1)
     return Generation(
-        buf.ravel(), prev.ravel(), posb.ravel(), np.repeat(np.arange(b), length), np.concatenate(accs), rounds
+        tokens=buf.ravel(),
+        row=prev.ravel(),
+        position=posb.ravel(),
+        sequence=np.repeat(np.arange(b), length),
+        num_accepted=np.concatenate(accs),
+        rounds=rounds,
     )

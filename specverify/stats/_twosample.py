@@ -3,9 +3,9 @@
 * :func:`homogeneity_test`: chi-square homogeneity on a 2 x k table, cells pooled by their pooled
   expected counts (the module's pooling rule), via ``scipy.stats.chi2_contingency``;
 * :func:`binned_homogeneity_test`: for large vocabularies, both samples are first mapped by the same
-  predictable projection (salted hash buckets, or rank bins of a reference distribution when one
-  is known), then tested on the 2 x B table; with ``permutations`` the p-value is calibrated by
-  permuting the arm labels (``scipy.stats.permutation_test``) instead of the asymptotic law.
+  predictable projection (salted hash buckets, or rank bins of a known law, ``projection_probs``),
+  then tested on the 2 x B table; with ``permutations`` the p-value is calibrated by permuting the
+  arm labels (``scipy.stats.permutation_test``) instead of the asymptotic law.
 """
 
 from __future__ import annotations
@@ -59,15 +59,15 @@ def binned_homogeneity_test(
     vocab_size: int,
     n_bins: int = 32,
     salt: int = 0,
-    reference_probs: ArrayLike | None = None,
+    projection_probs: ArrayLike | None = None,
     permutations: int = 0,
     rng: np.random.Generator | None = None,
 ) -> GofResult:
     """Homogeneity of two token samples after a shared predictable projection onto ``n_bins`` cells."""
     ta = np.asarray(tokens_a, dtype=np.int64)
     tb = np.asarray(tokens_b, dtype=np.int64)
-    if reference_probs is not None:
-        p = np.asarray(reference_probs, dtype=float)
+    if projection_probs is not None:
+        p = np.asarray(projection_probs, dtype=float)
         order = np.argsort(-p, kind="stable")
         cum = np.cumsum(p[order]) - p[order] / 2
         cell = np.empty(vocab_size, dtype=np.int64)
