@@ -159,7 +159,7 @@ def _user(module, fn, *, shape="round", **kw):
 def test_a_greedy_failure_is_named_from_its_tokens(fn, truth):
     from specverify.audit.exact_checks import greedy_raw_run
     from specverify.audit.run import AuditConfig
-    from specverify.diagnosis._greedy import diagnose_greedy
+    from specverify.diagnosis import diagnose_greedy
 
     cfg = AuditConfig()
     adapter = _user("greedy", fn, **({} if fn.startswith("step_") else {"greedy": True}))
@@ -177,7 +177,7 @@ def test_a_greedy_failure_is_named_from_its_tokens(fn, truth):
     ],
 )
 def test_a_penalty_failure_is_named_from_rebuilt_histories(fn, truth):
-    from specverify.diagnosis._penalty import diagnose_penalty
+    from specverify.diagnosis import diagnose_penalty
     from specverify.dists import SamplingSettings
     from specverify.harness import make_context_pair
 
@@ -230,7 +230,7 @@ def test_a_draft_with_q_and_p_zero_follows_the_units_own_convention():
     ],
 )
 def test_a_black_box_generator_is_named_from_its_rebuilt_prefixes(fn, truth):
-    from specverify.diagnosis._stream import diagnose_stream
+    from specverify.diagnosis import diagnose_stream
     from specverify.harness import make_context_pair
 
     s = SamplingSettings()

@@ -1,13 +1,15 @@
 """Implementations written the way users write them (``tests/user_impls``: numpy round steps,
 stateful steppers with a cache, logits + settings steppers, greedy steppers, kernels, generators),
-each audited through the installed CLI in a subprocess, in the module form, with the default
-error rates (alpha 1e-6, beta 1e-3, eps 0.05), a fixed ``--rounds`` and ``--no-diagnosis`` (which
-leaves the verdict as it is; the diagnosis has its own tests and study): every buggy one FAILs and
-every correct one PASSes. The verdicts are functions of the implementation, the seed and the
-options (the time budget is only a cap), so this is deterministic; each FAIL expected here has
-false-fail rate <= 1e-6 on a correct implementation, each PASS false-pass rate <= 1e-3 at eps 0.05.
+each audited through the installed CLI in a subprocess, in the module form, at the CI size (a
+quarter of the full table's fixed ``--rounds``, alpha 1e-6, beta 1e-3, eps 0.1) with
+``--no-diagnosis`` (which leaves the verdict as it is; the diagnosis has its own tests and study):
+every buggy one FAILs and every correct one PASSes. The verdicts are functions of the
+implementation, the seed and the options (the time budget is only a cap), so this is
+deterministic; each FAIL expected here has false-fail rate <= 1e-6 on a correct implementation,
+each PASS false-pass rate <= 1e-3 at eps 0.1.
 
-The same table, with timings: ``python scripts/user_suite.py`` (scripts/results/user_suite.json).
+The full-size table (eps 0.05), with timings: ``python scripts/user_suite.py``
+(scripts/results/user_suite.json); the CI size: ``python scripts/user_suite.py --ci --no-diagnosis``.
 """
 
 import sys
@@ -20,7 +22,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from user_impls import CASES  # noqa: E402
-from user_suite import ROUNDS, run_case  # noqa: E402
+from user_suite import CI_EPS, CI_SCALE, ROUNDS, run_case  # noqa: E402
 
 
 def test_the_suite_covers_what_users_write():
@@ -44,7 +46,8 @@ def test_the_suite_covers_what_users_write():
 
 @pytest.mark.parametrize("case", CASES, ids=[c["spec"].split(".", 1)[1] for c in CASES])
 def test_cli_verdict_matches_the_truth(case):
-    r = run_case(case, ROUNDS, extra=["--no-diagnosis"])  # the diagnosis is measured in test_diagnosis and the study
+    # the CI size; the diagnosis is measured in test_diagnosis and scripts/diagnosis_study.py
+    r = run_case(case, ROUNDS, extra=["--eps", str(CI_EPS), "--no-diagnosis"], scale=CI_SCALE)
     assert r["verdict"] == r["expected"], f"{case['spec']} ({case['bug_class'] or 'correct'}): {r['headline']}"
     if r["verdict"] == "PASS":
         assert r["headline"].startswith("PASS"), r["headline"]

@@ -32,7 +32,7 @@ import torch
 from ..dists import GREEDY, SamplingSettings
 from ..errors import ImplementationError, MalformedOutputError, UnsupportedSettingError
 from ..lm.transformers_lm import CausalLM, KVSession
-from ..stats import FAIL, PASS, CheckOutcome, StreamLaw, Verdict, default_stream_test
+from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, StreamLaw, Verdict, default_stream_test
 from .adapters import call_with_timeout
 from .conclude import UNSUPPORTED, failure_message, make_verdict
 from .plan import DEFAULT_SETTINGS, TestFamily
@@ -158,7 +158,7 @@ def _conclude_setting(label, fam: TestFamily, toks, rows, n_seq, length, complet
         )
     return CheckOutcome(
         name=label,
-        status="INCONCLUSIVE",
+        status=INCONCLUSIVE,
         kind="statistical",
         summary=f"not reached: eps {res.min_detectable_tv:.4f} > {eps:g} after "
         f"{len(toks):,} tokens ({fam.tokens_per_stratum():,} planned); no deviation found",
@@ -277,7 +277,7 @@ def _setting_outcome(generate, aud, prompts, s, label, fam, *, length, eps, test
 
 def _needed(checks, need: int, length: int) -> dict | None:
     """What would settle an INCONCLUSIVE: the planned tokens per setting."""
-    short = [c for c in checks if c.status == "INCONCLUSIVE"]
+    short = [c for c in checks if c.status == INCONCLUSIVE]
     if not short:
         return None
     return {

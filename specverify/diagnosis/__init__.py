@@ -6,9 +6,10 @@ scored under it (events: drafts, acceptance given the draft, replacement, bonus,
 position and per unit) and the classes are ranked by their likelihood ratio against the target
 law. A class is named only when it beats the target law by a stated margin and explains most of
 the deviation (or leaves none significant on the cells); otherwise the answer is "not a known
-class". Two token-by-token scorers cover what has no round tables: a failed greedy check on raw
-rows (:func:`diagnose_greedy`: the deterministic law of each greedy class) and units whose laws
-depend on the history (:func:`diagnose_penalty`: penalty classes on rebuilt prefixes).
+class". Three token-by-token scorers cover what has no round tables: a failed greedy check on
+raw rows (:func:`diagnose_greedy`: the deterministic law of each greedy class), units whose laws
+depend on the history (:func:`diagnose_penalty`: penalty classes on rebuilt prefixes) and
+black-box generators (:func:`diagnose_stream`: stream classes on rebuilt prefixes).
 
     from specverify.diagnosis import diagnose_audit, diagnose_rounds, CLASSES
 """
@@ -19,12 +20,14 @@ from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import RoundEvidence, round_evidence
 from ._greedy import diagnose_greedy
 from ._penalty import diagnose_penalty
+from ._stream import diagnose_stream
 
 __all__ = [
     "diagnose_audit",
     "diagnose_rounds",
     "diagnose_greedy",
     "diagnose_penalty",
+    "diagnose_stream",
     "round_evidence",
     "Diagnosis",
     "Candidate",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..harness import Generation
+from ..stats import FAIL
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import round_evidence
 from ._greedy import diagnose_greedy
@@ -98,7 +99,7 @@ def _units(adapter, cfg, plan, pairs, samples):
 
 
 def _from_exact(checks) -> Diagnosis | None:
-    failed = [c for c in checks if c.status == "FAIL" and c.kind == "exact"]
+    failed = [c for c in checks if c.status == FAIL and c.kind == "exact"]
     for c in failed:
         for key, (name, fact) in _EXACT_SIGNATURES.items():
             if c.name.startswith(key):
@@ -110,7 +111,7 @@ def _from_exact(checks) -> Diagnosis | None:
 def _from_greedy(adapter, cfg, checks) -> Diagnosis | None:
     """A failed greedy check on raw rows: its run repeated with its seed, each token scored under
     the greedy classes (:mod:`._greedy`)."""
-    failed = any(c.status == "FAIL" and c.name.startswith("greedy equivalence (raw rows") for c in checks)
+    failed = any(c.status == FAIL and c.name.startswith("greedy equivalence (raw rows") for c in checks)
     if not failed or getattr(adapter, "harness", "") != "context":
         return None
     from ..audit.exact_checks import greedy_raw_run
@@ -123,10 +124,10 @@ def _from_greedy(adapter, cfg, checks) -> Diagnosis | None:
 
 def diagnose_audit(adapter, cfg, plan, pairs, samples, checks) -> Diagnosis | None:
     """The diagnosis of a FAILed audit (None when nothing failed)."""
-    if not any(c.status == "FAIL" for c in checks):
+    if not any(c.status == FAIL for c in checks):
         return None
     units = _units(adapter, cfg, plan, pairs, samples)
-    stat_failed = any(c.status == "FAIL" and c.kind == "statistical" for c in checks)
+    stat_failed = any(c.status == FAIL and c.kind == "statistical" for c in checks)
     d = diagnose_rounds(units) if units and stat_failed else None
     if d is not None and d.known:
         return d

@@ -9,6 +9,8 @@ Plain numpy only (no specverify imports). ``CASES`` lists every implementation:
 * ``buggy``: whether the output law (or greedy output) differs from the target's;
 * ``bug_class``: a short name for the bug, None for correct ones;
 * ``rounds``: sequences per unit when the suite's default does not reach eps (None: the default);
+* ``ci_rounds``: sequences per unit at the CI size (eps 0.1) when a quarter of ``rounds`` does not
+  show the bug (None: a quarter);
 * ``visible``: where the bug shows: ``any``, ``low_overlap`` (draft and target far apart, zero-heavy
   supports), ``high_overlap`` (draft close to target: most rounds accept every draft), ``greedy``
   (temperature 0 / greedy audit, mostly at exact ties), or ``settings:<knob>`` (only with that
@@ -18,7 +20,7 @@ Plain numpy only (no specverify imports). ``CASES`` lists every implementation:
 """
 
 
-def _case(spec, shape, buggy, bug_class=None, visible="any", flags=(), rounds=None):
+def _case(spec, shape, buggy, bug_class=None, visible="any", flags=(), rounds=None, ci_rounds=None):
     return {
         "spec": "user_impls." + spec,
         "shape": shape,
@@ -27,6 +29,7 @@ def _case(spec, shape, buggy, bug_class=None, visible="any", flags=(), rounds=No
         "bug_class": bug_class,
         "visible": visible,
         "rounds": rounds,
+        "ci_rounds": ci_rounds,
     }
 
 
@@ -51,7 +54,8 @@ CASES = [
     _case("round_numpy:step_bonus_from_q", "round", True, "bonus_from_q", "high_overlap"),
     _case("round_numpy:step_inverted_ratio", "round", True, "inverted_ratio", "any"),
     _case("round_numpy:step_continue_after_reject", "round", True, "continue_after_reject", "any"),
-    _case("round_numpy:step_shared_uniform", "round", True, "shared_uniform", "any"),
+    # one uniform for the whole round: a small deviation (PASS at eps 0.1 with 625 sequences per unit)
+    _case("round_numpy:step_shared_uniform", "round", True, "shared_uniform", "any", ci_rounds=2500),
     _case("round_numpy:step_drafts_unconditioned", "round", True, "drafts_unconditioned", "any"),
     _case(
         "round_numpy:step_residual_from_q_when_close", "round", True, "replacement_from_q_high_overlap", "high_overlap"
