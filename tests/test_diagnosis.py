@@ -168,23 +168,40 @@ def test_a_greedy_failure_is_named_from_its_tokens(fn, truth):
     assert d.verdict == truth, [(c.name, c.llr_vs_target, c.explained) for c in d.candidates[:3]]
 
 
+COMBINED = SamplingSettings(temperature=0.8, top_k=5, top_p=0.8, min_p=0.1, repetition_penalty=1.3)
+
+
 @pytest.mark.parametrize(
-    "fn, truth",
+    "fn, truth, s",
     [
-        ("step_logits_rep_penalty_draft_only", "repetition_penalty_draft_only"),
-        ("step_logits_rep_penalty_prefix_only", "repetition_penalty_stale_history"),
-        ("step_logits_correct", NOT_KNOWN),
+        (
+            "step_logits_rep_penalty_draft_only",
+            "repetition_penalty_draft_only",
+            SamplingSettings(repetition_penalty=1.3),
+        ),
+        (
+            "step_logits_rep_penalty_prefix_only",
+            "repetition_penalty_stale_history",
+            SamplingSettings(repetition_penalty=1.3),
+        ),
+        ("step_logits_correct", NOT_KNOWN, SamplingSettings(repetition_penalty=1.3)),
+        # pipeline-order bugs show only where both knobs are set: the parity grid's combined setting, with a penalty
+        ("step_logits_topp_before_temp", "top_p_before_temperature", COMBINED),
+        ("step_logits_target_order_swapped", "top_p_before_top_k_target", COMBINED),
+        ("step_logits_correct", NOT_KNOWN, COMBINED),
     ],
 )
-def test_a_penalty_failure_is_named_from_rebuilt_histories(fn, truth):
+def test_a_penalty_unit_failure_is_named_from_rebuilt_histories(fn, truth, s):
     from specverify.diagnosis import diagnose_penalty
-    from specverify.dists import SamplingSettings
     from specverify.harness import make_context_pair
 
-    s = SamplingSettings(repetition_penalty=1.3)
     pair = make_context_pair(64, "high", seed=3, settings=s)
     gen = _user("logits_steppers", fn, logits=True).generate(pair, 200, 4, np.random.default_rng(0), s)
     d = diagnose_penalty([(gen, pair, s, "unit")])
+    if s is COMBINED and truth != NOT_KNOWN:
+        # on this setting both order bugs keep top-5 of the untruncated nucleus: the same law, so a tie, said as one
+        assert truth in d.top(2) and "explains the evidence as well" in d.lead(), d.lead()
+        return
     assert d.verdict == truth, [(c.name, c.llr_vs_target, c.explained) for c in d.candidates[:3]]
 
 

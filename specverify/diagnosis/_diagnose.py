@@ -95,7 +95,10 @@ class Diagnosis:
             )
         c, cls = self.candidates[0], CLASSES[self.verdict]
         runner = self.candidates[1] if len(self.candidates) > 1 else None
-        vs = f", e^{c.llr_vs_target - runner.llr_vs_target:.1f} over {runner.name}" if runner else ""
+        gap = c.llr_vs_target - runner.llr_vs_target if runner else float("inf")
+        vs = f", e^{gap:.1f} over {runner.name}" if runner else ""
+        if runner is not None and gap < 1.0:  # a tie is not a diagnosis of one class
+            vs = f"; {runner.name} explains the evidence as well (e^{gap:.1f}): check both"
         how = (
             f"explains {min(c.explained, 1.0):.0%} of the deviation"
             if c.explained >= self.min_explained or not c.fits_cells

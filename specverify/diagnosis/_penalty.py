@@ -10,6 +10,10 @@ matter):
     repetition_penalty_draft_only     p without the penalty (only the draft is penalised)
     repetition_penalty_stale_history  p with the penalty over the prefix at the start of the
                                       round (the drafts before each row are not in its history)
+    top_p_before_temperature,         p with the penalty, then the sampling steps in another order
+    top_p_before_top_k_target         on the target (a pipeline-order bug: the combined setting of
+                                      the parity grid is the only one with both knobs, and it has
+                                      a penalty)
 
 Each token's prefix is rebuilt from its sequence's prompt (kept by the recorder for units with
 per-token laws) and the tokens emitted before it; its pair row is ``pair.row_of(prefix)``. The
@@ -22,9 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dists import probs_from_logits
+from ..dists import SamplingSettings, probs_from_logits, process_logits
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, chi2_sf
-from ._models import EPS, settings_without
+from ._models import EPS, pipeline, settings_without
 from ._score import _bands, g_statistic
 
 __all__ = ["diagnose_penalty", "penalty_units", "PENALTY_TOKENS"]
@@ -32,6 +36,17 @@ __all__ = ["diagnose_penalty", "penalty_units", "PENALTY_TOKENS"]
 #: tokens scored per unit at most (the first ones): a stated sample size that keeps it to seconds
 PENALTY_TOKENS = 20_000
 _CELLS = 12  # history status (unseen, seen at the round's start, seen only earlier in the round) x 4 bands
+_PENALTIES = ("repetition_penalty", "presence_penalty", "frequency_penalty")
+_ORDERS = {
+    "top_p_before_temperature": ("top_p", "temperature", "top_k", "min_p"),
+    "top_p_before_top_k_target": ("temperature", "top_p", "top_k", "min_p"),
+}
+_FACTS = {
+    "repetition_penalty_draft_only": "tokens match the target WITHOUT the penalty",
+    "repetition_penalty_stale_history": "tokens match the penalty computed over the prefix at the start of each round",
+    "top_p_before_temperature": "tokens match the target with top-p applied before temperature",
+    "top_p_before_top_k_target": "tokens match the target with top-p applied before top-k",
+}
 
 
 def penalty_units(adapter, plan, pairs, samples) -> list:
@@ -74,12 +89,15 @@ def _laws(gen, pair, settings, n) -> tuple[dict[str, np.ndarray], np.ndarray]:
     status = np.where(start > 0, 1, np.where(full > 0, 2, 0))
     L = np.asarray(pair.target_logits, dtype=np.float64)[rows]
     plain = settings
-    for knob in ("repetition_penalty", "presence_penalty", "frequency_penalty"):
+    for knob in _PENALTIES:
         plain = settings_without(plain, knob)
+    only = SamplingSettings(**{k: getattr(settings, k) for k in _PENALTIES})
+    penalised = process_logits(L, only, seen_counts=full, output_counts=full)  # as the recorder's law
     laws = {
         "target": np.asarray(gen.law, dtype=np.float64)[gen.row[:n]],
         "repetition_penalty_draft_only": probs_from_logits(L, plain),
         "repetition_penalty_stale_history": probs_from_logits(L, settings, seen_counts=start, output_counts=start),
+        **{name: pipeline(penalised, plain, order) for name, order in _ORDERS.items()},
     }
     return laws, status
 
@@ -123,10 +141,8 @@ def diagnose_penalty(units, *, min_llr: float = 10.0, min_explained: float = 0.9
         "the failing units' laws depend on the history (a penalty): tokens scored one by one against "
         "the target with the penalty over the whole true prefix"
     ]
-    if known and top.name == "repetition_penalty_draft_only":
-        facts.append("tokens match the target WITHOUT the penalty")
-    elif known:
-        facts.append("tokens match the penalty computed over the prefix at the start of each round")
+    if known:
+        facts.append(_FACTS[top.name])
     method = (
         f"law of each of {tokens:,} tokens of the penalty units under each penalty class, from its rebuilt "
         f"prefix (at most {PENALTY_TOKENS:,} per unit); events floored at probability 1e-9"
