@@ -255,3 +255,16 @@ def test_a_black_box_generator_is_named_from_its_rebuilt_prefixes(fn, truth):
     gen = _user("generators", fn, shape="generator").generate(pair, 150, 4, np.random.default_rng(0), s)
     d = diagnose_stream([(gen, pair, s, "unit")])
     assert d.verdict == truth, [(c.name, c.llr_vs_target, c.explained, c.parameter) for c in d.candidates[:3]]
+
+
+def test_every_class_a_scorer_can_name_is_described():
+    import inspect
+    import re
+
+    from specverify.diagnosis import _bug_models, _greedy, _penalty, _stream
+
+    named = {m.name for m in _bug_models.models()[1:]}
+    named |= set(_penalty._FACTS) | set(_stream._FACTS)
+    named |= set(re.findall(r'laws\["(\w+)"\]', inspect.getsource(_greedy)))
+    missing = sorted(n for n in named if n not in CLASSES)
+    assert not missing, missing

@@ -232,6 +232,13 @@ _NEW = {
         ("vllm-project/vllm#16899",),
         "greedy",
     ),
+    "float16_probabilities": (
+        "The verifier casts p and q to float16: ratio, acceptance uniform, residual and its cumulative sum are half "
+        "precision, so small masses vanish from the sum and the clamped inverse CDF can emit the last id.",
+        "the dtype of the verification arithmetic: float32 or float64 for p, q, the ratio, the residual and its CDF",
+        ("deepseek-ai/DeepSpec#31 (reduced-precision sampling; the same family as bf16_draft_sampling)",),
+        "rule",
+    ),
     "unverified_draft_tail": (
         "From some point of the sequence on, draft samples are appended without verification (the draft is "
         "trusted once it has 'warmed up').",
