@@ -27,9 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..dists import SamplingSettings, probs_from_logits, process_logits
-from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, chi2_sf
-from ._models import EPS, pipeline, settings_without
-from ._score import _bands, g_statistic
+from ._diagnose import NOT_KNOWN, Diagnosis
+from ._models import pipeline, settings_without
+from ._score import _bands
+from ._tokens import TokenScores
 
 __all__ = ["diagnose_penalty", "penalty_units", "PENALTY_TOKENS"]
 
@@ -106,35 +107,13 @@ def diagnose_penalty(units, *, min_llr: float = 10.0, min_explained: float = 0.9
     """Rank the penalty classes on the units of :func:`penalty_units` (module docstring)."""
     if not units:
         return None
-    ll: dict[str, float] = {}
-    G: dict[str, float] = {}
-    by_unit: dict[str, dict[str, float]] = {}
-    df, tokens = 0, 0
+    acc = TokenScores(_CELLS, "penalised token")
     for gen, pair, settings, label in units:
         n = min(len(gen.tokens), PENALTY_TOKENS)
         laws, status = _laws(gen, pair, settings, n)
-        y = gen.tokens[:n]
         cell = status * 4 + _bands(laws["target"])  # [n, V]: history status x target-mass band
-        obs = np.bincount(cell[np.arange(n), y], minlength=_CELLS).astype(float)
-        for name, law in laws.items():
-            v = float(np.log(np.maximum(law[np.arange(n), y], EPS)).sum())
-            ll[name] = ll.get(name, 0.0) + v
-            by_unit.setdefault(name, {})[label] = v
-            exp = np.bincount(cell.ravel(), weights=law.ravel(), minlength=_CELLS)
-            G[name] = G.get(name, 0.0) + g_statistic(obs, exp)
-        df += max(int((obs > 0).sum()) - 1, 1)
-        tokens += n
-    g_ref = G["target"]
-    cands = []
-    for name in ll:
-        if name == "target":
-            continue
-        llr = ll[name] - ll["target"]
-        expl = (g_ref - G[name]) / max(g_ref - df, 1e-9) if g_ref > df else 0.0
-        per_unit = {u: by_unit[name][u] - by_unit["target"][u] for u in by_unit[name]}
-        c = Candidate(name, llr, float(expl), {"penalised token": llr}, [], per_unit, "", chi2_sf(G[name], df))
-        cands.append(c)
-    ranked = sorted(cands, key=lambda c: -c.llr_vs_target)
+        acc.add_unit(label, laws, gen.tokens[:n], cell)
+    ranked, tokens = acc.ranked(), acc.tokens
     top = ranked[0]
     known = top.qualifies(min_llr, min_explained)
     facts = [

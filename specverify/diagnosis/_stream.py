@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, chi2_sf
+from ._diagnose import NOT_KNOWN, Diagnosis
 from ._models import EPS
-from ._score import _bands, g_statistic
+from ._score import _bands
+from ._tokens import TokenScores
 
 __all__ = ["diagnose_stream", "stream_units", "STREAM_TOKENS"]
 
@@ -131,28 +132,13 @@ def diagnose_stream(units, *, min_llr: float = 10.0, min_explained: float = 0.9)
     """Rank the stream classes on the units of :func:`stream_units` (module docstring)."""
     if not units:
         return None
-    ll: dict[str, float] = {}
-    G: dict[str, float] = {}
-    by_unit: dict[str, dict[str, float]] = {}
-    params: dict[str, dict[str, str]] = {}
-    df, tokens = 0, 0
+    acc = TokenScores(12, "token")
     for gen, pair, settings, label in units:
         n = min(len(gen.tokens), STREAM_TOKENS)
         idx = _index_in_sequence(gen.sequence[:n])
         laws, par, pay = _unit_laws(gen, pair, settings, n, idx)
-        y = gen.tokens[:n]
-        cell = _cells(idx, laws["target"])
-        obs = np.bincount(cell[np.arange(n), y], minlength=12).astype(float)
-        for name, law in laws.items():
-            v = float(np.log(np.maximum(law[np.arange(n), y], EPS)).sum()) - pay.get(name, 0.0)
-            ll[name] = ll.get(name, 0.0) + v
-            by_unit.setdefault(name, {})[label] = v
-            G[name] = G.get(name, 0.0) + g_statistic(obs, np.bincount(cell.ravel(), law.ravel(), minlength=12))
-            if name in par:
-                params.setdefault(name, {})[label] = par[name]
-        df += max(int((obs > 0).sum()) - 1, 1)
-        tokens += n
-    ranked = _candidates(ll, G, by_unit, params, df)
+        acc.add_unit(label, laws, gen.tokens[:n], _cells(idx, laws["target"]), pay=pay, params=par)
+    ranked, tokens, params = acc.ranked(), acc.tokens, acc.params
     top = ranked[0]
     known = top.qualifies(min_llr, min_explained)
     facts = [
@@ -174,17 +160,3 @@ _FACTS = {
     "last_round_unverified": "only the last tokens of each sequence deviate, and there they follow the draft's law q",
     "context_misses_last_token": "tokens follow the target's law given a prefix with one emitted token missing",
 }
-
-
-def _candidates(ll, G, by_unit, params, df) -> list[Candidate]:
-    g_ref = G["target"]
-    out = []
-    for name in ll:
-        if name == "target":
-            continue
-        expl = (g_ref - G[name]) / max(g_ref - df, 1e-9) if g_ref > df else 0.0
-        per_unit = {u: by_unit[name][u] - by_unit["target"][u] for u in by_unit[name]}
-        llr = ll[name] - ll["target"]
-        par = "; ".join(f"{u}: {v}" for u, v in params.get(name, {}).items())
-        out.append(Candidate(name, llr, float(expl), {"token": llr}, [], per_unit, par, chi2_sf(G[name], df)))
-    return sorted(out, key=lambda c: -c.llr_vs_target)
