@@ -230,6 +230,10 @@ BAD = [
     ),
     (["--endpoint", "http://127.0.0.1:9"], "nothing answers at http://127.0.0.1:9"),
     (["--model", "builtin:32"], "--model applies to --endpoint"),
+    (["--logit-tol", "0.02"], "--logit-tol applies to --endpoint audited against --model"),
+    (["--kernel", "kernel:verify", "--temperature-last"], "--temperature-last applies to --endpoint"),
+    (["--endpoint", "http://127.0.0.1:9", "--logit-tol", "-1"], "--logit-tol -1 is not a tolerance"),
+    (["--endpoint", "http://127.0.0.1:9", "--logit-tol", "nan"], "--logit-tol nan is not a tolerance"),
 ]
 
 

@@ -244,3 +244,14 @@ def test_two_sample_function_never_passes_beyond_what_it_detects(servers):
         alpha=1e-3,
     )
     assert with_other.status == "FAIL", with_other.headline()
+
+
+def test_endpoint_audit_in_the_other_temperature_order_fails(servers):
+    """`specverify serve` applies temperature before top-p (transformers' order); an audit told that
+    the server applies it last (llama.cpp's order) computes another law, and says so."""
+    args = ["--endpoint", servers["spec"], "--model", f"builtin:{VOCAB}", "--rounds", "100", "--length", "4"]
+    r = cli(*args, "--temperature", "0.5", "--top-p", "0.6", "--temperature-last", "--logit-tol", "1e-4")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert headline(r.stdout).startswith(
+        "FAIL in distribution test 'settings[0] temperature=0.5,top_p=0.6,temperature_last=True'"
+    ), headline(r.stdout)

@@ -8,6 +8,7 @@ docs/adapters.md for the shapes an implementation may take.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import json
 import math
@@ -92,6 +93,19 @@ def add_commands(sub):
         "`specverify serve` serves by default; builtin:VOCAB:SEED for serve's --vocab and --seed)",
     )
     a.add_argument("--length", type=int, default=4, help="with --endpoint: tokens per request (default 4)")
+    a.add_argument(
+        "--logit-tol",
+        type=float,
+        default=0.0,
+        help="with --endpoint: how far the engine's logits may be from the float64 target's (fp16/bf16 engines, "
+        "low-precision KV caches); a token whose inclusion by top-k/top-p/min-p flips within it is left out and "
+        "counted against the most the tolerance allows (default 0: exact)",
+    )
+    a.add_argument(
+        "--temperature-last",
+        action="store_true",
+        help="with --endpoint: the server applies temperature after top-k/top-p/min-p (llama.cpp's server)",
+    )
     a.add_argument("--one-hot", action="store_true", help="the kernel takes no draft probabilities")
     a.add_argument(
         "--full-rule",
@@ -350,6 +364,11 @@ def _check_numbers(args):
         )
     if args.length < 1:
         raise UsageError(f"--length {args.length} is below 1; pass the tokens per request (>= 1)")
+    if not (math.isfinite(args.logit_tol) and args.logit_tol >= 0):
+        raise UsageError(
+            f"--logit-tol {args.logit_tol:g} is not a tolerance; pass the largest |engine logit - float64 logit| "
+            "(e.g. 0.02 for an engine with an f16 KV cache) or 0 for an exact audit"
+        )
     if args.seed < 0:
         raise UsageError(f"--seed {args.seed} is negative; pass a seed >= 0")
 
@@ -402,6 +421,9 @@ def _check_shape_options(args, shape):
         raise UsageError(f"--workers applies to importable implementations, not --{shape}; drop it")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint FILE; pass the checkpoint file to continue from")
+    for opt, used in (("--logit-tol", args.logit_tol != 0.0), ("--temperature-last", args.temperature_last)):
+        if used and (shape != "endpoint" or args.baseline_endpoint):
+            raise UsageError(f"{opt} applies to --endpoint audited against --model; drop it")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -578,8 +600,10 @@ def _audit_endpoint(args, settings):
     from .run import DEFAULT_SETTINGS
 
     settings = settings or DEFAULT_SETTINGS
+    if args.temperature_last:
+        settings = tuple(dataclasses.replace(s, temperature_last=True) for s in settings)
     info = _preflight(args.endpoint, args.call_timeout)
-    gen = http_generator(args.endpoint, timeout=args.call_timeout)
+    gen = http_generator(args.endpoint, timeout=args.call_timeout, temperature_last=args.temperature_last)
     if args.baseline_endpoint:
         return _audit_against_baseline(args, info, gen, settings)
     kind, a, b = _parse_model(args.model)
@@ -615,6 +639,7 @@ def _audit_endpoint(args, settings):
         max_sequences=args.rounds,
         name=args.endpoint,
         call_timeout=args.call_timeout,
+        logit_tol=args.logit_tol,
     )
     params = _accepted(audit_lm)
     return audit_lm(gen, target, **{k: v for k, v in kw.items() if k in params})

@@ -119,6 +119,7 @@ def http_generator(
     completions_per_request: int = 1,
     seeded: bool = True,
     on_response=None,
+    temperature_last: bool = False,
 ):
     """``generate(prompt, n, seed, settings)`` over ``POST {base_url}/v1/completions``.
 
@@ -126,10 +127,13 @@ def http_generator(
     ``concurrency`` requests at once; consecutive equal prompts are merged into one request with
     ``n`` = up to ``completions_per_request`` completions (the seed of the run's first sequence).
     ``seeded=False`` sends no seed (the server's own generator); ``on_response(body, raw)`` sees
-    every request and its raw answer (for logging or recording)."""
+    every request and its raw answer (for logging or recording). ``temperature_last`` is the
+    server's order: False for vLLM, SGLang and transformers-based servers, True for llama.cpp's
+    (settings whose law depends on the order and that the server cannot follow are unsupported)."""
     url = base_url.rstrip("/") + "/v1/completions"
 
     def one(prompt, n_new, seed, settings, n=1):
+        settings.require_temperature_order(last=temperature_last, who=url)
         body = _payload(model, prompt, n_new, seed if seeded else None, settings, n)
         raw = _post_with_retries(url, body, timeout=timeout, retries=retries, backoff=backoff)
         if on_response is not None:

@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 import torch
+from scipy.stats import poisson_binom
 
 from ..dists import GREEDY, SamplingSettings
 from ..errors import ImplementationError, MalformedOutputError, UnsupportedSettingError
@@ -56,6 +57,7 @@ def common_shape_generator(fn, target, draft=None):
     def generate(prompt, n, seed, s: SamplingSettings):
         if s.min_p or s.uses_history:
             raise NotImplementedError(f"the common shape has no min-p or penalties ({s.short()})")
+        s.require_temperature_order(last=False, who="the common shape (transformers' order)")
         ids = torch.tensor([list(prompt)], dtype=torch.long)
         out = fn(
             target,
@@ -92,98 +94,161 @@ def _call_batch(generate, prompts, length, seeds, s, *, timeout, name):
     ]
 
 
+def _laws(aud, prompts, seqs, s, logit_tol: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per sequence: the law rows each token is tested against and marks [m, 2] (token at an
+    ambiguous filter boundary, bound on the engine's mass there). With ``logit_tol`` the law of a
+    position is its law restricted to the tokens kept under every perturbation within the
+    tolerance (specverify.dists._boundary); without, marks are zero."""
+    if logit_tol <= 0 or s.is_greedy:
+        rows = aud.batch_sequence_probs(prompts, seqs, s)
+        return rows, [np.zeros((len(r), 2)) for r in rows]
+    rows, marks = [], []
+    for (probs, b), seq in zip(aud.batch_sequence_boundaries(prompts, seqs, s, tol=logit_tol), seqs, strict=True):
+        at = np.arange(len(seq))
+        amb = b.ambiguous[at, seq]
+        kept = np.where(b.sure, probs, 0.0)
+        rows.append(kept / kept.sum(-1, keepdims=True))
+        marks.append(np.stack([amb.astype(float), np.where(b.ambiguous.any(-1), b.ambiguous_bound, 0.0)], axis=1))
+    return rows, marks
+
+
 def _sample_setting(
-    generate, aud, prompts, s, *, length, need, rng, deadline, max_sequences, timeout, name, start=((), (), 0)
-):
-    """(tokens, law rows, sequences, error, unsupported, complete) for one setting, continuing
-    from ``start`` = (tokens, law rows, sequences) already collected."""
-    toks, rows, i = list(start[0]), list(start[1]), start[2]
+    generate, aud, prompts, s, *, length, need, rng, deadline, max_sequences, timeout, name, logit_tol=0.0,
+    start=((), (), 0, ()),
+):  # fmt: skip
+    """(tokens, law rows, sequences, error, unsupported, complete, marks) for one setting,
+    continuing from ``start`` = (tokens, law rows, sequences, marks) already collected."""
+    toks, rows, i, marks = list(start[0]), list(start[1]), start[2], list(start[3])
     size = max(1, int(getattr(generate, "batch_size", 1)))
     while len(toks) < need:
         if (time.monotonic() > deadline and toks) or (max_sequences and i >= max_sequences):
-            return toks, rows, i, None, None, False
+            return toks, rows, i, None, None, False, marks
         k = min(size, -(-(need - len(toks)) // length), (max_sequences - i) if max_sequences else size)
         batch = [prompts[(i + j) % len(prompts)] for j in range(k)]
         seeds = [int(rng.integers(2**31)) for _ in range(k)]
         try:
             seqs = _call_batch(generate, batch, length, seeds, s, timeout=timeout, name=name)
         except UnsupportedSettingError as exc:
-            return toks, rows, i, None, str(exc), False
+            return toks, rows, i, None, str(exc), False, marks
         except ImplementationError as exc:
-            return toks, rows, i, str(exc), None, False
+            return toks, rows, i, str(exc), None, False, marks
         seqs = [[int(t) for t in seq[:length]] for seq in seqs]
         for seq in seqs:
             if len(seq) < length or any(t < 0 or t >= aud.vocab_size for t in seq):
                 bad = f"{name} returned {seq}; expected {length} ids in [0, {aud.vocab_size})"
-                return toks, rows, i, bad, None, False
-        rows.extend(aud.batch_sequence_probs(batch, seqs, s))
+                return toks, rows, i, bad, None, False, marks
+        laws, seq_marks = _laws(aud, batch, seqs, s, logit_tol)
+        rows.extend(laws)
+        marks.extend(seq_marks)
         toks.extend(t for seq in seqs for t in seq)
         i += len(seqs)
-    return toks, rows, i, None, None, True
+    return toks, rows, i, None, None, True, marks
 
 
-def _conclude_setting(label, fam: TestFamily, toks, rows, n_seq, length, complete, eps, rng) -> CheckOutcome:
-    law = StreamLaw(np.concatenate(rows))
+def _boundary_count(marks: np.ndarray, logit_tol: float) -> dict:
+    """The tokens emitted at ambiguous filter boundaries against the most the tolerance allows: a
+    count stochastically below a Poisson-binomial of the per-position bounds (each bound holds
+    given the past), so its upper tail is a valid p-value."""
+    amb = marks[:, 0] > 0
+    bounds = np.minimum(marks[:, 1][marks[:, 1] > 0], 1.0)
+    n = int(amb.sum())
+    pvalue = float(poisson_binom(bounds).sf(n - 1)) if n else 1.0
+    return {
+        "logit_tol": logit_tol,
+        "excused": n,
+        "at_most_expected": round(float(bounds.sum()), 3),
+        "positions_with_ambiguity": len(bounds),
+        "pvalue": pvalue,
+    }
+
+
+def _boundary_outcome(label, fam: TestFamily, boundary: dict, n: int) -> CheckOutcome | None:
+    """A FAIL when more tokens sit at ambiguous filter boundaries than logit errors within the
+    tolerance explain (the engine keeps tokens its filters should drop)."""
+    if boundary["pvalue"] > fam.alpha_fixed:
+        return None
+    return CheckOutcome(
+        name=label,
+        status=FAIL,
+        kind="statistical",
+        summary=f"{label}: {boundary['excused']} tokens at top-k/top-p/min-p boundaries, more than logit errors "
+        f"of at most {boundary['logit_tol']:g} explain (at most {boundary['at_most_expected']:.1f} expected; "
+        f"p = {boundary['pvalue']:.2g}): the filters keep tokens they should drop",
+        pvalue=boundary["pvalue"],
+        n=n,
+        details={"boundary": boundary},
+    )
+
+
+def _conclude_setting(
+    label, fam: TestFamily, toks, rows, n_seq, length, complete, eps, rng, marks=None, logit_tol=0.0
+) -> CheckOutcome:
+    """The setting's verdict; with ``logit_tol``, tokens at ambiguous filter boundaries are left
+    out of the stream test (their positions' laws are already restricted to the sure tokens) and
+    counted against their bound instead."""
+    toks = np.asarray(toks)
+    keep = np.ones(len(toks), dtype=bool)
+    boundary = None
+    if logit_tol > 0 and marks:
+        m = np.concatenate(marks)
+        keep = m[:, 0] == 0
+        boundary = _boundary_count(m, logit_tol)
+        if (c := _boundary_outcome(label, fam, boundary, len(toks))) is not None:
+            return c
+    law = StreamLaw(np.concatenate(rows)[keep])
     res = default_stream_test(
         law,
-        np.asarray(toks),
-        np.arange(len(toks)),
+        toks[keep],
+        np.arange(int(keep.sum())),
         rng=rng,
         alpha=fam.alpha_fixed,
         beta=fam.beta,
         stratum="all generated tokens",
     )
     detail = {"components": [str(c) for c in res.components], "sequences": n_seq, "length": length}
+    note = ""
+    if boundary is not None:
+        detail["boundary"] = boundary
+        if boundary["excused"]:
+            note = (
+                f"; {boundary['excused']} token(s) at filter boundaries within logit tolerance "
+                f"{logit_tol:g} left out (at most {boundary['at_most_expected']:.1f} expected)"
+            )
+    return _stream_outcome(label, fam, res, len(toks), complete, eps, detail, note)
+
+
+def _stream_outcome(label, fam: TestFamily, res, n_tok: int, complete, eps, detail, note) -> CheckOutcome:
+    """FAIL at the family's alpha, PASS when the sample reached eps, else INCONCLUSIVE."""
+    common = dict(name=label, kind="statistical", pvalue=res.pvalue, eps=res.min_detectable_tv, n=n_tok, details=detail)
     if res.pvalue <= fam.alpha_fixed:
-        return CheckOutcome(
-            name=label,
-            status=FAIL,
-            kind="statistical",
-            summary=failure_message(label, "all generated tokens", res.worst, res.pvalue),
-            pvalue=res.pvalue,
-            eps=res.min_detectable_tv,
-            n=len(toks),
-            details=detail,
-        )
+        summary = failure_message(label, "all generated tokens", res.worst, res.pvalue)
+        return CheckOutcome(status=FAIL, summary=summary + note, **common)
     if complete and res.min_detectable_tv <= eps * (1 + 1e-9):
-        return CheckOutcome(
-            name=label,
-            status=PASS,
-            kind="statistical",
-            summary=f"no deviation of TV >= {res.min_detectable_tv:.4f} over {len(toks):,} tokens",
-            pvalue=res.pvalue,
-            eps=res.min_detectable_tv,
-            n=len(toks),
-            details=detail,
-        )
-    return CheckOutcome(
-        name=label,
-        status=INCONCLUSIVE,
-        kind="statistical",
-        summary=f"not reached: eps {res.min_detectable_tv:.4f} > {eps:g} after "
-        f"{len(toks):,} tokens ({fam.tokens_per_stratum():,} planned); no deviation found",
-        pvalue=res.pvalue,
-        eps=res.min_detectable_tv,
-        n=len(toks),
-        details=detail,
+        summary = f"no deviation of TV >= {res.min_detectable_tv:.4f} over {n_tok:,} tokens"
+        return CheckOutcome(status=PASS, summary=summary + note, **common)
+    summary = (
+        f"not reached: eps {res.min_detectable_tv:.4f} > {eps:g} after "
+        f"{n_tok:,} tokens ({fam.tokens_per_stratum():,} planned); no deviation found"
     )
+    return CheckOutcome(status=INCONCLUSIVE, summary=summary + note, **common)
 
 
 def _collect_with_looks(generate, aud, prompts, s, label, fam, *, looks, need, eps, test_rng, length, **kw):
     """Sample one setting up to each look in turn (group-sequential); stop at the first look whose
-    test FAILs. (tokens, laws, sequences, error, unsupported, complete, early FAIL or None)."""
-    state: tuple = ((), (), 0)
+    test FAILs. (tokens, laws, sequences, error, unsupported, complete, early FAIL or None, marks)."""
+    state: tuple = ((), (), 0, ())
+    tol = kw.get("logit_tol", 0.0)
     for n_look, look in enumerate(looks, 1):
-        toks, rows, n_seq, err, unsup, complete = _sample_setting(
+        toks, rows, n_seq, err, unsup, complete, marks = _sample_setting(
             generate, aud, prompts, s, length=length, need=max(1, round(need * look)), start=state, **kw
         )
-        state = (toks, rows, n_seq)
+        state = (toks, rows, n_seq, marks)
         if unsup or err or not complete or n_look == len(looks):
-            return toks, rows, n_seq, err, unsup, complete, None
-        c = _conclude_setting(label, fam, toks, rows, n_seq, length, False, eps, test_rng())
+            return toks, rows, n_seq, err, unsup, complete, None, marks
+        c = _conclude_setting(label, fam, toks, rows, n_seq, length, False, eps, test_rng(), marks, tol)
         if c.status == FAIL:
             c.summary += f" (stopped at look {n_look} of {len(looks)}: {len(toks):,} tokens)"
-            return toks, rows, n_seq, err, unsup, False, c
+            return toks, rows, n_seq, err, unsup, False, c, marks
     raise AssertionError("looks end at 1.0")
 
 
@@ -209,18 +274,25 @@ def audit_lm(
     tie_tol: float = 1e-4,
     lossy_by_design: bool = False,
     looks: tuple[float, ...] = (1.0,),
+    logit_tol: float = 0.0,
 ) -> Verdict:
     """Audit ``generate`` against ``target_model`` (module docstring). ``settings=()`` with
     ``greedy_check=True`` is a greedy-only audit. ``looks`` (fractions of the planned sample,
     e.g. ``(0.25, 0.5, 1.0)``) tests each setting at several sample sizes and stops at the first
     FAIL, with alpha split over the looks: a gross bug is found with a quarter of the tokens, at
-    the price of a slightly larger planned sample for a PASS."""
+    the price of a slightly larger planned sample for a PASS. ``logit_tol`` bounds |engine logit -
+    float64 logit| (an engine in float16 or bfloat16, or with a low-precision KV cache): a token
+    whose inclusion by top-k, top-p or min-p flips within it is left out of the test and counted
+    against the most such tokens the tolerance allows (a second test: alpha is halved)."""
     t0 = time.monotonic()
     length = length or 4 * (gamma + 1)
     aud = _auditor(target_model)
     looks = _checked_looks(looks)
     # Each setting is tested at every look: alpha is split over settings and looks (union bound).
-    fam = TestFamily(alpha / (max(len(settings), 1) * len(looks)), beta, eps, strata=1, sequential=False)
+    if not (np.isfinite(logit_tol) and logit_tol >= 0):
+        raise ValueError(f"logit_tol={logit_tol!r}: a bound on |engine logit - float64 logit|, finite and >= 0")
+    tests = max(len(settings), 1) * len(looks) * (2 if logit_tol > 0 else 1)
+    fam = TestFamily(alpha / tests, beta, eps, strata=1, sequential=False)
     need = fam.tokens_per_stratum()
     rng = np.random.default_rng(seed)
     checks, total = [], 0
@@ -229,7 +301,7 @@ def audit_lm(
             generate, aud, prompts, s, f"settings[{idx}] {s.short()}", fam, looks=looks, length=length, need=need,
             rng=rng, eps=eps, test_rng=lambda idx=idx: np.random.default_rng([seed, idx]),
             deadline=t0 + budget_s * (idx + 1) / len(settings), max_sequences=max_sequences, timeout=call_timeout,
-            name=name,
+            name=name, logit_tol=logit_tol,
         )  # fmt: skip
         checks.append(c)
         total += n
@@ -265,14 +337,17 @@ def _checked_looks(looks) -> tuple[float, ...]:
 def _setting_outcome(generate, aud, prompts, s, label, fam, *, length, eps, test_rng, **kw) -> tuple[CheckOutcome, int]:
     """The check of one setting (and the tokens it tested): unsupported, an implementation
     failure (exact), or the stream test at the look that decided it."""
-    toks, rows, n_seq, err, unsup, complete, early = _collect_with_looks(
+    toks, rows, n_seq, err, unsup, complete, early, marks = _collect_with_looks(
         generate, aud, prompts, s, label, fam, length=length, eps=eps, test_rng=test_rng, **kw
     )
     if unsup:
         return CheckOutcome(name=f"{label}: implementation", status=UNSUPPORTED, kind="exact", summary=unsup), 0
     if err:
         return CheckOutcome(name=f"{label}: implementation", status=FAIL, kind="exact", summary=err), 0
-    return early or _conclude_setting(label, fam, toks, rows, n_seq, length, complete, eps, test_rng()), len(toks)
+    tol = kw.get("logit_tol", 0.0)
+    return early or _conclude_setting(
+        label, fam, toks, rows, n_seq, length, complete, eps, test_rng(), marks, tol
+    ), len(toks)
 
 
 def _needed(checks, need: int, length: int) -> dict | None:

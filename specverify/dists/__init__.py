@@ -4,6 +4,7 @@ Public surface; implementation lives in private modules. The torch forms are in
 :mod:`specverify.dists.torch_ops` (imported on demand so that numpy-only users never load torch).
 """
 
+from ._boundary import FilterBoundary, filter_boundaries
 from ._processing import probs_from_logits, process_logits, softmax, token_counts
 from ._sampling import (
     exponential_race_sample,
@@ -24,6 +25,7 @@ from ._validate import (
 )
 
 __all__ = [
+    "FilterBoundary",
     "GREEDY",
     "SUM_TOLERANCE",
     "SamplingSettings",
@@ -31,6 +33,7 @@ __all__ = [
     "check_same_vocab",
     "check_token_ids",
     "exponential_race_sample",
+    "filter_boundaries",
     "gumbel_max_sample",
     "inverse_cdf_sample",
     "inverse_cdf_sample_many",

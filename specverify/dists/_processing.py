@@ -15,6 +15,8 @@ Order (transformers' default for ``generate``):
    which of several tied tokens it removes at the boundary is unspecified; the count is the same);
 7. min-p: remove tokens with softmax probability < min_p * max probability.
 
+With ``temperature_last`` (llama.cpp's order) step 4 moves after step 7.
+
 Removed tokens get logit -inf. The torch form in :mod:`specverify.dists.torch_ops` follows the
 same steps and agrees to float64 rounding; both are tested against transformers' own processors.
 """
@@ -115,11 +117,13 @@ def process_logits(
         out = np.full_like(x, -np.inf)
         np.put_along_axis(out, top, 0.0, axis=-1)
         return out
-    if s.temperature != 1.0:
+    if s.temperature != 1.0 and not s.temperature_last:
         x = x / s.temperature
     x = _top_k(x, max(s.top_k, s.min_tokens_to_keep) if s.top_k else 0)
     x = _top_p(x, s.top_p, s.min_tokens_to_keep)
     x = _min_p(x, s.min_p, s.min_tokens_to_keep)
+    if s.temperature != 1.0 and s.temperature_last:
+        x = x / s.temperature
     return x
 
 

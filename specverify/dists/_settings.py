@@ -6,7 +6,7 @@ import dataclasses
 import math
 from typing import NoReturn
 
-from ..errors import InvalidSettingsError
+from ..errors import InvalidSettingsError, UnsupportedSettingError
 
 __all__ = ["SamplingSettings", "GREEDY"]
 
@@ -21,6 +21,9 @@ class SamplingSettings:
     repetition penalty, presence/frequency penalty, temperature, top-k, top-p, min-p.
     Presence and frequency penalties (OpenAI/vLLM semantics, counted over generated tokens only)
     are not part of transformers; specverify applies them right after the repetition penalty.
+    ``temperature_last=True`` is llama.cpp's order instead: the filters (top-k, top-p, min-p) act on
+    the penalised logits and temperature divides what they kept; it changes the law only when
+    temperature != 1 meets top-p or min-p (:attr:`temperature_order_matters`).
     """
 
     temperature: float = 1.0
@@ -31,6 +34,7 @@ class SamplingSettings:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     min_tokens_to_keep: int = 1
+    temperature_last: bool = False
 
     def __post_init__(self) -> None:
         def bad(what: str, fix: str) -> NoReturn:
@@ -55,6 +59,8 @@ class SamplingSettings:
                 bad(f"{f} must be finite, got {getattr(self, f)!r}", "use 0.0 to switch it off")
         if not (isinstance(self.min_tokens_to_keep, int) and self.min_tokens_to_keep >= 1):
             bad(f"min_tokens_to_keep must be an int >= 1, got {self.min_tokens_to_keep!r}", "use 1")
+        if not isinstance(self.temperature_last, bool):
+            bad(f"temperature_last must be True or False, got {self.temperature_last!r}", "use False (transformers)")
 
     @property
     def is_greedy(self) -> bool:
@@ -64,6 +70,23 @@ class SamplingSettings:
     def uses_history(self) -> bool:
         """Whether the processed distribution depends on previously seen tokens (penalties)."""
         return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
+
+    @property
+    def temperature_order_matters(self) -> bool:
+        """Whether applying temperature before or after the filters gives different laws (top-k
+        keeps the same tokens either way; top-p and min-p do not)."""
+        return not self.is_greedy and self.temperature != 1.0 and (self.top_p < 1.0 or self.min_p > 0.0)
+
+    def require_temperature_order(self, *, last: bool, who: str) -> None:
+        """Raise :class:`~specverify.errors.UnsupportedSettingError` when ``who`` applies temperature
+        in the other order (``last``: after the filters) and the order changes the law: the engine
+        cannot sample the law these settings define, which is not a bug of its speculation."""
+        if self.temperature_order_matters and self.temperature_last != last:
+            theirs, fix = ("after", "temperature_last=True") if last else ("before", "temperature_last=False")
+            raise UnsupportedSettingError(
+                f"{who} applies temperature {theirs} top-p/min-p, so it cannot sample {self.short()}; "
+                f"audit it with {fix}"
+            )
 
     def short(self) -> str:
         """Compact label listing only the non-default settings, for reports."""
@@ -75,8 +98,13 @@ class SamplingSettings:
         ]
         return ",".join(parts) or "default"
 
-    def to_dict(self) -> dict[str, float | int]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> dict[str, float | int | bool]:
+        """Every field; ``temperature_last`` only when set (files and protocols written before it
+        existed read the same)."""
+        d: dict[str, float | int | bool] = dataclasses.asdict(self)
+        if not self.temperature_last:
+            del d["temperature_last"]
+        return d
 
 
 GREEDY = SamplingSettings(temperature=0.0)

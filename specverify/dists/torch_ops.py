@@ -62,7 +62,7 @@ def process_logits_torch(
         top = torch.argmax(x, dim=-1, keepdim=True)
         out = torch.full_like(x, float("-inf"))
         return out.scatter(-1, top, 0.0)
-    if s.temperature != 1.0:
+    if s.temperature != 1.0 and not s.temperature_last:
         x = x / s.temperature
     v = x.shape[-1]
     k = max(s.top_k, s.min_tokens_to_keep) if s.top_k else 0
@@ -88,6 +88,8 @@ def process_logits_torch(
             top = torch.argmax(probs, dim=-1, keepdim=True)
         remove = remove.scatter(-1, top, False)
         x = x.masked_fill(remove, float("-inf"))
+    if s.temperature != 1.0 and s.temperature_last:
+        x = x / s.temperature
     return x
 
 

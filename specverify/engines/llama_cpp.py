@@ -10,9 +10,9 @@ anything. Settings map to ``create_completion`` keywords (:func:`completion_kwar
 :func:`generate_kwargs`): ``top_k=0`` and
 ``min_p=0`` switch those filters off, ``repeat_penalty`` is the repetition penalty. llama.cpp
 applies temperature after its filters (penalties, top-k, top-p, min-p, then temperature), where
-transformers and vLLM apply it first; with temperature != 1 combined with top-p or min-p the
-one-sample audit against the transformers pipeline measures that difference too, while the
-two-sample audit against the same engine without speculation isolates speculation.
+transformers and vLLM apply it first: settings with ``temperature_last=True`` describe its law, and
+settings in the other order where the order matters (temperature != 1 with top-p or min-p) are
+refused as unsupported (``SamplingSettings.require_temperature_order``).
 
 Speculation: ``"prompt-lookup"`` is ``LlamaPromptLookupDecoding(num_pred_tokens=k)``; a GGUF path
 is a second model drafting ``k`` greedy tokens (:class:`GreedyDraft`). llama-cpp-python verifies
@@ -36,6 +36,7 @@ def completion_kwargs(s: SamplingSettings) -> dict:
     """specverify's settings as ``Llama.create_completion`` keywords (temperature 0 is greedy)."""
     if s.is_greedy:
         return {"temperature": 0.0, "top_k": 1, "top_p": 1.0, "min_p": 0.0, "repeat_penalty": 1.0}
+    s.require_temperature_order(last=True, who="llama.cpp")
     return {
         "temperature": float(s.temperature),
         "top_p": float(s.top_p),
@@ -137,13 +138,20 @@ class LlamaCppEngine:
                 break
         return out
 
-    def generator(self, *, seeded: bool = True, name: str | None = None):
-        """``generate`` for :func:`~specverify.audit.audit_lm` (requests one at a time: batch size 1)."""
+    def generator(self, *, seeded: bool = True, name: str | None = None, audit_batch: int = 64):
+        """``generate`` for :func:`~specverify.audit.audit_lm`. The engine takes one request at a
+        time (batch size 1); ``generate.batch`` runs ``audit_batch`` of them in turn so that the
+        auditor computes their laws in one pass."""
 
         def generate(prompt, n, seed, s):
             return self.run(prompt, n, seed if seeded else None, s)
 
+        def batch(prompts, n, seeds, s):
+            return [generate(p, n, sd, s) for p, sd in zip(prompts, seeds, strict=True)]
+
         generate.__name__ = name or f"llama.cpp[{self.method}]"
+        generate.batch = batch  # type: ignore[attr-defined]
+        generate.batch_size = audit_batch  # type: ignore[attr-defined]
         return generate
 
     def logits(self, ids) -> np.ndarray:

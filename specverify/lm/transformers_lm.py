@@ -21,7 +21,7 @@ import copy
 import numpy as np
 import torch
 
-from ..dists import SamplingSettings
+from ..dists import FilterBoundary, SamplingSettings, filter_boundaries
 from ..dists.torch_ops import process_logits_torch
 
 __all__ = ["build_model", "perturbed_copy", "early_exit_copy", "load_local", "CausalLM", "KVSession", "layered_target"]
@@ -170,6 +170,17 @@ def _counts(history: list[int], vocab: int, device) -> torch.Tensor:
     return c
 
 
+def _history_counts(prompt: list[int], continuation: list[int], vocab: int) -> tuple[np.ndarray, np.ndarray]:
+    """[m, V] counts of every token seen before each continuation position (prompt included) and
+    of the generated ones only (the penalties' histories)."""
+    m = len(continuation)
+    gen = np.zeros((m, vocab))
+    for t in range(1, m):
+        gen[t] = gen[t - 1]
+        gen[t, continuation[t - 1]] += 1
+    return gen + np.bincount(np.asarray(prompt, dtype=np.int64), minlength=vocab)[:vocab], gen
+
+
 class CausalLM:
     """One interface over a transformers causal LM: laws of next tokens, with settings applied."""
 
@@ -216,20 +227,39 @@ class CausalLM:
         return self.batch_sequence_probs([prompt], [continuation], settings)[0]
 
     @torch.no_grad()
-    def batch_sequence_probs(
-        self, prompts: list[list[int]], continuations: list[list[int]], settings: SamplingSettings | None = None
-    ) -> list[np.ndarray]:
-        """:meth:`sequence_probs` of many sequences, one teacher-forced pass per group of sequences of
-        equal total length (no padding, so no attention mask to get wrong)."""
+    def _teacher_forced(self, prompts: list[list[int]], continuations: list[list[int]]):
+        """(index, logits [len(prompt) + len(continuation), V]) of every sequence: one pass per group of
+        sequences of equal total length (no padding, so no attention mask to get wrong)."""
         groups: dict[int, list[int]] = {}
         for i, (p, c) in enumerate(zip(prompts, continuations, strict=True)):
             groups.setdefault(len(p) + len(c), []).append(i)
-        out: list[np.ndarray] = [np.zeros((0, self.vocab_size))] * len(prompts)
         for idx in groups.values():
             ids = torch.tensor([list(prompts[i]) + list(continuations[i]) for i in idx], device=self.device)
             logits = self.model(input_ids=ids, use_cache=False).logits
-            for row, i in zip(logits, idx, strict=True):
-                out[i] = self._continuation_probs(row, list(prompts[i]), list(continuations[i]), settings)
+            yield from zip(idx, logits, strict=True)
+
+    def batch_sequence_probs(
+        self, prompts: list[list[int]], continuations: list[list[int]], settings: SamplingSettings | None = None
+    ) -> list[np.ndarray]:
+        """:meth:`sequence_probs` of many sequences, from one teacher-forced pass per group of equal
+        total length."""
+        out: list[np.ndarray] = [np.zeros((0, self.vocab_size))] * len(prompts)
+        for i, row in self._teacher_forced(prompts, continuations):
+            out[i] = self._continuation_probs(row, list(prompts[i]), list(continuations[i]), settings)
+        return out
+
+    def batch_sequence_boundaries(
+        self, prompts: list[list[int]], continuations: list[list[int]], settings: SamplingSettings, *, tol: float
+    ) -> list[tuple[np.ndarray, FilterBoundary]]:
+        """Per sequence: (the laws [m, V] of :meth:`batch_sequence_probs`, their
+        :class:`~specverify.dists.FilterBoundary` for an engine whose logits are within ``tol``)."""
+        out: list[tuple[np.ndarray, FilterBoundary]] = [None] * len(prompts)  # type: ignore[list-item]
+        for i, row in self._teacher_forced(prompts, continuations):
+            p, c = list(prompts[i]), list(continuations[i])
+            probs = self._continuation_probs(row, p, c, settings)
+            raw = row[len(p) - 1 : len(p) - 1 + len(c)].double().cpu().numpy()
+            seen, gen = _history_counts(p, c, self.vocab_size)
+            out[i] = (probs, filter_boundaries(raw, settings, tol=tol, seen_counts=seen, output_counts=gen))
         return out
 
     def _continuation_probs(self, logits, prompt, continuation, settings) -> np.ndarray:
