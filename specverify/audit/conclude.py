@@ -45,6 +45,8 @@ def failure_message(label: str, stratum: str, test, adjusted: float) -> str:
     cells = "; ".join(f"{k}: observed {o:.0f}, expected {e:.1f}" for k, (o, e) in list(merged.items())[:3])
     if test.note.startswith("exact failure"):
         return f"{label}, {stratum}: {test.note} ({cells})"
+    if not test.cells:  # a test without cells (the log-likelihood score) says how far in its note
+        return f"{label}, {stratum}: {test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); {test.note}"
     return (
         f"{label}, {stratum}: {test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); "
         f"TV on its cells {test.tv_estimate:.4f} [{test.tv_interval[0]:.4f}, {test.tv_interval[1]:.4f}]; {cells}"
