@@ -62,7 +62,7 @@ def test_settings_map_to_vllm_sampling_params():
 
 
 def test_settings_map_to_llama_cpp_keywords():
-    kw = completion_kwargs(SamplingSettings(temperature=1.5, top_k=2, repetition_penalty=1.3))
+    kw = completion_kwargs(SamplingSettings(temperature=1.5, top_k=2, repetition_penalty=1.3, penalize_prompt=False))
     assert (kw["temperature"], kw["top_k"], kw["top_p"], kw["min_p"], kw["repeat_penalty"]) == (1.5, 2, 1.0, 0.0, 1.3)
     assert completion_kwargs(GREEDY)["temperature"] == 0.0 and completion_kwargs(GREEDY)["top_k"] == 1
 

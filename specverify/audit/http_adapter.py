@@ -133,7 +133,7 @@ def http_generator(
     url = base_url.rstrip("/") + "/v1/completions"
 
     def one(prompt, n_new, seed, settings, n=1):
-        settings.require_temperature_order(last=temperature_last, who=url)
+        settings.require_conventions(who=url, temperature_last=temperature_last)
         body = _payload(model, prompt, n_new, seed if seeded else None, settings, n)
         raw = _post_with_retries(url, body, timeout=timeout, retries=retries, backoff=backoff)
         if on_response is not None:

@@ -57,7 +57,7 @@ def common_shape_generator(fn, target, draft=None):
     def generate(prompt, n, seed, s: SamplingSettings):
         if s.min_p or s.uses_history:
             raise NotImplementedError(f"the common shape has no min-p or penalties ({s.short()})")
-        s.require_temperature_order(last=False, who="the common shape (transformers' order)")
+        s.require_conventions(who="the common shape (transformers' conventions)")
         ids = torch.tensor([list(prompt)], dtype=torch.long)
         out = fn(
             target,

@@ -25,7 +25,7 @@ def hf_kwargs(s: SamplingSettings) -> dict:
         raise InvalidSettingsError(
             "transformers has no presence/frequency penalty; audit those with specverify's runner"
         )
-    s.require_temperature_order(last=False, who="transformers")
+    s.require_conventions(who="transformers")
     kw: dict[str, object]
     if s.is_greedy:
         kw = dict(do_sample=False)

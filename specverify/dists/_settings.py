@@ -24,6 +24,10 @@ class SamplingSettings:
     ``temperature_last=True`` is llama.cpp's order instead: the filters (top-k, top-p, min-p) act on
     the penalised logits and temperature divides what they kept; it changes the law only when
     temperature != 1 meets top-p or min-p (:attr:`temperature_order_matters`).
+    ``penalize_prompt=False`` makes the repetition penalty count generated tokens only, as
+    llama-cpp-python's ``Llama.generate`` does (its sampler never sees the prompt); transformers,
+    vLLM and llama.cpp's own server count the prompt too. It is honoured where a law is computed
+    from a prompt and a continuation (audits of language models).
     """
 
     temperature: float = 1.0
@@ -35,6 +39,7 @@ class SamplingSettings:
     frequency_penalty: float = 0.0
     min_tokens_to_keep: int = 1
     temperature_last: bool = False
+    penalize_prompt: bool = True
 
     def __post_init__(self) -> None:
         def bad(what: str, fix: str) -> NoReturn:
@@ -61,6 +66,8 @@ class SamplingSettings:
             bad(f"min_tokens_to_keep must be an int >= 1, got {self.min_tokens_to_keep!r}", "use 1")
         if not isinstance(self.temperature_last, bool):
             bad(f"temperature_last must be True or False, got {self.temperature_last!r}", "use False (transformers)")
+        if not isinstance(self.penalize_prompt, bool):
+            bad(f"penalize_prompt must be True or False, got {self.penalize_prompt!r}", "use True (transformers)")
 
     @property
     def is_greedy(self) -> bool:
@@ -77,15 +84,24 @@ class SamplingSettings:
         keeps the same tokens either way; top-p and min-p do not)."""
         return not self.is_greedy and self.temperature != 1.0 and (self.top_p < 1.0 or self.min_p > 0.0)
 
-    def require_temperature_order(self, *, last: bool, who: str) -> None:
-        """Raise :class:`~specverify.errors.UnsupportedSettingError` when ``who`` applies temperature
-        in the other order (``last``: after the filters) and the order changes the law: the engine
-        cannot sample the law these settings define, which is not a bug of its speculation."""
-        if self.temperature_order_matters and self.temperature_last != last:
-            theirs, fix = ("after", "temperature_last=True") if last else ("before", "temperature_last=False")
+    def require_conventions(self, *, who: str, temperature_last: bool = False, penalize_prompt: bool = True) -> None:
+        """Raise :class:`~specverify.errors.UnsupportedSettingError` when ``who`` follows other
+        conventions (temperature after the filters; a repetition penalty that skips the prompt)
+        where they change the law: the engine cannot sample the law these settings define, which
+        is not a bug of its speculation."""
+        if self.temperature_order_matters and self.temperature_last != temperature_last:
+            theirs, fix = (
+                ("after", "temperature_last=True") if temperature_last else ("before", "temperature_last=False")
+            )
             raise UnsupportedSettingError(
                 f"{who} applies temperature {theirs} top-p/min-p, so it cannot sample {self.short()}; "
                 f"audit it with {fix}"
+            )
+        if self.repetition_penalty != 1.0 and self.penalize_prompt != penalize_prompt:
+            theirs = "counts the prompt" if penalize_prompt else "counts generated tokens only"
+            raise UnsupportedSettingError(
+                f"{who}'s repetition penalty {theirs}, so it cannot sample {self.short()}; "
+                f"audit it with penalize_prompt={penalize_prompt}"
             )
 
     def short(self) -> str:
@@ -99,11 +115,12 @@ class SamplingSettings:
         return ",".join(parts) or "default"
 
     def to_dict(self) -> dict[str, float | int | bool]:
-        """Every field; ``temperature_last`` only when set (files and protocols written before it
-        existed read the same)."""
+        """Every field; ``temperature_last`` and ``penalize_prompt`` only when not at their defaults
+        (files and protocols written before they existed read the same)."""
         d: dict[str, float | int | bool] = dataclasses.asdict(self)
-        if not self.temperature_last:
-            del d["temperature_last"]
+        for f, default in (("temperature_last", False), ("penalize_prompt", True)):
+            if d[f] == default:
+                del d[f]
         return d
 
 

@@ -12,7 +12,9 @@ anything. Settings map to ``create_completion`` keywords (:func:`completion_kwar
 applies temperature after its filters (penalties, top-k, top-p, min-p, then temperature), where
 transformers and vLLM apply it first: settings with ``temperature_last=True`` describe its law, and
 settings in the other order where the order matters (temperature != 1 with top-p or min-p) are
-refused as unsupported (``SamplingSettings.require_temperature_order``).
+refused as unsupported. Its repetition penalty counts generated tokens only (``Llama.generate``
+creates a sampler per call and never shows it the prompt; llama.cpp's own server does): settings
+with ``penalize_prompt=False`` describe it (``SamplingSettings.require_conventions``).
 
 Speculation: ``"prompt-lookup"`` is ``LlamaPromptLookupDecoding(num_pred_tokens=k)``; a GGUF path
 is a second model drafting ``k`` greedy tokens (:class:`GreedyDraft`). llama-cpp-python verifies
@@ -36,7 +38,7 @@ def completion_kwargs(s: SamplingSettings) -> dict:
     """specverify's settings as ``Llama.create_completion`` keywords (temperature 0 is greedy)."""
     if s.is_greedy:
         return {"temperature": 0.0, "top_k": 1, "top_p": 1.0, "min_p": 0.0, "repeat_penalty": 1.0}
-    s.require_temperature_order(last=True, who="llama.cpp")
+    s.require_conventions(who="llama-cpp-python", temperature_last=True, penalize_prompt=False)
     return {
         "temperature": float(s.temperature),
         "top_p": float(s.top_p),

@@ -52,8 +52,9 @@ LOOKS = (0.25, 0.5, 1.0)  # one-sample tests at a quarter, half and all of the p
 TWO_SAMPLE_LENGTH = 8
 RECORD_SEQUENCES = 192
 LLAMA_LOGIT_TOL = 0.02  # four times llama.cpp's measured logit gap to float64 (0.0046)
-#: whether each engine applies temperature after its filters (SamplingSettings.temperature_last)
-TEMPERATURE_LAST = {"vllm": False, "llama.cpp": True}
+#: each engine's conventions: temperature after the filters, a repetition penalty that counts the
+#: prompt (SamplingSettings.temperature_last, penalize_prompt)
+CONVENTIONS = {"vllm": {}, "llama.cpp": {"temperature_last": True, "penalize_prompt": False}}
 TOP_K_ALONE = tuple(
     (label, "kills vLLM's engine core under speculation (docs/findings/vllm-cpu-speculative.md, finding 2)")
     for label in ("top_k=2", "top_k=5")
@@ -238,9 +239,9 @@ def _rows(cfg: EngineConfig, verdict, *, batch: int, seeded: bool, test: str, se
 
 
 def engine_settings(cfg: EngineConfig, settings) -> tuple:
-    """The settings in the engine's own order of temperature and filters."""
-    last = TEMPERATURE_LAST[cfg.engine]
-    return tuple(dataclasses.replace(s, temperature_last=last) if not s.is_greedy else s for s in settings)
+    """The settings with the engine's own conventions (:data:`CONVENTIONS`)."""
+    conv = CONVENTIONS[cfg.engine]
+    return tuple(dataclasses.replace(s, **conv) if not s.is_greedy else s for s in settings)
 
 
 def _label_by_grid(verdict, settings, full) -> None:

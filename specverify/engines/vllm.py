@@ -44,7 +44,7 @@ def sampling_params_kwargs(s: SamplingSettings) -> dict:
     """specverify's settings as ``SamplingParams`` keywords (temperature 0 is vLLM's greedy)."""
     if s.is_greedy:
         return {"temperature": 0.0}
-    s.require_temperature_order(last=False, who="vLLM")
+    s.require_conventions(who="vLLM")
     return {
         "temperature": float(s.temperature),
         "top_p": float(s.top_p),

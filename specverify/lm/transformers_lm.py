@@ -170,14 +170,18 @@ def _counts(history: list[int], vocab: int, device) -> torch.Tensor:
     return c
 
 
-def _history_counts(prompt: list[int], continuation: list[int], vocab: int) -> tuple[np.ndarray, np.ndarray]:
-    """[m, V] counts of every token seen before each continuation position (prompt included) and
-    of the generated ones only (the penalties' histories)."""
+def _history_counts(
+    prompt: list[int], continuation: list[int], vocab: int, *, penalize_prompt: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """[m, V] counts of the tokens the repetition penalty sees before each continuation position
+    (the prompt too, unless ``penalize_prompt`` is False) and of the generated ones only."""
     m = len(continuation)
     gen = np.zeros((m, vocab))
     for t in range(1, m):
         gen[t] = gen[t - 1]
         gen[t, continuation[t - 1]] += 1
+    if not penalize_prompt:
+        return gen, gen
     return gen + np.bincount(np.asarray(prompt, dtype=np.int64), minlength=vocab)[:vocab], gen
 
 
@@ -202,7 +206,8 @@ class CausalLM:
         x = logits_row.double()
         if settings is None:
             return torch.softmax(x, -1)
-        seen = _counts(history, self.vocab_size, x.device) if settings.repetition_penalty != 1.0 else None
+        pen = history if settings.penalize_prompt else history[n_prompt:]
+        seen = _counts(pen, self.vocab_size, x.device) if settings.repetition_penalty != 1.0 else None
         out = (
             _counts(history[n_prompt:], self.vocab_size, x.device)
             if (settings.presence_penalty or settings.frequency_penalty)
@@ -258,7 +263,7 @@ class CausalLM:
             p, c = list(prompts[i]), list(continuations[i])
             probs = self._continuation_probs(row, p, c, settings)
             raw = row[len(p) - 1 : len(p) - 1 + len(c)].double().cpu().numpy()
-            seen, gen = _history_counts(p, c, self.vocab_size)
+            seen, gen = _history_counts(p, c, self.vocab_size, penalize_prompt=settings.penalize_prompt)
             out[i] = (probs, filter_boundaries(raw, settings, tol=tol, seen_counts=seen, output_counts=gen))
         return out
 

@@ -7,9 +7,13 @@
   exact audit (it emits tokens the float64 filters drop) and PASSes with the tolerance; an engine
   that keeps one token too many still FAILs with it, and so does one that favours boundary tokens
   more than the tolerance allows (the count test).
-* ``temperature_last`` (llama.cpp's order): the pipeline, its torch form, and the adapters that
-  refuse the order they cannot follow (UNSUPPORTED, never FAIL).
+* ``temperature_last`` (llama.cpp's order) and ``penalize_prompt=False`` (llama-cpp-python's
+  repetition penalty, which never sees the prompt): the pipeline, its torch form, the laws the
+  auditor computes, and the adapters that refuse conventions they cannot follow (UNSUPPORTED,
+  never FAIL).
 """
+
+import copy
 
 import numpy as np
 import pytest
@@ -18,12 +22,12 @@ import torch
 from specverify import SamplingSettings
 from specverify.audit.lm_audit import audit_lm
 from specverify.audit.transformers_adapters import hf_kwargs
-from specverify.dists import filter_boundaries, probs_from_logits, process_logits
+from specverify.dists import filter_boundaries, probs_from_logits, process_logits, token_counts
 from specverify.dists.torch_ops import process_logits_torch
 from specverify.engines.llama_cpp import completion_kwargs
 from specverify.engines.vllm import sampling_params_kwargs
 from specverify.errors import UnsupportedSettingError
-from specverify.lm.transformers_lm import layered_target
+from specverify.lm.transformers_lm import CausalLM, layered_target
 
 torch.set_num_threads(1)
 
@@ -174,7 +178,9 @@ def test_temperature_last_filters_first_then_divides():
 def test_each_engine_refuses_the_order_it_cannot_follow():
     hf_order = SamplingSettings(temperature=0.8, top_p=0.8)
     llama_order = SamplingSettings(temperature=0.8, top_p=0.8, temperature_last=True)
-    with pytest.raises(UnsupportedSettingError, match="llama.cpp applies temperature after.*temperature_last=True"):
+    with pytest.raises(
+        UnsupportedSettingError, match="llama-cpp-python applies temperature after.*temperature_last=True"
+    ):
         completion_kwargs(hf_order)
     assert completion_kwargs(llama_order)["temperature"] == 0.8
     for mapping in (sampling_params_kwargs, hf_kwargs):
@@ -191,3 +197,35 @@ def test_temperature_last_is_written_only_when_set():
     d = SamplingSettings(temperature=0.7, temperature_last=True).to_dict()
     assert d["temperature_last"] is True and SamplingSettings(**d).temperature_last
     assert SamplingSettings(temperature=0.7, temperature_last=True).short() == "temperature=0.7,temperature_last=True"
+
+
+def test_penalize_prompt_false_counts_generated_tokens_only(target):
+    """The auditor's law under llama-cpp-python's convention: the repetition penalty sees only the
+    continuation, at every position (one teacher-forced pass, with and without boundaries)."""
+    prompt, cont = [5, 6, 5, 6, 5, 6], [6, 7, 5, 9]
+    s = SamplingSettings(top_k=4, repetition_penalty=2.0, penalize_prompt=False)
+    model = copy.deepcopy(target).double()
+    with torch.no_grad():
+        lg = model(torch.tensor([prompt + cont])).logits[0].numpy()
+    want = np.stack(
+        [probs_from_logits(lg[len(prompt) - 1 + t], s, seen_counts=token_counts(cont[:t], 48)) for t in range(4)]
+    )
+    aud = CausalLM(model)
+    np.testing.assert_allclose(aud.sequence_probs(prompt, cont, s), want, atol=1e-12)
+    np.testing.assert_allclose(aud.batch_sequence_boundaries([prompt], [cont], s, tol=0.0)[0][0], want, atol=1e-12)
+    hf = aud.sequence_probs(prompt, cont, SamplingSettings(top_k=4, repetition_penalty=2.0))
+    assert not np.allclose(hf[0], want[0]), "the prompt's tokens are penalised in transformers' convention"
+
+
+def test_each_engine_refuses_the_penalty_history_it_does_not_keep():
+    prompt_too = SamplingSettings(repetition_penalty=1.3)
+    generated_only = SamplingSettings(repetition_penalty=1.3, penalize_prompt=False)
+    with pytest.raises(
+        UnsupportedSettingError, match="repetition penalty counts generated tokens only.*penalize_prompt=False"
+    ):
+        completion_kwargs(prompt_too)
+    assert completion_kwargs(generated_only)["repeat_penalty"] == 1.3
+    for mapping in (sampling_params_kwargs, hf_kwargs):
+        with pytest.raises(UnsupportedSettingError, match="counts the prompt.*penalize_prompt=True"):
+            mapping(generated_only)
+    assert "penalize_prompt" not in prompt_too.to_dict() and generated_only.to_dict()["penalize_prompt"] is False
