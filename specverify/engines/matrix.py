@@ -47,7 +47,7 @@ __all__ = [
     "main",
 ]
 
-TWO_SAMPLE_SEQUENCES = 1600
+TWO_SAMPLE_SEQUENCES = 6400  # per side: eps 0.1 on the buckets at alpha 1e-6, beta 1e-3 (6,164)
 LOOKS = (0.25, 0.5, 1.0)  # one-sample tests at a quarter, half and all of the planned tokens
 TWO_SAMPLE_LENGTH = 8
 RECORD_SEQUENCES = 192
@@ -340,8 +340,8 @@ def _two_sample(cfg, engine, prompts, work: Path, *, seed: int) -> tuple[list, d
     if cfg.method == "none":
         np.save(store, _two_sample_tokens(engine, cfg, prompts, seed + 7))
         return [], None
-    if not store.exists():
-        return [], None
+    if not store.exists() or len(np.load(store)) < TWO_SAMPLE_SEQUENCES:
+        return [], None  # the baseline (the `none` row) is missing or smaller: rerun it first
     spec = _two_sample_tokens(engine, cfg, prompts, seed + 11)
     v = two_sample_verdict(
         [(spec, np.load(store)[:TWO_SAMPLE_SEQUENCES])],
@@ -563,6 +563,21 @@ def write_table(out: Path) -> Path:
     return table
 
 
+def _two_sample_only(cfg: EngineConfig, out: Path, work: Path, *, seed: int = 0) -> None:
+    """Redo the two-sample rows of a finished configuration (the ``none`` row: its baseline) and
+    keep the rest of its JSON."""
+    from ._models import build_engine_models
+
+    path = out / cfg.engine / f"{cfg.key}.json"
+    res = json.loads(path.read_text())
+    engine = _engine(cfg, build_engine_models(work / "models"), work)
+    rows, verdict = _two_sample(cfg, engine, audit_prompts(seed=seed), work, seed=seed)
+    if cfg.method != "none":
+        res["rows"] = [r for r in res["rows"] if not r["test"].startswith("two-sample")] + rows
+        res["two_sample"] = verdict
+    path.write_text(json.dumps(res, indent=1, default=str))
+
+
 def _run_one(engine: str, key: str, out: Path, work: Path, record_dir: Path | None) -> None:
     cfg = next(c for c in MATRICES[engine]() if c.key == key)
     res = run_config(cfg, models_root=work / "models", work=work)
@@ -591,10 +606,18 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="*", help="configuration keys to run (default: all not yet finished)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per configuration")
+    ap.add_argument(
+        "--two-sample-only",
+        action="store_true",
+        help="redo only the two-sample rows of finished configurations (list `none` first: the baseline)",
+    )
     a = ap.parse_args(argv)
     a.work.mkdir(parents=True, exist_ok=True)
     if a.one:
-        _run_one(a.engine, a.one, a.out, a.work, a.record)
+        if a.two_sample_only:
+            _two_sample_only(next(c for c in MATRICES[a.engine]() if c.key == a.one), a.out, a.work)
+        else:
+            _run_one(a.engine, a.one, a.out, a.work, a.record)
         return 0
     if a.only == []:  # `--only` with no keys: rebuild the table
         print(write_table(a.out))
@@ -621,7 +644,7 @@ def main(argv=None) -> int:
             str(a.work),
             "--record",
             str(a.record),
-        ]
+        ] + (["--two-sample-only"] if a.two_sample_only else [])
         try:
             rc: int | str = subprocess.run(
                 cmd, timeout=a.timeout, env=dict(os.environ, VLLM_CONFIGURE_LOGGING="0")
