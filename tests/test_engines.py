@@ -24,7 +24,7 @@ from specverify.audit.http_adapter import http_generator, parse_completion_ids
 from specverify.dists import GREEDY, SamplingSettings
 from specverify.engines._models import MODEL_SPEC, build_engine_models, load_float64
 from specverify.engines.llama_cpp import completion_kwargs, ids_from_text
-from specverify.engines.matrix import MATRICES, audit_prompts, logprob_gap, write_table
+from specverify.engines.matrix import MATRICES, audit_prompts, engine_settings, logprob_gap, write_table
 from specverify.engines.vllm import VLLMOffline, sampling_params_kwargs, speculative_config
 from specverify.errors import MalformedOutputError, UnsupportedSettingError
 from specverify.lm.transformers_lm import CausalLM
@@ -84,6 +84,24 @@ def test_matrix_covers_every_method_at_each_k():
     assert {"draft-k3-low", "none-server", "ngram-k3-server"} <= keys["vllm"]
     variants = {v for c in MATRICES["vllm"]() for v in c.variants}
     assert {(64, True), (1, True), (64, False)} <= variants
+
+
+def test_each_engine_row_is_audited_in_the_engine_conventions():
+    """llama.cpp rows: temperature after the filters, a penalty that skips the prompt, and a logit
+    tolerance at filter boundaries; vLLM rows: transformers' conventions, exact. The patched vLLM
+    rows skip the two settings that kill the engine, with the reason."""
+    from specverify.audit.plan import PARITY_GRID
+
+    configs = {(c.engine, c.key): c for e in MATRICES for c in MATRICES[e]()}
+    llama, vllm = configs["llama.cpp", "none"], configs["vllm", "none"]
+    assert llama.logit_tol > 0 and vllm.logit_tol == 0
+    assert all(s.temperature_last and not s.penalize_prompt for s in engine_settings(llama, PARITY_GRID))
+    assert engine_settings(vllm, PARITY_GRID) == PARITY_GRID
+    for s in engine_settings(llama, PARITY_GRID):
+        completion_kwargs(s)  # llama.cpp takes every setting of its grid
+    fixed = configs["vllm", "ngram-k3-expand-fix"]
+    assert fixed.grid and {label for label, _ in fixed.skip} == {"top_k=2", "top_k=5"}
+    assert all("kills vLLM's engine core" in why for _, why in fixed.skip)
 
 
 def test_audit_prompts_mix_random_and_repetitive():
