@@ -563,6 +563,13 @@ def write_table(out: Path) -> Path:
     return table
 
 
+def _default_label(cfg: EngineConfig) -> str:
+    """The recorder's key of the default setting in the engine's conventions."""
+    from ..dists import SamplingSettings
+
+    return str(engine_settings(cfg, (SamplingSettings(),))[0].short())
+
+
 def _two_sample_only(cfg: EngineConfig, out: Path, work: Path, *, seed: int = 0) -> None:
     """Redo the two-sample rows of a finished configuration (the ``none`` row: its baseline) and
     keep the rest of its JSON."""
@@ -589,7 +596,7 @@ def _run_one(engine: str, key: str, out: Path, work: Path, record_dir: Path | No
         keep = {
             "config": record["config"],
             "prompts": record["prompts"],
-            "default": record["one_sample"].get("default", []),
+            "default": record["one_sample"].get(_default_label(cfg), []),
             "logits": record.get("logits"),
             "model_spec": MODEL_SPEC,
             "bodies": record.get("bodies"),
