@@ -430,7 +430,9 @@ def _refusal_body(url: str, model: str, prompt) -> dict:
         return {"request": body, "status": exc.code, "response": json.loads(exc.read() or b"null")}
 
 
-def run_server(cfg: EngineConfig, models, target, prompts, *, seed: int = 0, budget_s: float = 3600.0) -> dict:
+def run_server(
+    cfg: EngineConfig, models, target, prompts, *, work: Path, seed: int = 0, budget_s: float = 3600.0
+) -> dict:
     """The default setting through vLLM's OpenAI server: concurrent requests, ``n`` completions
     per request; audited tokens per second against the engine's own throughput."""
     from ..audit.http_adapter import http_generator
@@ -445,7 +447,7 @@ def run_server(cfg: EngineConfig, models, target, prompts, *, seed: int = 0, bud
         if body.get("n", 1) > 1 and len(bodies) < 24:
             bodies.append({"request": body, "response": json.loads(raw)})
 
-    with serve(models.target, speculative=spec, log=Path(".engines/work") / f"server-{cfg.key}.log") as url:
+    with serve(models.target, speculative=spec, log=work / f"server-{cfg.key}.log") as url:
         gen = http_generator(
             url,
             model=str(models.target),
@@ -500,7 +502,7 @@ def run_config(cfg: EngineConfig, *, models_root: Path, work: Path, seed: int = 
     target = load_float64(models.target)
     prompts = audit_prompts(seed=seed)
     if dict(cfg.extra).get("via") == "server":
-        res = run_server(cfg, models, target, prompts, seed=seed, budget_s=budget_s)
+        res = run_server(cfg, models, target, prompts, work=work, seed=seed, budget_s=budget_s)
         kept = {"config": dataclasses.asdict(cfg), "prompts": prompts, "bodies": res.pop("bodies"), "one_sample": {}}
         return dict(
             res, config=dataclasses.asdict(cfg), key=cfg.key, seconds=round(time.monotonic() - t0, 1), record=kept
