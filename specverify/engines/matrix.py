@@ -52,6 +52,7 @@ LOOKS = (0.25, 0.5, 1.0)  # one-sample tests at a quarter, half and all of the p
 TWO_SAMPLE_LENGTH = 8
 RECORD_SEQUENCES = 192
 LLAMA_LOGIT_TOL = 0.02  # four times llama.cpp's measured logit gap to float64 (0.0046)
+BF16_LOGIT_TOL = 0.3  # twice vLLM's measured bfloat16 log-probability gap to float64 (0.13)
 #: each engine's conventions: temperature after the filters, a repetition penalty that counts the
 #: prompt (SamplingSettings.temperature_last, penalize_prompt)
 CONVENTIONS = {"vllm": {}, "llama.cpp": {"temperature_last": True, "penalize_prompt": False}}
@@ -116,6 +117,13 @@ def _vllm() -> list[EngineConfig]:
         EngineConfig(engine="vllm", method=m, k=k, overlap=o, extra=(("via", "server"),))
         for m, k, o in (("none", 0, ""), ("ngram", 3, ""), ("draft", 3, "high"))
     ]
+    # In bfloat16 (its logits are within 0.13 of float64 here): the bug does not depend on the dtype;
+    # the two-sample rows compare with the bfloat16 engine without speculation.
+    bf16 = (("dtype", "bfloat16"),)
+    out += [
+        EngineConfig(engine="vllm", method=m, k=k, overlap=o, grid=m == "none", extra=bf16, logit_tol=BF16_LOGIT_TOL)
+        for m, k, o in (("none", 0, ""), ("ngram", 3, ""), ("draft", 3, "low"))
+    ]
     # The same engine with the CPU expand kernel fixed (specverify.engines.vllm_patches): the
     # finding's fix, verified by the same audits. Top-k alone still kills the engine (the second
     # finding) and an in-process engine that died does not recover, so those settings are skipped.
@@ -167,13 +175,14 @@ def _engine(cfg: EngineConfig, models, work: Path):
         spec = speculative_config(cfg.method, cfg.k, models, overlap=cfg.overlap or "high")
         extra = dict(cfg.extra)
         fixed = extra.pop("patch", None) == "expand-fix"
+        dtype = extra.pop("dtype", "float32")
         if spec is not None:
             spec.update(extra)
         if fixed:
             from .vllm_patches import apply_expand_fix
 
             return VLLMOffline(models.target, speculative_config=spec, in_process=True, patches=(apply_expand_fix,))
-        return VLLMOffline(models.target, speculative_config=spec)
+        return VLLMOffline(models.target, speculative_config=spec, dtype=dtype)
     from ._models import write_gguf
     from .llama_cpp import LlamaCppEngine
 
@@ -300,6 +309,7 @@ def _one_sample(cfg, engine, target, prompts, record: dict, *, seed: int, budget
             budget_s=budget_s,
             name=gen.__name__,
             greedy_check=i == 0,
+            tie_tol=max(1e-4, 2 * cfg.logit_tol),  # a logit error of d can flip a near-tie within 2 d
             call_timeout=120.0,
             looks=LOOKS,
             logit_tol=cfg.logit_tol,
@@ -335,7 +345,8 @@ def _two_sample(cfg, engine, prompts, work: Path, *, seed: int) -> tuple[list, d
 
     if cfg.engine != "vllm" or cfg.k not in (0, 3):  # llama.cpp: the exact same-seed coupling replaces it
         return [], None
-    store = work / f"{cfg.engine}-baseline-two-sample.npy"
+    dtype = dict(cfg.extra).get("dtype")
+    store = work / f"{cfg.engine}{'-' + dtype if dtype else ''}-baseline-two-sample.npy"
     t0 = time.monotonic()
     if cfg.method == "none":
         np.save(store, _two_sample_tokens(engine, cfg, prompts, seed + 7))
