@@ -24,6 +24,7 @@ input_ids, max_new_tokens, *, do_sample, temperature, top_p, top_k, seed)``.
 from __future__ import annotations
 
 import copy
+import math
 import time
 
 import numpy as np
@@ -117,13 +118,14 @@ def _sample_setting(
     start=((), (), 0, ()),
 ):  # fmt: skip
     """(tokens, law rows, sequences, error, unsupported, complete, marks) for one setting,
-    continuing from ``start`` = (tokens, law rows, sequences, marks) already collected."""
+    continuing from ``start`` = (tokens, law rows, sequences, marks) already collected. ``need``
+    counts tested tokens: those at an ambiguous filter boundary (``logit_tol``) do not count."""
     toks, rows, i, marks = list(start[0]), list(start[1]), start[2], list(start[3])
     size = max(1, int(getattr(generate, "batch_size", 1)))
-    while len(toks) < need:
+    while (short := need - _tested(toks, marks)) > 0:
         if (time.monotonic() > deadline and toks) or (max_sequences and i >= max_sequences):
             return toks, rows, i, None, None, False, marks
-        k = min(size, -(-(need - len(toks)) // length), (max_sequences - i) if max_sequences else size)
+        k = min(size, -(-short // length), (max_sequences - i) if max_sequences else size)
         batch = [prompts[(i + j) % len(prompts)] for j in range(k)]
         seeds = [int(rng.integers(2**31)) for _ in range(k)]
         try:
@@ -143,6 +145,11 @@ def _sample_setting(
         toks.extend(t for seq in seqs for t in seq)
         i += len(seqs)
     return toks, rows, i, None, None, True, marks
+
+
+def _tested(toks, marks) -> int:
+    """Tokens the stream test sees: all but those emitted at an ambiguous filter boundary."""
+    return len(toks) - int(sum(m[:, 0].sum() for m in marks))
 
 
 def _boundary_count(marks: np.ndarray, logit_tol: float) -> dict:
@@ -211,10 +218,10 @@ def _conclude_setting(
         detail["boundary"] = boundary
         if boundary["excused"]:
             note = (
-                f"; {boundary['excused']} token(s) at filter boundaries within logit tolerance "
+                f"; {boundary['excused']} more at filter boundaries within logit tolerance "
                 f"{logit_tol:g} left out (at most {boundary['at_most_expected']:.1f} expected)"
             )
-    return _stream_outcome(label, fam, res, len(toks), complete, eps, detail, note)
+    return _stream_outcome(label, fam, res, int(keep.sum()), complete, eps, detail, note)
 
 
 def _stream_outcome(label, fam: TestFamily, res, n_tok: int, complete, eps, detail, note) -> CheckOutcome:
@@ -355,9 +362,12 @@ def _needed(checks, need: int, length: int) -> dict | None:
     short = [c for c in checks if c.status == INCONCLUSIVE]
     if not short:
         return None
+    tested = sum(c.n or 0 for c in short)
+    total = sum((c.n or 0) + (c.details or {}).get("boundary", {}).get("excused", 0) for c in short)
+    per_seq = length * (tested / total if total and tested else 1.0)  # tokens at filter boundaries do not count
     return {
-        "statement": f"{len(short)} setting(s) short of {need:,} tokens: raise --budget or --rounds (sequences of "
-        f"{length} tokens; about {-(-need // length):,} per setting)",
+        "statement": f"{len(short)} setting(s) short of {need:,} tested tokens: raise --budget or --rounds "
+        f"(sequences of {length} tokens; about {math.ceil(need / per_seq):,} per setting)",
         "tokens_per_setting": need,
     }
 
