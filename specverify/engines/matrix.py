@@ -487,14 +487,8 @@ def run_server(
         secs = time.monotonic() - t0
         if spec:
             bodies.append(_refusal_body(url, str(models.target), prompts[0]))
-    rows = _rows(
-        cfg,
-        v,
-        batch=SERVER_CONCURRENCY * SERVER_COMPLETIONS,
-        seeded=True,
-        seconds=secs,
-        test=f"one-sample via HTTP ({SERVER_CONCURRENCY} concurrent x n={SERVER_COMPLETIONS})",
-    )
+    test = f"one-sample via HTTP ({SERVER_CONCURRENCY} concurrent x n={SERVER_COMPLETIONS})"
+    rows = _rows(cfg, v, batch=SERVER_CONCURRENCY * SERVER_COMPLETIONS, seeded=True, seconds=secs, test=test)
     return {
         "rows": rows,
         "verdicts": [v.to_dict()],
