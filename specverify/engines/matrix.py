@@ -229,9 +229,9 @@ class _Recorder:
         return out
 
 
-def _rows(cfg: EngineConfig, verdict, *, batch: int, seeded: bool, test: str, seconds: float) -> list[dict]:
-    """One row per check of a verdict, with the configuration that produced it."""
-    base = {
+def _row_base(cfg: EngineConfig, *, batch: int, seeded: bool, test: str) -> dict:
+    """The columns a row shares with every other check of its configuration and variant."""
+    return {
         "engine": cfg.engine,
         "config": cfg.key,
         "method": cfg.method,
@@ -241,6 +241,11 @@ def _rows(cfg: EngineConfig, verdict, *, batch: int, seeded: bool, test: str, se
         "seeded": seeded,
         "test": test,
     }
+
+
+def _rows(cfg: EngineConfig, verdict, *, batch: int, seeded: bool, test: str, seconds: float) -> list[dict]:
+    """One row per check of a verdict, with the configuration that produced it."""
+    base = _row_base(cfg, batch=batch, seeded=seeded, test=test)
     return [
         dict(base, check=c.name, status=str(c.status), eps=c.eps, n=c.n, summary=c.summary, seconds=round(seconds, 1))
         for c in verdict.checks
@@ -264,24 +269,19 @@ def _label_by_grid(verdict, settings, full) -> None:
 
 
 def _skipped_rows(cfg: EngineConfig, full, *, batch: int, seeded: bool) -> list[dict]:
+    """A SKIPPED row, with its reason, for each setting of ``full`` the configuration does not run."""
     skip = dict(cfg.skip)
+    base = _row_base(cfg, batch=batch, seeded=seeded, test="one-sample vs float64 target law")
     return [
-        {
-            "engine": cfg.engine,
-            "config": cfg.key,
-            "method": cfg.method,
-            "k": cfg.k,
-            "draft": cfg.overlap,
-            "batch": batch,
-            "seeded": seeded,
-            "test": "one-sample vs float64 target law",
-            "check": f"settings[{j}] {s.short()}",
-            "status": "SKIPPED",
-            "eps": None,
-            "n": None,
-            "summary": f"not run: {skip[s.short()]}",
-            "seconds": 0.0,
-        }  # fmt: skip
+        dict(
+            base,
+            check=f"settings[{j}] {s.short()}",
+            status="SKIPPED",
+            eps=None,
+            n=None,
+            summary=f"not run: {skip[s.short()]}",
+            seconds=0.0,
+        )  # fmt: skip
         for j, s in enumerate(full)
         if s.short() in skip
     ]
