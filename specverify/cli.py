@@ -8,7 +8,8 @@
     specverify serve [--speculative] [--port 0] [--model-path DIR]
     specverify conformance --out DIR
 
-Exit codes: 0 PASS, 1 FAIL, 2 usage or input error, 3 INCONCLUSIVE, 4 internal error of specverify.
+Exit codes: 0 PASS, 1 FAIL, 2 usage or input error, 3 INCONCLUSIVE, 4 internal error of specverify,
+5 UNSUPPORTED (the implementation declined every setting audited).
 The verdict's contract: docs/verdict.md; the shapes an implementation may take: docs/adapters.md.
 """
 
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
-# the verdict's exit codes (0 PASS, 1 FAIL, 3 INCONCLUSIVE) are specverify.audit.cli.EXIT
+# the verdict's exit codes (0 PASS, 1 FAIL, 3 INCONCLUSIVE, 5 UNSUPPORTED) are specverify.audit.cli.EXIT
 EXIT_USAGE, EXIT_INTERNAL = 2, 4
 
 
@@ -92,10 +94,17 @@ def _conformance(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with specverify's usage-error form: one line (no usage dump), exit code 2. Subcommand
+    parsers are made of this class too (argparse's default parser_class is the parent's type)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"specverify: error: {message}; see `{self.prog} --help` for the options", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="specverify", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = _Parser(prog="specverify", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="benchmarks, printed as ratios against a baseline from the same run")

@@ -59,6 +59,7 @@ from ..harness import (
     Generation,
     RoundOutput,
     SequenceView,
+    as_token_ids,
     call_with_timeout,
     run_generator,
     run_round_step,
@@ -74,6 +75,8 @@ __all__ = [
     "GeneratorAdapter",
     "SubprocessAdapter",
     "load_callable",
+    "SETTINGS_RULE",
+    "settings_parameter",
     "call_with_timeout",
 ]
 
@@ -201,14 +204,10 @@ def _check_round_tokens(
     tokens: ArrayLike, drafts: np.ndarray, gamma: int, v: int, what: str
 ) -> tuple[np.ndarray, np.ndarray]:
     """Validate [B, g + 1] output; return num_accepted."""
-    t = np.asarray(tokens)
+    t = as_token_ids(tokens, what, ndim=2)
     b = drafts.shape[0]
     if t.shape != (b, gamma + 1):
         raise MalformedOutputError(f"{what} returned shape {t.shape}; expected [B, gamma + 1] = [{b}, {gamma + 1}]")
-    if not np.issubdtype(t.dtype, np.integer):
-        if not np.all(np.mod(t, 1) == 0):
-            raise MalformedOutputError(f"{what} returned non-integer tokens (dtype {t.dtype})")
-        t = t.astype(np.int64)
     valid = t >= 0
     n_emit = valid.sum(1)
     if (n_emit == 0).any():
@@ -285,8 +284,6 @@ class _KernelSampler(_AdapterSampler):
             )
         else:
             out = call_with_timeout(a.fn, X, None if a.one_hot else Q, P, gen, timeout=a.call_timeout, what=a.name)
-        if hasattr(out, "detach"):
-            out = out.detach().cpu().numpy()
         tokens, n_acc = _check_round_tokens(out, X, gamma, pair.vocab_size, a.name)
         return RoundOutput(tokens, n_acc, X, tokens[np.arange(b), n_acc])
 
@@ -339,15 +336,25 @@ class KernelAdapter(Adapter):
         return run_sampler(_KernelSampler(self), pair, n=n, gamma=gamma, rng=rng, settings=settings)
 
 
-def _positional_capacity(fn: Callable[..., Any]) -> int:
-    """How many positional arguments ``fn`` accepts (a large number for *args; -1 if unknown)."""
+#: The one rule by which a round step receives the settings (docs/adapters.md).
+SETTINGS_RULE = (
+    "a round step receives the sampling settings only through a parameter named `settings` (or one annotated "
+    "SamplingSettings); any other signature, *args, **kwargs and optional extra parameters included, is called "
+    "with the five arguments (prefix, draft, target, gamma, rng)"
+)
+
+
+def settings_parameter(fn: Callable[..., Any]) -> inspect.Parameter | None:
+    """The parameter of ``fn`` that receives the settings under :data:`SETTINGS_RULE`, or None."""
     try:
-        params = inspect.signature(fn).parameters.values()
+        params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        return -1
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return 1 << 16
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+        return None
+    named = [p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    for p in named:
+        if p.name == "settings" or "SamplingSettings" in str(p.annotation):
+            return p
+    return None
 
 
 def implementation_identity(obj: object) -> dict[str, Any]:
@@ -408,8 +415,9 @@ class RoundAdapter(_SequenceAdapter):
 
     ``logits=True``: draft/target return raw logits and the step receives the settings and applies
     them. ``greedy=True``: the step decodes greedily on raw probabilities; the audit is the exact
-    greedy check. A step whose signature has a sixth parameter receives the settings in any mode
-    (so a greedy audit on raw rows applies to it too). ``rule='full'`` declares the full rule."""
+    greedy check. A step with a ``settings`` parameter (:data:`SETTINGS_RULE`) receives the settings
+    in any mode (so a greedy audit on raw rows applies to it too); any other signature gets the
+    five-argument call. ``rule='full'`` declares the full rule."""
 
     def __init__(
         self,
@@ -425,7 +433,13 @@ class RoundAdapter(_SequenceAdapter):
     ) -> None:
         self._setup(fn, name, spec, logits, greedy, call_timeout, length, "step")
         self.rule = rule
-        self.takes_settings = logits or _positional_capacity(fn) >= 6
+        self.settings_param = settings_parameter(fn)
+        if logits and self.settings_param is None:
+            raise SpecVerifyError(
+                f"{self.name} takes no `settings` parameter, but with logits=True (--logits) the step applies the "
+                f"settings itself; rule: {SETTINGS_RULE}; add a sixth parameter `settings` (docs/adapters.md)"
+            )
+        self.takes_settings = self.settings_param is not None
 
     def generate(  # type: ignore[override]  # context pairs only
         self, pair: ContextPair, n: int, gamma: int, rng: np.random.Generator, settings: SamplingSettings
@@ -438,7 +452,7 @@ class RoundAdapter(_SequenceAdapter):
             length=self.length,
             gamma=gamma,
             rng=rng,
-            pass_settings=self.takes_settings,
+            settings_param=self.settings_param,
             timeout=self.call_timeout,
             name=self.name,
         )

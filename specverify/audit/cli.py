@@ -19,9 +19,10 @@ import sys
 import time
 
 from ..errors import SpecVerifyError
-from ..stats import FAIL, INCONCLUSIVE, PASS
+from ..stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED
 
-EXIT = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
+#: the verdict's exit codes; 2 is a usage error and 4 an internal error (specverify.cli), never verdicts
+EXIT = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3, UNSUPPORTED: 5}
 EXIT_USAGE = 2
 
 CHECKS = """checks run by an audit:
@@ -62,9 +63,10 @@ class UsageError(SpecVerifyError):
 def add_commands(sub):
     a = sub.add_parser(
         "audit",
-        help="audit an implementation; exit 0 PASS, 1 FAIL, 2 usage error, 3 INCONCLUSIVE",
+        help="audit an implementation; exit 0 PASS, 1 FAIL, 2 usage error, 3 INCONCLUSIVE, 5 UNSUPPORTED",
         description="Audit a speculative-decoding implementation for losslessness. Exit codes: 0 PASS, 1 FAIL, "
-        "2 usage or input error, 3 INCONCLUSIVE. The contract: docs/verdict.md.",
+        "2 usage or input error, 3 INCONCLUSIVE, 4 internal error of specverify, 5 UNSUPPORTED (the implementation "
+        "declined every setting audited). The contract: docs/verdict.md.",
     )
     a.add_argument("target", nargs="?", help="'reference', or a catalogue entry name (see selftest)")
     g = a.add_mutually_exclusive_group()
@@ -213,36 +215,51 @@ def _writable(opt, path):
         raise UsageError(f"{opt} {path!r}: the folder {folder!r} is not writable; pass another path")
 
 
-def _positional_ok(fn, n: int) -> bool | None:
-    """Whether fn can be called with n positional arguments (None: the signature is not visible)."""
+def _binds(fn, n: int, **kw) -> bool | None:
+    """Whether fn can be called with n positional arguments and ``kw`` (None: the signature is not visible)."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return None
     try:
-        sig.bind(*range(n))
+        sig.bind(*range(n), **kw)
     except TypeError:
         return False
     return True
 
 
+def _round_call(fn) -> tuple[int, dict]:
+    """How a round step is called under SETTINGS_RULE: (positional count, keyword arguments)."""
+    from .adapters import settings_parameter
+
+    p = settings_parameter(fn)
+    if p is None:
+        return 5, {}
+    return (6, {}) if p.kind is p.POSITIONAL_ONLY else (5, {p.name: None})
+
+
 def _check_signature(kind: str, fn, spec: str, logits: bool):
     plain, with_logits = SIGNATURES[kind]
     want = with_logits if (logits and kind != "generator") else plain
-    n = want.count(",") + 1
-    ok = _positional_ok(fn, n)
+    n, kw = _round_call(fn) if kind == "round" else (want.count(",") + 1, {})
+    if kind == "round" and logits and not kw and n == 5:
+        from .adapters import SETTINGS_RULE
+
+        raise UsageError(
+            f"--round {spec} --logits: the step has no `settings` parameter ({SETTINGS_RULE}); add one, or drop "
+            "--logits if it takes probabilities"
+        )
+    ok = _binds(fn, n, **kw)
     if ok is None or ok:
         return
-    if kind == "round" and not logits and _positional_ok(fn, 6):
-        return  # a step with a sixth parameter receives the settings in any mode
     try:
         got = f"{getattr(fn, '__name__', spec)}{inspect.signature(fn)}"
     except (TypeError, ValueError):
         got = spec
     hint = ""
-    if kind in ("round", "kernel") and not logits and _positional_ok(fn, n + 1):
+    if kind in ("round", "kernel") and not logits and _binds(fn, n + 1):
         hint = " (it takes one more argument: pass --logits if it takes raw logits and the settings)"
-    elif kind in ("round", "kernel") and logits and _positional_ok(fn, n - 1):
+    elif kind == "kernel" and logits and _binds(fn, n - 1):
         hint = " (it takes one argument fewer: drop --logits if it takes probabilities)"
     raise UsageError(
         f"--{kind} {spec}: {got} cannot be called as {want}{hint}; give it that signature (docs/adapters.md)"
@@ -518,28 +535,65 @@ def _config(args, settings):
     return AuditConfig(**kw)
 
 
-def print_verdict(v, console=None):
-    from rich.console import Console
+#: below this many columns (an 80-column terminal, a pipe, a CI log) each check is a line with its
+#: summary wrapped beneath it; a table's summary column would be a dozen characters wide there
+WIDE_TERMINAL = 120
+_COLOR = {PASS: "green", FAIL: "red", UNSUPPORTED: "magenta"}
+
+
+def _figures(c) -> str:
+    """kind, n and (not on FAIL rows, where the deviation was found) the TV the check could detect."""
+    parts = [c.kind] + ([f"n {c.n:,}"] if c.n else [])
+    if c.eps and c.status != FAIL and math.isfinite(c.eps):
+        parts.append(f"detects TV >= {c.eps:.4f}")
+    return ", ".join(parts)
+
+
+def _print_check_lines(v, console) -> None:
+    import textwrap
+
+    from rich.markup import escape
+
+    from ..stats import collapse_repeated_cells
+
+    width, pad = max(console.width, 40), " " * 14
+    console.print(f"[bold]specverify audit: {escape(v.subject)}[/]", soft_wrap=True)
+    for c in v.checks:
+        head = f"[{_COLOR.get(c.status, 'yellow')}]{c.status:<12}[/]  {escape(c.name)}"
+        console.print(head + f" [dim]({escape(_figures(c))})[/]", soft_wrap=True)
+        for line in textwrap.wrap(collapse_repeated_cells(c.summary), width - len(pad), break_on_hyphens=False):
+            console.print(pad + escape(line), soft_wrap=True, highlight=False)
+
+
+def _print_check_table(v, console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
     from ..stats import collapse_repeated_cells
 
-    console = console or Console()
     table = Table(title=f"specverify audit: {escape(v.subject)}")
     for col in ("check", "kind", "status", "n", "detects TV >=", "summary"):
         table.add_column(col, overflow="fold")
     for c in v.checks:
-        color = {PASS: "green", FAIL: "red"}.get(c.status, "yellow")
         table.add_row(
             escape(c.name),
             c.kind,
-            f"[{color}]{c.status}[/]",
+            f"[{_COLOR.get(c.status, 'yellow')}]{c.status}[/]",
             f"{c.n:,}" if c.n else "",
-            f"{c.eps:.4f}" if c.eps else "",
+            f"{c.eps:.4f}" if c.eps and c.status != FAIL and math.isfinite(c.eps) else "",
             escape(collapse_repeated_cells(c.summary)),
         )
     console.print(table)
+
+
+def print_verdict(v, console=None):
+    """The checks (a table on wide terminals, one line each with the summary beneath on narrow ones
+    and in pipes), the diagnosis lead of a FAIL, then the headline."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = console or Console()
+    (_print_check_table if console.width >= WIDE_TERMINAL else _print_check_lines)(v, console)
     for line in v.diagnosis_lead():  # a diagnosed FAIL leads with its root cause
         console.print(escape(line), soft_wrap=True)
     console.print(escape(v.headline()), soft_wrap=True)

@@ -4,9 +4,10 @@ processes and checkpoints.
 Batch k of unit u draws from ``numpy.random.default_rng([seed, u, k])``, so what is collected is a
 function of the implementation, the seed and the options only: serial, ``workers=N`` and a resumed
 run give the same batches. Sampling stops when (in this order) the implementation fails, the
-e-process crosses 1/alpha_seq (FAIL), ``rounds`` are collected (``--rounds``), the plan is met
-(every stratum holds the planned tokens), or the time cap passes (the unit stays incomplete and
-the verdict is INCONCLUSIVE, never a PASS).
+implementation declines the setting (UNSUPPORTED: its first batch says so, and no time is spent
+on the unit after it), the e-process crosses 1/alpha_seq (FAIL), ``rounds`` are collected
+(``--rounds``), the plan is met (every stratum holds the planned tokens), or the time cap passes
+(the unit stays incomplete and the verdict is INCONCLUSIVE, never a PASS).
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def collect_unit(
     tabled = getattr(pair, "tabled", True) and not unit.settings.uses_history
     law = StreamLaw(pair.target_table(unit.settings)) if tabled else None
     t0 = time.monotonic()
-    while not sample.complete and not sample.stopped_early and sample.error is None:
+    while not (sample.complete or sample.stopped_early or sample.error or sample.unsupported):
         sizes = _sizes(unit, cfg, sample, pool.workers)
         if not sizes or (cfg.max_units and sample.units >= cfg.max_units):
             sample.complete = True

@@ -17,6 +17,8 @@ from ..stats import (
     FAIL,
     INCONCLUSIVE,
     PASS,
+    SKIPPED,
+    UNSUPPORTED,
     CheckOutcome,
     StreamLaw,
     Verdict,
@@ -29,10 +31,11 @@ from ..stats import (
 from ..theory import accepted_length_law_position_dependent, expected_tokens_position_dependent
 from .collect import UnitSample, strata_of
 
-__all__ = ["conclude_unit", "decide", "failure_message", "make_verdict", "UNSUPPORTED", "SKIPPED"]
+#: details of a check whose FAIL is the implementation's own doing (it raised, hung or returned malformed
+#: output): explicit already, so the diagnosis does not rank root causes for it
+FINDING = {"finding": "implementation"}
 
-UNSUPPORTED = "UNSUPPORTED"  # the implementation declined a setting: reported, never a FAIL
-SKIPPED = "SKIPPED"  # a setting the plan leaves out, with the reason
+__all__ = ["FINDING", "conclude_unit", "decide", "failure_message", "make_verdict", "UNSUPPORTED", "SKIPPED"]
 
 
 def failure_message(label: str, stratum: str, test, adjusted: float) -> str:
@@ -102,7 +105,9 @@ def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
             name=f"{unit.label}: implementation", status=UNSUPPORTED, kind="exact", summary=sample.unsupported
         )
     if sample.error:
-        return CheckOutcome(name=f"{unit.label}: implementation", status=FAIL, kind="exact", summary=sample.error)
+        return CheckOutcome(
+            name=f"{unit.label}: implementation", status=FAIL, kind="exact", summary=sample.error, details=FINDING
+        )
     gen, fam = sample.gen, unit.family
     if not len(gen.tokens):
         return CheckOutcome(
@@ -246,10 +251,13 @@ def _acceptance(pair, s, gen, gamma):
 
 
 def decide(checks: list[CheckOutcome]) -> str:
-    """FAIL if any check fails; INCONCLUSIVE if any is inconclusive (or nothing was tested); else PASS."""
+    """FAIL if any check fails; UNSUPPORTED if the implementation declined everything that would have
+    been tested; INCONCLUSIVE if any check is inconclusive (or nothing was tested); else PASS."""
     statuses = {c.status for c in checks}
     if FAIL in statuses:
         return FAIL
+    if UNSUPPORTED in statuses and all(c.status in (SKIPPED, UNSUPPORTED) for c in checks):
+        return UNSUPPORTED
     if INCONCLUSIVE in statuses or not any(c.status == PASS for c in checks):
         return INCONCLUSIVE
     return PASS

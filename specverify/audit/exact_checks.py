@@ -31,7 +31,14 @@ from ..lm.synthetic import make_markov_pair, make_positional_pair
 from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome
 from .adapters import KernelAdapter, SamplerAdapter, _check_round_tokens, call_with_timeout
 
-__all__ = ["EXACT_CHECKS", "boundary_check", "greedy_check", "differential_check", "reproducibility_check"]
+__all__ = [
+    "EXACT_CHECKS",
+    "EXACT_CHECK_NAMES",
+    "boundary_check",
+    "greedy_check",
+    "differential_check",
+    "reproducibility_check",
+]
 
 
 def boundary_check(adapter, cfg, **_):
@@ -348,3 +355,11 @@ EXACT_CHECKS: tuple[Callable[..., CheckOutcome | None], ...] = (
     differential_check,
     reproducibility_check,
 )
+
+#: the row name of each check when the implementation raised inside it (its outcome has no name of its own)
+EXACT_CHECK_NAMES: dict[Callable[..., CheckOutcome | None], str] = {
+    boundary_check: "boundary: u = 0 against p(x) = 0",
+    greedy_check: "greedy equivalence (temperature 0)",
+    differential_check: "differential: injected uniforms against the reference",
+    reproducibility_check: "seeded reproducibility",
+}

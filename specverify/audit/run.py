@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..dists import SamplingSettings
-from ..errors import ImplementationError, SpecVerifyError
-from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, Verdict
+from ..errors import ImplementationError, SpecVerifyError, UnsupportedSettingError
+from ..stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED, CheckOutcome, Verdict
 from .adapters import Adapter
 from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from .collect import UnitSample, WorkerPool, collect_unit, smallest_stratum
-from .conclude import SKIPPED, conclude_unit, make_verdict
-from .exact_checks import EXACT_CHECKS
+from .conclude import FINDING, SKIPPED, conclude_unit, make_verdict
+from .exact_checks import EXACT_CHECK_NAMES, EXACT_CHECKS
 from .plan import DEFAULT_SETTINGS, PARITY_GRID, AuditPlan, AuditUnit, plan_audit
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides: Any)
     samples = _resume(cfg, fp)
     pairs = {u.index: u.make_pair(adapter.harness, cfg) for u in plan.units}
     checks, evidence = _collect_all(adapter, cfg, plan, pairs, samples, fp, deadline=t0 + cfg.budget_s)
-    checks += _exact(adapter, cfg, plan, pairs)
+    checks += _exact(adapter, cfg, plan, pairs, samples)
     checks += [
         CheckOutcome(name=f"plan: {why.split(':')[0]}", status=SKIPPED, kind="exact", summary=why)
         for why in plan.skipped
@@ -94,7 +94,7 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides: Any)
     )
     if cfg.checkpoint and Path(cfg.checkpoint).exists() and v.status != INCONCLUSIVE:
         Path(cfg.checkpoint).unlink()
-    if v.status == FAIL and cfg.diagnose:
+    if v.status == FAIL and cfg.diagnose and any(c.status == FAIL and c.details != FINDING for c in checks):
         v.diagnosis = _diagnosis(adapter, cfg, plan, pairs, samples, checks)
     return v
 
@@ -176,8 +176,13 @@ def _collect_all(
     return checks, evidence
 
 
-def _exact(adapter: Adapter, cfg: AuditConfig, plan: AuditPlan, pairs: dict[int, Any]) -> list[CheckOutcome]:
+def _exact(
+    adapter: Adapter, cfg: AuditConfig, plan: AuditPlan, pairs: dict[int, Any], samples: dict[int, UnitSample]
+) -> list[CheckOutcome]:
     out: list[CheckOutcome] = []
+    # the exact checks that run a sampled setting take one the implementation accepted
+    supported = tuple(u for u in plan.units if not samples[u.index].unsupported)
+    plan = dataclasses.replace(plan, units=supported)
     dev = getattr(getattr(adapter, "sampler", None), "exact_deviation", None)
     if dev is not None and plan.units:
         u0 = plan.units[0]
@@ -198,8 +203,12 @@ def _exact(adapter: Adapter, cfg: AuditConfig, plan: AuditPlan, pairs: dict[int,
         for fn in EXACT_CHECKS:
             try:
                 c = fn(adapter, cfg, plan=plan, pairs=pairs)
+            except UnsupportedSettingError as exc:  # a setting declined (greedy is one): never a FAIL
+                c = CheckOutcome(name=EXACT_CHECK_NAMES[fn], status=UNSUPPORTED, kind="exact", summary=str(exc))
             except ImplementationError as exc:
-                c = CheckOutcome(name=fn.__name__.replace("_", " "), status=FAIL, kind="exact", summary=str(exc))
+                c = CheckOutcome(
+                    name=EXACT_CHECK_NAMES[fn], status=FAIL, kind="exact", summary=str(exc), details=FINDING
+                )
             if c is not None:
                 out.append(c)
     return out
@@ -216,43 +225,78 @@ def _first_by_holm(checks: list[CheckOutcome], evidence: list[str]) -> list[str]
 
 
 def _needed(plan: AuditPlan, samples: dict[int, UnitSample], cfg: AuditConfig, elapsed: float) -> dict[str, Any] | None:
-    """For units that did not reach eps: rounds that would, and the time at the measured rate."""
-    rows: list[dict[str, Any]] = []
-    extra_units, spent_units = 0.0, 0
-    for u in plan.units:
-        s = samples.get(u.index)
-        if s is None or s.error or s.unsupported:
-            continue
-        spent_units += s.units
-        have = smallest_stratum(s.gen.position, u.strata_rule)
-        if s.complete and not cfg.rounds or s.stopped_early:
-            continue
-        need = plan.need(u)
-        want = math.ceil(s.units * need / have) if have else None
-        if want is None or want > s.units or (cfg.rounds and want > cfg.rounds):
-            rows.append(
-                {
-                    "unit": u.label,
-                    "collected": s.units,
-                    "needed": want,
-                    "smallest_stratum_tokens": have,
-                    "tokens_per_stratum_needed": need,
-                }
-            )
-            extra_units += (want or 0) - s.units
-    if not rows:
+    """For units that did not reach eps: the rounds that would, and the time at the measured rate. A
+    unit the cap left unsampled is estimated from the others' tokens per round (never 0 rounds)."""
+    short = [u for u in plan.units if _short_of_plan(u, samples.get(u.index), cfg, plan.need(u))]
+    if not short:
         return None
-    rate = spent_units / elapsed if elapsed > 0 else 0.0
-    est = elapsed + (extra_units / rate if rate else math.inf)
-    per = max((r["needed"] or 0) for r in rows)
-    # nothing collected in the time measured (a cap reached at once): no rate to estimate the budget from
+    ok = [samples[u.index] for u in plan.units if samples.get(u.index) and not samples[u.index].unsupported]
+    ratios = [s.units / t for s in ok if (t := smallest_stratum(s.gen.position, plan.units[0].strata_rule)) > 0]
+    units_per_token = max(ratios) if ratios else None
+    rows: list[dict[str, Any]] = []
+    for u in short:
+        s = samples.get(u.index) or UnitSample()
+        have, need = smallest_stratum(s.gen.position, u.strata_rule), plan.need(u)
+        want = math.ceil(s.units * need / have) if have else None
+        if not have and units_per_token:  # not sampled: as many rounds per token as the thinnest sampled unit
+            want = math.ceil(need * units_per_token)
+        if want is not None:
+            want = max(want, s.units + 1, cfg.rounds or 0)
+        rows.append(
+            {
+                "unit": u.label,
+                "collected": s.units,
+                "needed": want,
+                "smallest_stratum_tokens": have,
+                "tokens_per_stratum_needed": need,
+            }
+        )
+    spent = sum(s.units for s in ok)
+    rate = spent / elapsed if elapsed > 0 else 0.0
+    extra = sum((r["needed"] or 0) - r["collected"] for r in rows)
+    est = elapsed + (extra / rate if rate else math.inf)
+    wants = [r["needed"] for r in rows if r["needed"] is not None]
+    per = max(wants) if len(wants) == len(rows) else None
+    out: dict[str, Any] = {"units": rows, "rounds_per_unit": per, "estimated_seconds": round(est, 1) if per else None}
+    out["statement"] = _needed_sentence(len(rows), per, est, rate, cfg, "cli")
+    out["statement_python"] = _needed_sentence(len(rows), per, est, rate, cfg, "python")
+    return out
+
+
+def _short_of_plan(u: AuditUnit, s: UnitSample | None, cfg: AuditConfig, need: int) -> bool:
+    """Whether unit ``u`` ended without its planned tokens (cut by the cap, or --rounds too few)."""
+    if s is not None and (s.error or s.unsupported or s.stopped_early):
+        return False
+    if s is None or not s.units:
+        return True
+    if not s.complete:
+        return True  # the time cap cut it
+    return smallest_stratum(s.gen.position, u.strata_rule) < need and bool(cfg.rounds)
+
+
+#: how the advice of an INCONCLUSIVE names each option, for a CLI user and for a Python caller
+_TERMS = {
+    "cli": {"rounds": "--rounds {}", "budget": "a --budget {}", "workers": "--workers N", "eps": "a larger --eps"},
+    "python": {"rounds": "rounds={}", "budget": "budget_s {}", "workers": "workers=N", "eps": "a larger eps="},
+}
+
+
+def _needed_sentence(n_units: int, per: int | None, est: float, rate: float, cfg: AuditConfig, terms: str) -> str:
+    """What would settle an INCONCLUSIVE, in the caller's terms (CLI options or keyword arguments)."""
+    t = _TERMS[terms]
+    if per is None:
+        return (
+            f"{n_units} unit(s) were not sampled before the time cap and no unit was measured to estimate their "
+            f"rounds from: run with {t['budget'].format(f'above {cfg.budget_s:g} s')}"
+        )
     budget = f"of at least {math.ceil(est)} s" if math.isfinite(est) else "larger than this run's"
-    sentence = (
-        f"{len(rows)} unit(s) short of the plan; about {per:,} rounds (or sequences) per unit would reach eps "
-        f"{cfg.eps:g}: run with --rounds {per} and a --budget {budget} (estimated from the "
-        f"measured {rate:,.0f} per second; --workers N divides it), or accept a larger --eps"
+    if terms == "python":
+        budget = f">= {math.ceil(est)}" if math.isfinite(est) else f"> {cfg.budget_s:g}"
+    return (
+        f"{n_units} unit(s) short of the plan; about {per:,} rounds (or sequences) per unit would reach eps "
+        f"{cfg.eps:g}: run with {t['rounds'].format(per)} and {t['budget'].format(budget)} (estimated from the "
+        f"measured {rate:,.0f} per second; {t['workers']} divides it), or accept {t['eps']}"
     )
-    return {"statement": sentence, "units": rows, "rounds_per_unit": per, "estimated_seconds": round(est, 1)}
 
 
 def _progress(cfg: AuditConfig) -> Progress | None:

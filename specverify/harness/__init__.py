@@ -10,6 +10,7 @@
 """
 
 from ._contexts import PAIR_KINDS, ContextPair, make_context_pair
+from ._ids import as_token_ids
 from ._models import ModelPair, make_model_pair
 from ._records import Generation, RoundOutput, concat_generations
 from ._sequences import MODES, SequenceView, run_generator, run_round_step
@@ -32,4 +33,5 @@ __all__ = [
     "run_sampler",
     "call_with_timeout",
     "run_guarded",
+    "as_token_ids",
 ]

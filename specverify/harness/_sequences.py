@@ -16,6 +16,7 @@ Modes (what the rows handed over are):
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ import numpy as np
 from ..dists import SamplingSettings
 from ..errors import MalformedOutputError
 from ._contexts import ContextPair
+from ._ids import as_token_ids
 from ._records import Generation
 from ._watchdog import run_guarded
 
@@ -187,10 +189,7 @@ class _Recorder:
 
 
 def _check_step_output(out, gamma: int, v: int, name: str) -> list[int]:
-    try:
-        out = [int(t) for t in np.asarray(out).reshape(-1)]
-    except Exception as exc:  # noqa: BLE001 - any unconvertible return value is malformed
-        raise MalformedOutputError(f"{name} returned {out!r}; expected a list of token ids") from exc
+    out = as_token_ids(out, name).tolist()
     if not 1 <= len(out) <= gamma + 1:
         raise MalformedOutputError(f"{name} returned {len(out)} tokens {out}; a round emits 1..gamma + 1 = {gamma + 1}")
     if any(t < 0 or t >= v for t in out):
@@ -210,13 +209,21 @@ def run_round_step(
     length: int,
     gamma: int,
     rng: np.random.Generator,
-    pass_settings: bool,
+    settings_param: inspect.Parameter | None,
     timeout: float | None,
     name: str,
 ) -> Generation:
-    """``n`` sequences of ``length`` emitted tokens from ``step(prefix, draft, target, gamma, rng[, settings])``."""
+    """``n`` sequences of ``length`` emitted tokens from ``step(prefix, draft, target, gamma, rng[, settings])``;
+    the settings go to ``settings_param`` (by keyword, or sixth when positional-only), never elsewhere."""
     rec = _Recorder(view)
-    extra = (view.settings,) if pass_settings else ()
+    extra: tuple[SamplingSettings, ...]
+    kw: dict[str, SamplingSettings]
+    if settings_param is None:
+        extra, kw = (), {}
+    elif settings_param.kind is settings_param.POSITIONAL_ONLY:
+        extra, kw = (view.settings,), {}
+    else:
+        extra, kw = (), {settings_param.name: view.settings}
     v = view.vocab_size
 
     def body(tick):
@@ -228,7 +235,7 @@ def run_round_step(
             while len(seq) < limit:
                 view.asked = []
                 tick()
-                out = step(list(seq), view.draft, view.target, gamma, step_rng, *extra)
+                out = step(list(seq), view.draft, view.target, gamma, step_rng, *extra, **kw)
                 rec.emit(seq, _check_step_output(out, gamma, v, name), i, gamma, limit)
                 rounds += 1
         return rounds
@@ -247,11 +254,8 @@ def run_generator(
         for i in range(n):
             prompt = _prompt(rng, v)
             tick()
-            out = generate(list(prompt), length, int(rng.integers(2**31)), view)
-            try:
-                out = [int(t) for t in list(out)[:length]]
-            except Exception as exc:  # noqa: BLE001
-                raise MalformedOutputError(f"{name} returned {out!r}; expected a list of token ids") from exc
+            out = as_token_ids(generate(list(prompt), length, int(rng.integers(2**31)), view), name)
+            out = out[:length].tolist()
             if len(out) < length or any(t < 0 or t >= v for t in out):
                 raise MalformedOutputError(f"{name} returned {out}; expected {length} ids in [0, {v})")
             seq = list(prompt)

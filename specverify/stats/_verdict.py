@@ -6,6 +6,8 @@
 * PASS: no deviation of total variation >= ``eps`` (on the stated projection) was found, where eps
   is what this many samples detect with false-pass rate at most ``beta``. Never without its eps.
 * INCONCLUSIVE: the budget could not reach the requested eps; ``needed`` says what would.
+* UNSUPPORTED: the implementation declined (NotImplementedError) every setting the audit would have
+  tested; nothing was tested. Declined settings in a PASS or INCONCLUSIVE are listed as such.
 * EXACT checks (enumeration, greedy equality, injected uniforms) are stated as exact, no rates.
 """
 
@@ -146,15 +148,35 @@ class Verdict:
             return []
         return [d["lead"]] + [f"  - {f}" for f in d.get("facts", [])]
 
-    def headline(self) -> str:
-        """One line, the same in the terminal, the JSON (``headline``) and the HTML report."""
+    def _unsupported_note(self) -> str:
+        """'; N check(s) UNSUPPORTED (...)': what a PASS or INCONCLUSIVE did not cover, in its own words."""
+        rows = [c for c in self.checks if c.status == UNSUPPORTED]
+        if not rows:
+            return ""
+        names = ", ".join(c.name.removesuffix(": implementation") for c in rows[:4]) + (
+            ", ..." if len(rows) > 4 else ""
+        )
+        return f"; {len(rows)} UNSUPPORTED by the implementation, not covered: {names}"
+
+    def headline(self, terms: str = "cli") -> str:
+        """One line, the same in the terminal, the JSON (``headline``) and the HTML report. ``terms``:
+        'cli' (advice names options such as --rounds) or 'python' (keyword arguments such as rounds=)."""
         if self.status == PASS:
-            if self.checks and all(c.kind == "exact" for c in self.checks if c.status != SKIPPED):
+            if self.checks and all(c.kind == "exact" for c in self.checks if c.status not in (SKIPPED, UNSUPPORTED)):
                 names = ", ".join(c.name for c in self.checks if c.status == PASS)
-                return f"PASS (exact checks only, no sampling error): {names}; seed {self.seed}"
+                return (
+                    f"PASS (exact checks only, no sampling error): {names}; seed {self.seed}{self._unsupported_note()}"
+                )
             return (
                 f"PASS: no deviation of TV >= {self.eps:.4g} (false-pass <= {self.beta:g}); "
-                f"false-fail <= {self.alpha:g}; {self.samples:,} samples; seed {self.seed}"
+                f"false-fail <= {self.alpha:g}; {self.samples:,} samples; seed {self.seed}{self._unsupported_note()}"
+            )
+        if self.status == UNSUPPORTED:
+            rows = [c for c in self.checks if c.status == UNSUPPORTED]
+            return (
+                f"UNSUPPORTED: the implementation declined every setting audited ({len(rows)}), so nothing was "
+                f"tested; first: {rows[0].summary}; audit settings it supports"
+                + (" (--temperature, --top-k, --top-p, --min-p)" if terms == "cli" else " (settings=...)")
             )
         if self.status == FAIL:
             tag = " [lossy by design]" if self.lossy_by_design else ""
@@ -178,7 +200,9 @@ class Verdict:
                 f"{self.seed}{tail})"
             )
         nd = self.needed or {}
-        if isinstance(nd.get("statement"), str):
+        if terms == "python" and isinstance(nd.get("statement_python"), str):
+            needed = nd["statement_python"]
+        elif isinstance(nd.get("statement"), str):
             needed = nd["statement"]
         else:
             needed = ", ".join(
@@ -191,7 +215,7 @@ class Verdict:
             if self.eps is not None and self.eps < 1
             else f"too few samples to detect any deviation (requested TV {self.eps_requested:g})"
         )
-        return f"INCONCLUSIVE: {reach}" + (f"; needed: {needed}" if needed else "")
+        return f"INCONCLUSIVE: {reach}" + (f"; needed: {needed}" if needed else "") + self._unsupported_note()
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = to_jsonable(self)
