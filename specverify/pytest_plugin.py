@@ -54,11 +54,15 @@ def assert_lossless(
     """Audit ``impl`` and raise AssertionError with the evidence unless the verdict is PASS.
 
     ``impl`` is an Adapter, a ChainSampler, or a callable of the given ``kind``
-    ('kernel', 'round', 'generator'). Returns the Verdict on PASS.
+    ('kernel', 'round', 'generator'). Returns the Verdict on PASS. The failure message leads with
+    the diagnosis of a FAIL (its likely root cause), then the headline and the evidence; the advice
+    of an INCONCLUSIVE names keyword arguments (``rounds=``, ``budget_s=``). An implementation that
+    declined every setting (UNSUPPORTED) skips the test with its reason.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's source
     from .audit import Adapter, GeneratorAdapter, KernelAdapter, RoundAdapter, SamplerAdapter, audit
     from .catalogue import ChainSampler
-    from .stats import PASS
+    from .stats import PASS, UNSUPPORTED
 
     shapes = {"kernel": KernelAdapter, "round": RoundAdapter, "generator": GeneratorAdapter}
     if isinstance(impl, Adapter):
@@ -83,8 +87,11 @@ def assert_lossless(
             rng = "a number of seconds > 0" if name == "budget_s" else "a number strictly between 0 and 1"
             raise ValueError(f"{name}={value!r} is out of range; pass {rng}")
     v = audit(adapter, seed=seed, alpha=alpha, eps=eps, budget_s=budget_s, **config)
+    if v.status == UNSUPPORTED:
+        pytest.skip(v.headline(terms="python"))
     if v.status != PASS:
-        lines = [v.headline(), *v.evidence, f"reproduce with seed={seed}"]
+        head = v.headline(terms="python")
+        lines = [*v.diagnosis_lead(), head, *(e for e in v.evidence if e not in head), f"reproduce with seed={seed}"]
         raise AssertionError("\n".join(lines))
     return v
 
@@ -97,6 +104,7 @@ def specverify_audit(request, specverify_seed):
     budget = request.config.getoption("--specverify-budget")
 
     def run(impl, **kw):
+        __tracebackhide__ = True
         kw.setdefault("seed", specverify_seed % (2**31))
         kw.setdefault("alpha", alpha)
         kw.setdefault("budget_s", budget)

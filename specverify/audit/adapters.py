@@ -43,6 +43,7 @@ import json
 import os
 import shlex
 import subprocess
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -514,22 +515,45 @@ class SubprocessAdapter(Adapter):
     def identity(self) -> dict[str, Any]:
         return {"adapter": "SubprocessAdapter", "cmd": self.cmd, "logits": self.logits}
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Start the process (if it is not running) and read its hello."""
         if self.proc is None or self.proc.poll() is not None:
+            # stderr goes to a file: a pipe nobody reads could fill and block the process
+            self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the process
             self.proc = subprocess.Popen(
-                shlex.split(self.cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+                shlex.split(self.cmd),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                text=True,
+                bufsize=1,
             )
             hello = self._ask({"op": "hello"})
             self.name = hello.get("name", self.cmd)
             self.one_hot = bool(hello.get("one_hot", False))
 
+    def _exited(self, proc: subprocess.Popen[str]) -> ImplementationError:
+        """The finding for a process that closed its pipes: its exit code and the end of its stderr."""
+        try:
+            code = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.proc = None
+        self._stderr.seek(0)
+        tail = self._stderr.read()[-600:].strip()
+        said = f"; its stderr ended: {tail!r}" if tail else "; it wrote nothing to stderr"
+        return ImplementationError(f"{self.cmd!r} exited early (exit code {code}) instead of answering{said}")
+
     def _ask(self, msg: dict[str, Any]) -> dict[str, Any]:
         proc = self.proc
-        # _start made the process, with pipes on both ends
+        # start() made the process, with pipes on both ends
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         stdout = proc.stdout
-        proc.stdin.write(json.dumps(msg) + "\n")
-        proc.stdin.flush()
+        try:
+            proc.stdin.write(json.dumps(msg) + "\n")
+            proc.stdin.flush()
+        except OSError as exc:  # BrokenPipeError: the process is gone
+            raise self._exited(proc) from exc
         box: dict[str, str] = {}
 
         def read() -> None:
@@ -546,7 +570,7 @@ class SubprocessAdapter(Adapter):
             )
         line = box.get("line", "")
         if not line:
-            raise ImplementationError(f"{self.cmd!r} closed its output (exit code {proc.poll()})")
+            raise self._exited(proc)
         try:
             reply: dict[str, Any] = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -594,7 +618,7 @@ class SubprocessAdapter(Adapter):
         rng: np.random.Generator,
         settings: SamplingSettings | None,
     ) -> Generation:
-        self._start()
+        self.start()
         inner = KernelAdapter(
             self.kernel_logits if self.logits else self.kernel,
             name=self.name,

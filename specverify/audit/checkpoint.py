@@ -73,7 +73,7 @@ def load_checkpoint(path: str, fp: str) -> dict[int, UnitSample]:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             arrays = {k: z[k] for k in z.files if k != "meta"}
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
         raise SpecVerifyError(
             f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); "
             "delete it or pass another --checkpoint file"

@@ -55,6 +55,9 @@ SIGNATURES = {
 }
 
 
+ENDPOINT_LENGTH = 4  # tokens per request of an endpoint audit
+
+
 class UsageError(SpecVerifyError):
     """A bad option: exit code 2 with one line, before any sampling."""
 
@@ -90,11 +93,13 @@ def add_commands(sub):
     a.add_argument(
         "--model",
         metavar="DIR|builtin[:VOCAB[:SEED]]",
-        default="builtin",
-        help="with --endpoint: the target model, a local model directory or 'builtin' (the seeded model "
+        default=None,
+        help="with --endpoint: the target model, a local model directory or 'builtin' (default: the seeded model "
         "`specverify serve` serves by default; builtin:VOCAB:SEED for serve's --vocab and --seed)",
     )
-    a.add_argument("--length", type=int, default=4, help="with --endpoint: tokens per request (default 4)")
+    a.add_argument(
+        "--length", type=int, default=None, help=f"with --endpoint: tokens per request (default {ENDPOINT_LENGTH})"
+    )
     a.add_argument(
         "--logit-tol",
         type=float,
@@ -286,11 +291,17 @@ def _check_cmd(cmd: str):
         raise UsageError(f"--cmd: no program {prog!r} on PATH; install it or pass its full path")
 
 
-def _check_url(opt, url):
+def _check_url(opt, url) -> str:
+    """The server's base URL: ``url`` itself, or with the path that `specverify serve` prints
+    (/v1/completions, or /v1) taken off."""
     if not url.strip():
         raise UsageError(f"{opt} is empty; pass the server's base URL, e.g. http://127.0.0.1:8000")
     if not (url.startswith("http://") or url.startswith("https://")):
         raise UsageError(f"{opt} {url!r} is not an http(s) URL; pass the server's base URL, e.g. http://127.0.0.1:8000")
+    base = url.strip().rstrip("/")
+    for tail in ("/v1/completions", "/v1"):
+        base = base.removesuffix(tail)
+    return base
 
 
 def _parse_model(spec: str):
@@ -379,7 +390,7 @@ def _check_numbers(args):
         raise UsageError(
             f"--workers {args.workers} is below 1; pass the number of sampling processes (1 = in this process)"
         )
-    if args.length < 1:
+    if args.length is not None and args.length < 1:
         raise UsageError(f"--length {args.length} is below 1; pass the tokens per request (>= 1)")
     if not (math.isfinite(args.logit_tol) and args.logit_tol >= 0):
         raise UsageError(
@@ -403,13 +414,29 @@ def _check_targets(args, shape):
     if args.baseline_endpoint is not None:
         if shape != "endpoint":
             raise UsageError("--baseline-endpoint needs --endpoint; pass the speculative endpoint to compare with it")
-        _check_url("--baseline-endpoint", args.baseline_endpoint)
+        args.baseline_endpoint = _check_url("--baseline-endpoint", args.baseline_endpoint)
     if shape == "endpoint":
-        _check_url("--endpoint", args.endpoint)
+        args.endpoint = _check_url("--endpoint", args.endpoint)
         if args.baseline_endpoint is None:
-            _parse_model(args.model)
-    elif args.model != "builtin":
-        raise UsageError("--model applies to --endpoint; drop it, or audit an endpoint")
+            _parse_model(args.model or "builtin")
+        elif args.model is not None:
+            raise UsageError("--model does not apply with --baseline-endpoint (two endpoints need no model); drop it")
+    else:
+        for opt, used in (("--model", args.model is not None), ("--length", args.length is not None)):
+            if used:
+                raise UsageError(f"{opt} applies to --endpoint only; drop it, or audit an endpoint")
+
+
+def _check_resumable(path: str) -> None:
+    """--resume needs a checkpoint that exists and holds something (a missing one would start afresh
+    unannounced; an empty one is what an audit killed while creating it leaves)."""
+    if not os.path.exists(path):
+        raise UsageError(
+            f"--resume: no checkpoint at {path!r}; pass the file the interrupted audit wrote, or drop --resume "
+            "to start afresh"
+        )
+    if os.path.getsize(path) == 0:
+        raise UsageError(f"--resume: the checkpoint {path!r} is empty; delete it and run without --resume")
 
 
 def _check_shape_options(args, shape):
@@ -438,6 +465,10 @@ def _check_shape_options(args, shape):
         raise UsageError(f"--workers applies to importable implementations, not --{shape}; drop it")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint FILE; pass the checkpoint file to continue from")
+    if args.resume and shape == "endpoint":
+        raise UsageError("--resume applies to audits that checkpoint (not --endpoint); drop it")
+    if args.resume:
+        _check_resumable(args.checkpoint)
     for opt, used in (("--logit-tol", args.logit_tol != 0.0), ("--temperature-last", args.temperature_last)):
         if used and (shape != "endpoint" or args.baseline_endpoint):
             raise UsageError(f"{opt} applies to --endpoint audited against --model; drop it")
@@ -660,7 +691,7 @@ def _audit_endpoint(args, settings):
     gen = http_generator(args.endpoint, timeout=args.call_timeout, temperature_last=args.temperature_last)
     if args.baseline_endpoint:
         return _audit_against_baseline(args, info, gen, settings)
-    kind, a, b = _parse_model(args.model)
+    kind, a, b = _parse_model(args.model or "builtin")
     try:
         import torch
 
@@ -678,13 +709,13 @@ def _audit_endpoint(args, settings):
         served = None
     if served is not None and served != vocab:
         raise UsageError(
-            f"the endpoint serves a vocabulary of {served} but --model {args.model} has {vocab}; pass the model "
-            f"the endpoint serves (for `specverify serve --vocab {served}`: --model builtin:{served})"
+            f"the endpoint serves a vocabulary of {served} but --model {args.model or 'builtin'} has {vocab}; pass "
+            f"the model the endpoint serves (for `specverify serve --vocab {served}`: --model builtin:{served})"
         )
     kw = dict(
         prompts=_endpoint_prompts(vocab, args.seed),
         settings=settings,
-        length=args.length,
+        length=args.length or ENDPOINT_LENGTH,
         alpha=args.alpha,
         beta=args.beta,
         eps=args.eps,
@@ -717,12 +748,22 @@ def _audit_against_baseline(args, info, gen, settings):
         settings=settings,
         vocab_size=vocab,
         n_sequences=args.rounds or 400,
-        length=args.length,
+        length=args.length or ENDPOINT_LENGTH,
         alpha=args.alpha,
         beta=args.beta,
         eps=args.eps,
         seed=args.seed,
     )
+
+
+def _start_cmd(adapter) -> None:
+    """A --cmd process that cannot answer its hello is a usage error (the command is wrong), before sampling."""
+    from ..errors import ImplementationError
+
+    try:
+        adapter.start()
+    except ImplementationError as exc:
+        raise UsageError(f"--cmd: {exc}; run the command by hand to see why (docs/protocol.md)") from exc
 
 
 def run_audit(args) -> int:
@@ -739,6 +780,8 @@ def run_audit(args) -> int:
         else:
             cfg = _config(args, settings)
             adapter = _adapter(args, fn)
+            if args.cmd:
+                _start_cmd(adapter)
             v = audit(adapter, cfg)
     except SpecVerifyError as exc:
         print(f"specverify: error: {exc}", file=sys.stderr)

@@ -125,7 +125,12 @@ def _resume(cfg: AuditConfig, fp: str) -> dict[int, UnitSample]:
         raise SpecVerifyError(
             "resume=True needs a checkpoint file; pass --checkpoint FILE (the one the interrupted audit wrote)"
         )
-    return load_checkpoint(cfg.checkpoint, fp) if Path(cfg.checkpoint).exists() else {}
+    if not Path(cfg.checkpoint).exists():
+        raise SpecVerifyError(
+            f"resume=True: no checkpoint at {cfg.checkpoint!r}; pass the file the interrupted audit wrote, or "
+            "resume=False to start afresh"
+        )
+    return load_checkpoint(cfg.checkpoint, fp)
 
 
 def _collect_all(
