@@ -162,8 +162,8 @@ BAD = [
     (["--generator", "badsig:generate"], "cannot be called as generate(prompt, max_new_tokens, seed, model)"),
     (
         ["--round", "round_step:step", "--logits"],
-        "cannot be called as step(prefix, draft, target, gamma, rng, settings) "
-        "(it takes one argument fewer: drop --logits",
+        "the step has no `settings` parameter (a round step receives the sampling settings only through a "
+        "parameter named `settings`",
     ),
     (
         ["--kernel", "kernel:verify", "--logits"],
@@ -176,6 +176,9 @@ BAD = [
     (["--cmd", "/nonexistent/prog"], "'/nonexistent/prog' is not an executable file"),
     (["--cmd", "node 'unbalanced"], "cannot be split into words"),
     # numbers
+    (["--alpha", "abc"], "argument --alpha: invalid float value: 'abc'; see `specverify audit --help`"),
+    (["--rounds", "ten"], "argument --rounds: invalid int value: 'ten'"),
+    (["--context", "gpu"], "argument --context: invalid choice: 'gpu'"),
     (["--alpha", "0"], "--alpha 0 is outside (0, 1)"),
     (["--alpha", "1"], "--alpha 1 is outside (0, 1)"),
     (["--beta", "1.5"], "--beta 1.5 is outside (0, 1)"),
@@ -229,7 +232,14 @@ BAD = [
         "write builtin, builtin:VOCAB or builtin:VOCAB:SEED",
     ),
     (["--endpoint", "http://127.0.0.1:9"], "nothing answers at http://127.0.0.1:9"),
-    (["--model", "builtin:32"], "--model applies to --endpoint"),
+    (["--model", "builtin:32"], "--model applies to --endpoint only"),
+    (["--model", "builtin"], "--model applies to --endpoint only"),
+    (["--round", "round_step:step", "--length", "8"], "--length applies to --endpoint only"),
+    (
+        ["--endpoint", "http://127.0.0.1:9", "--baseline-endpoint", "http://127.0.0.1:9", "--model", "builtin"],
+        "--model does not apply with --baseline-endpoint",
+    ),
+    (["--checkpoint", "/tmp/specverify_no_such_checkpoint.npz", "--resume"], "--resume: no checkpoint at"),
     (["--logit-tol", "0.02"], "--logit-tol applies to --endpoint audited against --model"),
     (["--kernel", "kernel:verify", "--temperature-last"], "--temperature-last applies to --endpoint"),
     (["--endpoint", "http://127.0.0.1:9", "--logit-tol", "-1"], "--logit-tol -1 is not a tolerance"),

@@ -590,9 +590,12 @@ def _print_check_lines(v, console) -> None:
     width, pad = max(console.width, 40), " " * 14
     console.print(f"[bold]specverify audit: {escape(v.subject)}[/]", soft_wrap=True)
     for c in v.checks:
-        head = f"[{_COLOR.get(c.status, 'yellow')}]{c.status:<12}[/]  {escape(c.name)}"
-        console.print(head + f" [dim]({escape(_figures(c))})[/]", soft_wrap=True)
-        for line in textwrap.wrap(collapse_repeated_cells(c.summary), width - len(pad), break_on_hyphens=False):
+        status = f"{c.status:<12}  "
+        head = textwrap.wrap(f"{c.name} ({_figures(c)})", width - len(pad), break_on_hyphens=False)
+        color = _COLOR.get(c.status, "yellow")
+        console.print(f"[{color}]{status}[/]" + escape(head[0]), soft_wrap=True, highlight=False)
+        body = head[1:] + textwrap.wrap(collapse_repeated_cells(c.summary), width - len(pad), break_on_hyphens=False)
+        for line in body:
             console.print(pad + escape(line), soft_wrap=True, highlight=False)
 
 
