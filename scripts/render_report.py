@@ -1,13 +1,15 @@
-"""Render a PASS and a FAIL HTML report in headless Chromium and check that they load cleanly.
+"""Render PASS, FAIL and INCONCLUSIVE HTML reports in headless Chromium and check that they load cleanly.
 
-    python scripts/render_report.py [--out scripts/results/screenshots] [--budget 30]
+    python scripts/render_report.py [--out scripts/results/screenshots] [--budget 60]
 
-Runs the installed CLI twice, ``specverify audit reference --html`` (must PASS) and ``specverify
-audit bonus_from_previous_row --html`` (a catalogued bug: must FAIL), screenshots each report
-with ``chromium --headless --screenshot`` at 1280 x 2400, and fails when Chromium logs a console
-error or an uncaught exception, when a screenshot is missing, or when the report's headline is
-not word for word the terminal's and the JSON's. Screenshots go to ``--out`` (the reports too
-with ``--reports DIR``); look at the PNGs.
+Runs the installed CLI on four cases: ``specverify audit reference`` (must PASS), a catalogued bug
+``residual_not_normalised`` (must FAIL in a distribution test, with cells), a user-style round
+step ``tests/user_impls/round_numpy.py:step_residual_from_p`` with ``--rounds 1500`` (FAIL with
+its diagnosis) and ``reference --rounds 300`` (INCONCLUSIVE). Each report is screenshot with
+``chromium --headless --screenshot`` at 1280 x 2400; the script fails when Chromium logs a console
+error or an uncaught exception, when a screenshot is missing, when the report's headline is not
+word for word the terminal's and the JSON's, or when the plain-words statement is missing.
+Screenshots go to ``--out`` (the reports too with ``--reports DIR``); look at the PNGs.
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = Path(sys.executable).parent / "specverify"
-CASES = [("pass", ["reference"], 0), ("fail", ["bonus_from_previous_row"], 1)]
+CASES = [
+    ("pass", ["reference"], 0),
+    ("fail", ["residual_not_normalised", "--no-diagnosis"], 1),
+    ("diagnosed_fail", ["--round", "user_impls.round_numpy:step_residual_from_p", "--rounds", "1500"], 1),
+    ("inconclusive", ["reference", "--rounds", "300"], 3),
+]
 
 
 def chromium() -> str | None:
@@ -52,7 +59,7 @@ def audit(case, args, want_code, out: Path, budget: float) -> tuple[Path, str]:
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT / "tests")},  # tests/user_impls
         timeout=600,
     )
     if r.returncode != want_code:
@@ -63,6 +70,8 @@ def audit(case, args, want_code, out: Path, budget: float) -> tuple[Path, str]:
     in_html = html.unescape(m.group(1)) if m else None
     if not (terminal == in_json == in_html):
         raise SystemExit(f"{case}: headlines differ\n terminal: {terminal}\n json:     {in_json}\n html:     {in_html}")
+    if '<p class="plain">' not in html_path.read_text():
+        raise SystemExit(f"{case}: the report has no plain-words statement")
     return html_path, terminal
 
 
@@ -104,7 +113,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--reports", type=Path, help="keep the HTML and JSON reports in this folder (default: a temporary one)"
     )
-    ap.add_argument("--budget", type=float, default=30.0, help="seconds per audit")
+    ap.add_argument("--budget", type=float, default=60.0, help="seconds per audit (a cap)")
     a = ap.parse_args(argv)
     browser = chromium()
     if browser is None:
@@ -123,7 +132,7 @@ def main(argv=None) -> int:
         for e in errors:
             print(f"  console: {e}")
         bad |= bool(errors)
-    print("render_report:", "console errors (see above)" if bad else "both reports load without console errors")
+    print("render_report:", "console errors (see above)" if bad else "every report loads without console errors")
     return 1 if bad else 0
 
 

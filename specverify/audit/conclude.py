@@ -52,7 +52,7 @@ def failure_message(label: str, stratum: str, test, adjusted: float) -> str:
         return f"{label}, {stratum}: {test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); {test.note}"
     return (
         f"{label}, {stratum}: {test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); "
-        f"TV on its cells {test.tv_estimate:.4f} [{test.tv_interval[0]:.4f}, {test.tv_interval[1]:.4f}]; {cells}"
+        f"TV on its cells {test.tv_text()}; {cells}"
     )
 
 

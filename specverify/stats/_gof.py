@@ -19,7 +19,7 @@ from scipy import stats
 
 from ..dists import validate_probs
 from ..errors import ShapeError
-from ._results import Cell, GofResult
+from ._results import TV_INTERVAL_DELTA, Cell, GofResult
 
 __all__ = [
     "pool_cells",
@@ -67,7 +67,7 @@ def pool_cells(expected: ArrayLike, min_expected: float = 5.0) -> np.ndarray:
 
 
 def tv_interval(
-    obs_freq: np.ndarray, exp_freq: np.ndarray, n: int, k: int, delta: float = 1e-3
+    obs_freq: np.ndarray, exp_freq: np.ndarray, n: int, k: int, delta: float = TV_INTERVAL_DELTA
 ) -> tuple[float, tuple[float, float]]:
     """TV(observed, expected) with a (1 - delta) interval (Weissman et al. L1 bound)."""
     tv = 0.5 * float(np.abs(obs_freq - exp_freq).sum())

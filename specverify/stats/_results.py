@@ -7,7 +7,7 @@ import enum
 import math
 from typing import Any
 
-__all__ = ["GofResult", "Cell", "to_jsonable", "EXACT_FAILURE"]
+__all__ = ["GofResult", "Cell", "to_jsonable", "EXACT_FAILURE", "TV_INTERVAL_DELTA"]
 
 
 def to_jsonable(x: Any) -> Any:
@@ -40,6 +40,8 @@ class Cell:
 
 
 EXACT_FAILURE = "exact failure: "  # how an exact failure's note begins (conclude.py reads it)
+#: the error rate of :func:`tv_interval` (a p-value below it rejects TV = 0 more strictly than the interval)
+TV_INTERVAL_DELTA = 1e-3
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -123,10 +125,22 @@ class GofResult:
     def is_exact_failure(self) -> bool:
         return self.note.startswith(EXACT_FAILURE)
 
+    def tv_text(self) -> str:
+        """The TV estimate with as much of its interval as agrees with the test: none where no interval
+        was computed (the placeholder (0, 1)); only the upper end where the test rejected TV = 0 at the
+        interval's own rate while the interval (a looser, simultaneous bound) still reaches 0."""
+        lo, hi = self.tv_interval
+        if (lo, hi) == (0.0, 1.0):
+            return f"{self.tv_estimate:.4f}"
+        if lo <= 0 and self.pvalue < TV_INTERVAL_DELTA:
+            return f"{self.tv_estimate:.4f} (at most {hi:.4f}; the test, not this looser bound, shows it is above 0)"
+        return f"{self.tv_estimate:.4f} [{lo:.4f}, {hi:.4f}]"
+
     def __str__(self) -> str:
         worst = ", ".join(f"{c.label}: {c.observed:.0f} vs {c.expected:.1f}" for c in self.worst_cells[:3])
+        worst = f"; worst: {worst}" if worst else ""
+        if self.is_exact_failure:  # no statistic, no TV: the note says what cannot happen
+            return f"{self.test}: {self.note}{worst}"
         mde = f", detects TV >= {self.min_detectable_tv:.4f}" if self.min_detectable_tv else ""
-        return (
-            f"{self.test}: stat={self.statistic:.4g}, df={self.df}, p={self.pvalue:.3g}, n={self.n}, "
-            f"TV={self.tv_estimate:.4f} [{self.tv_interval[0]:.4f}, {self.tv_interval[1]:.4f}]{mde}; worst: {worst}"
-        )
+        tv = f", TV={self.tv_text()}" if self.cells else ""  # a test without cells has no TV on them
+        return f"{self.test}: stat={self.statistic:.4g}, df={self.df}, p={self.pvalue:.3g}, n={self.n}{tv}{mde}{worst}"

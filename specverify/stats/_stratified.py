@@ -27,7 +27,7 @@ from scipy import stats
 
 from ._gof import pool_cells, tv_interval
 from ._multiple import holm
-from ._results import Cell, GofResult
+from ._results import TV_INTERVAL_DELTA, Cell, GofResult
 from ._stream import StreamLaw, binned_stream_test, default_stream_test
 
 #: the most strata :func:`whitebox_round_tests` returns with drafts known (an audit plans for them)
@@ -65,7 +65,9 @@ def _acceptance_binomial(p: np.ndarray, q: np.ndarray, k: int, reached: int) -> 
     """Exact binomial test of k acceptances in ``reached`` rounds against beta = sum min(p, q)."""
     beta = float(np.minimum(p, q).sum())
     bt = stats.binomtest(k, reached, beta)
-    ci = bt.proportion_ci(confidence_level=0.999)
+    ci = bt.proportion_ci(confidence_level=1 - TV_INTERVAL_DELTA)
+    # TV of two Bernoulli laws is |rate - beta|: map the rate's interval onto that distance
+    lo, hi = float(ci.low) - beta, float(ci.high) - beta
     return GofResult(
         test="exact-binomial",
         statistic=float(k),
@@ -74,7 +76,7 @@ def _acceptance_binomial(p: np.ndarray, q: np.ndarray, k: int, reached: int) -> 
         n=reached,
         cells=2,
         tv_estimate=abs(k / reached - beta),
-        tv_interval=(float(ci.low), float(ci.high)),
+        tv_interval=(max(0.0, lo, -hi), max(abs(lo), abs(hi))),
         worst_cells=[],
         note=f"observed rate {k / reached:.4f}, theory {beta:.4f}",
     )
