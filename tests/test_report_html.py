@@ -122,7 +122,7 @@ def test_pass_and_inconclusive_statements_say_what_was_reached(verdicts, page):
 def test_eprocess_fail_is_said_without_jargon_and_points_at_cells_elsewhere(verdicts, page):
     v = verdicts["eprocess"]
     c, _, _ = v.first_failure()
-    assert c.pvalue is None and "e-process crossed 1/alpha" in c.summary  # the case the user met
+    assert c.pvalue is None and "stopped early on decisive evidence" in c.summary  # the case the user met
     text = _plain_html(page("eprocess"))
     assert f"likelihood ratio of {math.exp(c.details['eprocess_max_log_e']):.2g} to 1" in text
     assert "crossed 1/alpha" not in text and "max e" not in text

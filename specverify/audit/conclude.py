@@ -163,10 +163,13 @@ def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
             details=detail,
         )
     if ep_fail:
+        e = math.exp(min(sample.eprocess.max_log_e, 700))
         msg = (
-            f"{label}: sequential e-process crossed 1/alpha (max e = "
-            f"{math.exp(min(sample.eprocess.max_log_e, 700)):.3g}) "
-            f"after {sample.eprocess.t:,} tokens"
+            f"{label}: stopped early on decisive evidence: a sequential test of each context's tokens against "
+            f"that context's own law (an e-process on sorted-mass bins) reached a likelihood ratio of {e:.3g} to 1 "
+            f"against the target's law after {sample.eprocess.t:,} tokens (the bar, 1/alpha: "
+            f"{1 / fam.alpha_sequential:.3g}); pooled over contexts the bins furthest from expected: "
+            f"{_moved_most(detail)}"
         )
         return CheckOutcome(
             name=label,
@@ -203,6 +206,15 @@ def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
         n=len(gen.tokens),
         details=detail,
     )
+
+
+def _moved_most(detail: dict, k: int = 3) -> str:
+    """The ``k`` bins of the worst stratum furthest from expected (standardised residual), as text."""
+    b = detail["worst_stratum_bins"]
+    o, e = np.asarray(b["observed"], float), np.asarray(b["expected"], float)
+    z = (o - e) / np.sqrt(np.maximum(e, 1e-12))
+    top = np.argsort(-np.abs(z), kind="stable")[:k]
+    return "; ".join(f"{b['labels'][i]}: observed {o[i]:.0f}, expected {e[i]:.1f}" for i in top)
 
 
 def _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg) -> dict:
