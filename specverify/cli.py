@@ -99,7 +99,8 @@ class _Parser(argparse.ArgumentParser):
     parsers are made of this class too (argparse's default parser_class is the parent's type)."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"specverify: error: {message}; see `{self.prog} --help` for the options", file=sys.stderr)
+        one_line = message.replace("\n", "\\n")  # a value may carry a newline; the error stays one line
+        print(f"specverify: error: {one_line}; see `{self.prog} --help` for the options", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 
 

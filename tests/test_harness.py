@@ -58,7 +58,7 @@ def test_a_step_sees_whole_prefixes_as_consecutive_calls_and_read_only_rows():
         return out
 
     gen = run_round_step(
-        step, view, n=3, length=5, gamma=2, rng=np.random.default_rng(0), pass_settings=False, timeout=None, name="s"
+        step, view, n=3, length=5, gamma=2, rng=np.random.default_rng(0), settings_param=None, timeout=None, name="s"
     )
     assert len(gen.tokens) == 15 and gen.rounds == 15
     for (p0, o0), (p1, _) in zip(calls, calls[1:]):
@@ -124,7 +124,7 @@ def test_drafts_are_what_the_pass_held_beyond_the_true_prefix():
         length=4,
         gamma=3,
         rng=np.random.default_rng(1),
-        pass_settings=False,
+        settings_param=None,
         timeout=None,
         name="s",
     )

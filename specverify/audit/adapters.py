@@ -209,6 +209,12 @@ def _check_round_tokens(
     b = drafts.shape[0]
     if t.shape != (b, gamma + 1):
         raise MalformedOutputError(f"{what} returned shape {t.shape}; expected [B, gamma + 1] = [{b}, {gamma + 1}]")
+    if (t < -1).any():
+        r, j = (int(x[0]) for x in np.nonzero(t < -1))
+        raise MalformedOutputError(
+            f"{what}: round {r} holds the id {int(t[r, j])} at position {j}: ids lie in [0, vocabulary), and -1 only "
+            "pads after the emitted tokens"
+        )
     valid = t >= 0
     n_emit = valid.sum(1)
     if (n_emit == 0).any():
@@ -281,10 +287,13 @@ class _KernelSampler(_AdapterSampler):
                 else np.stack([pair.draft_logits[pair.row_index(ctx, j)] for j in range(gamma)], 1)
             )
             out = call_with_timeout(
-                a.fn, X, DL, TL, settings or SamplingSettings(), gen, timeout=a.call_timeout, what=a.name
+                a.fn, X.copy(), DL, TL, settings or SamplingSettings(), gen, timeout=a.call_timeout, what=a.name
             )
         else:
-            out = call_with_timeout(a.fn, X, None if a.one_hot else Q, P, gen, timeout=a.call_timeout, what=a.name)
+            # a copy of the drafts: a kernel that writes into its input cannot change what it is checked against
+            out = call_with_timeout(
+                a.fn, X.copy(), None if a.one_hot else Q, P, gen, timeout=a.call_timeout, what=a.name
+            )
         tokens, n_acc = _check_round_tokens(out, X, gamma, pair.vocab_size, a.name)
         return RoundOutput(tokens, n_acc, X, tokens[np.arange(b), n_acc])
 

@@ -787,7 +787,8 @@ def run_audit(args) -> int:
                 _start_cmd(adapter)
             v = audit(adapter, cfg)
     except SpecVerifyError as exc:
-        print(f"specverify: error: {exc}", file=sys.stderr)
+        one_line = str(exc).replace("\n", "\\n")  # a user's import error may span lines; the error stays one
+        print(f"specverify: error: {one_line}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         if adapter is not None and hasattr(adapter, "close"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..dists import SamplingSettings
+from ..errors import SpecVerifyError
 from ..harness import make_context_pair, make_model_pair
 from ..lm.synthetic import make_markov_pair, make_positional_pair
 from ..stats import (
@@ -136,8 +137,17 @@ def plan_audit(adapter, cfg) -> AuditPlan:
             (), settings, ("every sampling setting: the implementation decodes greedily (exact check only)",)
         )
     keep = []
+    told = adapter.harness != "context" or adapter.takes_settings or adapter.greedy
+    if not told and all(s.is_greedy for s in settings):
+        raise SpecVerifyError(
+            "temperature 0 only: a round step or generator that is not handed the settings cannot be told to decode "
+            "greedily, so nothing would be audited; give the step a `settings` parameter, audit a greedy "
+            "implementation with --greedy (greedy=True), or audit a temperature > 0"
+        )
     for s in settings:
-        if s.is_greedy:
+        if s.is_greedy and not told:
+            skipped.append(f"{s.short()}: greedy, but the implementation is not handed the settings (no greedy check)")
+        elif s.is_greedy:
             skipped.append(f"{s.short()}: greedy, covered by the exact greedy check")
         elif s.uses_history and adapter.harness != "context":
             skipped.append(f"{s.short()}: penalties need a history; kernels and the catalogue see none")

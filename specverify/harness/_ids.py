@@ -18,16 +18,28 @@ from ..errors import MalformedOutputError
 __all__ = ["as_token_ids"]
 
 
+_INT64 = np.iinfo(np.int64)
+
+
 def _describe(x: Any) -> str:
-    text = repr(x)
+    try:
+        text = repr(x)
+    except Exception:  # noqa: BLE001 - the implementation's object may not even print
+        text = "(its repr raised)"
     return f"{type(x).__name__} {text[:80]}{'...' if len(text) > 80 else ''}"
 
 
-def _from_tensor(out: Any) -> Any:
-    """A torch (or other framework's) tensor as a numpy array; anything else unchanged."""
-    if hasattr(out, "detach") and hasattr(out, "cpu"):
+def _from_tensor(out: Any, what: str) -> Any:
+    """A torch (or other framework's) tensor as a numpy array; anything else unchanged. A tensor
+    numpy cannot hold (bfloat16) is malformed: ids are integers."""
+    if not (hasattr(out, "detach") and hasattr(out, "cpu")):
+        return out
+    try:
         return out.detach().cpu().numpy()
-    return out
+    except (TypeError, RuntimeError) as exc:
+        raise MalformedOutputError(
+            f"{what} returned a tensor of dtype {getattr(out, 'dtype', '?')}; token ids must have an integer dtype"
+        ) from exc
 
 
 def _is_id(x: Any) -> bool:
@@ -36,11 +48,11 @@ def _is_id(x: Any) -> bool:
 
 def _from_sequence(out: list[Any] | tuple[Any, ...], what: str, ndim: int) -> np.ndarray:
     """A list (of lists, for ndim 2) of ints as an int64 array; the first non-int element is named."""
-    rows = out if ndim == 2 else [out]
+    rows = [_from_tensor(row, what) for row in out] if ndim == 2 else [out]
     for r, row in enumerate(rows):
         if ndim == 2 and not isinstance(row, (list, tuple, np.ndarray)):
             raise MalformedOutputError(f"{what} returned a row that is a {_describe(row)}; expected a list of ids")
-        for i, x in enumerate(_from_tensor(row) if ndim == 2 else row):
+        for i, x in enumerate(row):
             if isinstance(x, (list, tuple, np.ndarray)):
                 raise MalformedOutputError(
                     f"{what} returned a nested list ({_describe(out)}); expected a flat list of token ids"
@@ -53,15 +65,18 @@ def _from_sequence(out: list[Any] | tuple[Any, ...], what: str, ndim: int) -> np
                     f"{what} returned a {_describe(x)} at {where} ({_describe(out)}); token ids must be integers "
                     "(Python int or a numpy integer dtype), not floats, strings or booleans"
                 )
+            if not _INT64.min <= int(x) <= _INT64.max:
+                where = f"[{r}][{i}]" if ndim == 2 else f"[{i}]"
+                raise MalformedOutputError(f"{what} returned the id {int(x)} at {where}, outside any vocabulary")
     if ndim == 2 and len({len(row) for row in rows}) > 1:
         raise MalformedOutputError(f"{what} returned rows of different lengths; expected [B, gamma + 1] ids")
-    return np.asarray(out, dtype=np.int64).reshape((-1,) if ndim == 1 else (len(out), -1))
+    return np.asarray(rows, dtype=np.int64).reshape((-1,) if ndim == 1 else (len(out), -1))
 
 
 def as_token_ids(out: Any, what: str, *, ndim: int = 1) -> np.ndarray:
     """``out`` as an int64 array of ``ndim`` dimensions (1: one round's or one sequence's ids; 2: a
     kernel's [B, gamma + 1]), or MalformedOutputError naming what came back."""
-    out = _from_tensor(out)
+    out = _from_tensor(out, what)
     if isinstance(out, np.ndarray):
         if out.dtype.kind not in "iu":
             raise MalformedOutputError(

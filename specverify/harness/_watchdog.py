@@ -39,7 +39,7 @@ def run_guarded(body, *, timeout: float | None, what: str):
     if timeout is None:
         try:
             return body(tick)
-        except Exception as exc:  # noqa: BLE001 - anything the implementation raises is a finding
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - anything the implementation raises is a finding
             raise _finding(exc, what) from exc
     box: dict = {}
 
@@ -70,5 +70,15 @@ def _finding(exc: BaseException, what: str) -> ImplementationError:
     if isinstance(exc, ImplementationError):  # the driver's own findings (malformed output, ...)
         return exc
     if isinstance(exc, NotImplementedError):
-        return UnsupportedSettingError(f"{what} does not support this setting (it raised NotImplementedError: {exc})")
-    return ImplementationError(f"{what} raised {type(exc).__name__}: {exc}")
+        return UnsupportedSettingError(
+            f"{what} does not support this setting (it raised NotImplementedError: {_text(exc)})"
+        )
+    return ImplementationError(f"{what} raised {type(exc).__name__}: {_text(exc)}")
+
+
+def _text(exc: BaseException) -> str:
+    """The exception's message; its type alone when its __str__ raises (it is the implementation's object)."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001
+        return f"(an unprintable {type(exc).__name__})"
