@@ -57,8 +57,9 @@ def _user(shape: str, spec: str, **options: Any) -> Callable[[], Any]:
 
 
 def _malformed_round():
-    from specverify.audit import RoundAdapter, audit
     from user_impls.round_numpy import step_correct
+
+    from specverify.audit import RoundAdapter, audit
 
     def step(*args):
         return [float(t) for t in step_correct(*args)]
@@ -68,8 +69,9 @@ def _malformed_round():
 
 def _declining_round():
     """A settings-aware step that declines min-p and greedy (UNSUPPORTED rows, never FAIL)."""
-    from specverify.audit import RoundAdapter, audit
     from user_impls.logits_steppers import step_logits_correct
+
+    from specverify.audit import RoundAdapter, audit
 
     def step(prefix, draft, target, gamma, rng, settings):
         if settings.min_p or settings.temperature == 0:
