@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import zipfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from ..harness import Generation
 from ..stats import MultinomialEProcess
 from .collect import UnitSample
 
+if TYPE_CHECKING:
+    from .config import AuditConfig
+
 __all__ = ["fingerprint", "save_checkpoint", "load_checkpoint"]
 
 _ARRAYS = ("tokens", "row", "position", "sequence", "num_accepted")
@@ -29,7 +32,7 @@ _OPTIONAL = ("drafts", "law", "draft_rows", "round_id", "prompts")
 _PLAN_INDEPENDENT = ("checkpoint", "resume", "progress", "budget_s", "workers", "diagnose")
 
 
-def fingerprint(adapter, cfg) -> str:
+def fingerprint(adapter, cfg: AuditConfig) -> str:
     from .. import __version__
 
     opts = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _PLAN_INDEPENDENT}

@@ -477,53 +477,22 @@ def _check_shape_options(args, shape):
 # ---------------------------------------------------------------------------------------------
 
 
-def _accepted(cls_or_fn) -> set:
-    try:
-        return set(inspect.signature(cls_or_fn).parameters)
-    except (TypeError, ValueError):
-        return set()
-
-
-def _construct(cls, fn, requested: dict, optional: dict):
-    """cls(fn, **kw): ``requested`` options must be supported by this build, ``optional`` ones are
-    passed when the constructor takes them."""
-    params = _accepted(cls)
-    kw = {}
-    for k, v in requested.items():
-        if k not in params:
-            raise UsageError(f"this version of {cls.__name__} does not take {k!r}; drop the option that sets it")
-        kw[k] = v
-    kw.update({k: v for k, v in optional.items() if k in params})
-    return cls(fn, **kw)
-
-
 def _adapter(args, fn):
     from ..catalogue import BUGS, DECOYS, ChainSampler
     from .adapters import GeneratorAdapter, KernelAdapter, RoundAdapter, SamplerAdapter, SubprocessAdapter
 
     t = args.call_timeout
-    flags = lambda **kw: {k: v for k, v in kw.items() if v}  # noqa: E731 - only the options the user set
+    rule = "full" if args.full_rule else None
     if args.round:
-        return _construct(
-            RoundAdapter,
-            fn,
-            flags(logits=args.logits, greedy=args.greedy, rule="full" if args.full_rule else None),
-            {"call_timeout": t, "spec": args.round.strip()},
+        return RoundAdapter(
+            fn, logits=args.logits, greedy=args.greedy, rule=rule, call_timeout=t, spec=args.round.strip()
         )
     if args.kernel:
-        return _construct(
-            KernelAdapter,
-            fn,
-            flags(one_hot=args.one_hot, logits=args.logits, rule="full" if args.full_rule else None),
-            {"call_timeout": t, "spec": args.kernel.strip()},
+        return KernelAdapter(
+            fn, one_hot=args.one_hot, logits=args.logits, rule=rule, call_timeout=t, spec=args.kernel.strip()
         )
     if args.generator:
-        return _construct(
-            GeneratorAdapter,
-            fn,
-            flags(logits=args.logits, greedy=args.greedy),
-            {"call_timeout": t, "spec": args.generator.strip()},
-        )
+        return GeneratorAdapter(fn, logits=args.logits, greedy=args.greedy, call_timeout=t, spec=args.generator.strip())
     if args.cmd:
         return SubprocessAdapter(args.cmd, call_timeout=t, logits=args.logits)
     name = args.target or "reference"
@@ -539,10 +508,10 @@ def _adapter(args, fn):
 
 
 def _config(args, settings):
-    from .run import AuditConfig
+    """The audit's options, one AuditConfig field per CLI option (a new option: one field, one line here)."""
+    from .config import AuditConfig
 
-    fields = _accepted(AuditConfig)
-    kw = dict(
+    return AuditConfig(
         alpha=args.alpha,
         beta=args.beta,
         eps=args.eps,
@@ -557,13 +526,9 @@ def _config(args, settings):
         context=args.context,
         greedy_ties=args.greedy_ties,
         diagnose=not args.no_diagnosis,
+        rounds=args.rounds,
+        workers=args.workers,
     )
-    for opt, value, default in (("rounds", args.rounds, None), ("workers", args.workers, 1)):
-        if value != default:
-            if opt not in fields:
-                raise UsageError(f"--{opt} is not supported by this version of the audit; drop it")
-            kw[opt] = value
-    return AuditConfig(**kw)
 
 
 #: below this many columns (an 80-column terminal, a pipe, a CI log) each check is a line with its
@@ -715,7 +680,9 @@ def _audit_endpoint(args, settings):
             f"the endpoint serves a vocabulary of {served} but --model {args.model or 'builtin'} has {vocab}; pass "
             f"the model the endpoint serves (for `specverify serve --vocab {served}`: --model builtin:{served})"
         )
-    kw = dict(
+    return audit_lm(
+        gen,
+        target,
         prompts=_endpoint_prompts(vocab, args.seed),
         settings=settings,
         length=args.length or ENDPOINT_LENGTH,
@@ -729,8 +696,6 @@ def _audit_endpoint(args, settings):
         call_timeout=args.call_timeout,
         logit_tol=args.logit_tol,
     )
-    params = _accepted(audit_lm)
-    return audit_lm(gen, target, **{k: v for k, v in kw.items() if k in params})
 
 
 def _audit_against_baseline(args, info, gen, settings):

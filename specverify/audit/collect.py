@@ -16,12 +16,16 @@ import concurrent.futures
 import dataclasses
 import multiprocessing
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import ImplementationError, UnsupportedSettingError
 from ..harness import Generation, concat_generations
 from ..stats import DEFAULT_BINS, MultinomialEProcess, StreamLaw
+
+if TYPE_CHECKING:
+    from .config import AuditConfig
 
 __all__ = ["UnitSample", "collect_unit", "strata_of", "smallest_stratum", "WorkerPool"]
 
@@ -75,7 +79,7 @@ class WorkerPool:
         ctx = multiprocessing.get_context("fork")
         self.ex = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) if workers > 1 else None
 
-    def batches(self, unit, cfg, start: int, sizes: list[int]):
+    def batches(self, unit, cfg: AuditConfig, start: int, sizes: list[int]):
         if self.ex is None:
             for k, n in enumerate(sizes, start):
                 yield _batch(unit.index, unit.settings, cfg, k, n)
@@ -93,7 +97,7 @@ class WorkerPool:
             self.ex.shutdown(wait=False, cancel_futures=True)
 
 
-def _batch(unit_index, settings, cfg, k, n):
+def _batch(unit_index, settings, cfg: AuditConfig, k, n):
     """One seeded batch; runs in the parent or in a forked worker. Errors come back as values."""
     adapter, pair = WorkerPool._jobs["adapter"], WorkerPool._jobs["pairs"][unit_index]
     rng = np.random.default_rng([cfg.seed, unit_index, k])
@@ -103,7 +107,7 @@ def _batch(unit_index, settings, cfg, k, n):
         return exc
 
 
-def _sizes(unit, cfg, sample: UnitSample, wave: int) -> list[int]:
+def _sizes(unit, cfg: AuditConfig, sample: UnitSample, wave: int) -> list[int]:
     """Batch sizes of the next wave: full batches, the last one cut at ``rounds``."""
     out, have = [], sample.units
     for _ in range(wave):
@@ -143,7 +147,7 @@ def collect_unit(
     return sample
 
 
-def _absorb(sample: UnitSample, out, unit, law, need: int, cfg) -> bool:
+def _absorb(sample: UnitSample, out, unit, law, need: int, cfg: AuditConfig) -> bool:
     """Add one batch; True when sampling of this unit stops."""
     sample.next_batch += 1
     if isinstance(out, UnsupportedSettingError):

@@ -10,6 +10,7 @@ verdict is FAIL if any check fails, INCONCLUSIVE if any is inconclusive, else PA
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from ..stats import (
 )
 from ..theory import accepted_length_law_position_dependent, expected_tokens_position_dependent
 from .collect import UnitSample, strata_of
+
+if TYPE_CHECKING:
+    from .config import AuditConfig
 
 #: details of a check whose FAIL is the implementation's own doing (it raised, hung or returned malformed
 #: output): explicit already, so the diagnosis does not rank root causes for it
@@ -63,7 +67,7 @@ def _law(unit, pair, gen):
     return StreamLaw(pair.target_table(unit.settings)), gen.row
 
 
-def _whitebox(adapter, unit, pair, gen, cfg):
+def _whitebox(adapter, unit, pair, gen, cfg: AuditConfig):
     """The white-box strata of a declared full rule (none for laws that depend on the history)."""
     if unit.family.whitebox == 0 or gen.law is not None:
         return []
@@ -96,7 +100,7 @@ def _whitebox(adapter, unit, pair, gen, cfg):
 
 
 # long: one unit's outcome in order: the early outcomes, the tests, then FAIL, PASS or INCONCLUSIVE
-def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg) -> CheckOutcome:
+def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg: AuditConfig) -> CheckOutcome:
     """The unit's CheckOutcome (module docstring)."""
     label = unit.label  # short, for tables; the pair's description ends each summary
     about = f" [pair: {pair.label()}]" if hasattr(pair, "label") else ""
@@ -217,7 +221,7 @@ def _moved_most(detail: dict, k: int = 3) -> str:
     return "; ".join(f"{b['labels'][i]}: observed {o[i]:.0f}, expected {e[i]:.1f}" for i in top)
 
 
-def _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg) -> dict:
+def _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg: AuditConfig) -> dict:
     worst = int(np.argmin(adj))
     u = pit_values(law, gen.tokens, rows, np.random.default_rng([cfg.seed, unit.index, 2]))
     sm = results[worst].components[0]

@@ -20,6 +20,7 @@ adapter cannot support it).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,9 +28,12 @@ from ..algorithms.chain_numpy import verify_chain_batch
 from ..catalogue import Uniforms
 from ..dists import GREEDY, SamplingSettings
 from ..harness import make_context_pair
-from ..lm.synthetic import make_markov_pair, make_positional_pair
+from ..lm.synthetic import TablePair, make_markov_pair, make_positional_pair
 from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome
 from .adapters import KernelAdapter, SamplerAdapter, _check_round_tokens, call_with_timeout
+
+if TYPE_CHECKING:
+    from .config import AuditConfig
 
 __all__ = [
     "EXACT_CHECKS",
@@ -41,7 +45,7 @@ __all__ = [
 ]
 
 
-def boundary_check(adapter, cfg, **_):
+def boundary_check(adapter, cfg: AuditConfig, **_):
     name = "boundary: u = 0 against p(x) = 0"
     s = SamplingSettings(top_k=3)
     pair = make_positional_pair(cfg.vocab, cfg.gamma, alpha=0.3, seed=cfg.seed + 77)
@@ -68,7 +72,7 @@ def boundary_check(adapter, cfg, **_):
     )
 
 
-def _boundary_kernel(adapter, cfg, pair, s) -> tuple[np.ndarray, np.ndarray]:
+def _boundary_kernel(adapter, cfg: AuditConfig, pair, s) -> tuple[np.ndarray, np.ndarray]:
     """A kernel called with every acceptance uniform at 0 on drafts of target probability 0 (where q has
     any): (bad, tokens)."""
     P = np.broadcast_to(pair.target_table(s)[None, : cfg.gamma + 1], (256, cfg.gamma + 1, cfg.vocab))
@@ -97,7 +101,7 @@ def _boundary_kernel(adapter, cfg, pair, s) -> tuple[np.ndarray, np.ndarray]:
     return bad, tokens
 
 
-def _boundary_sampler(adapter, cfg, pair, s) -> tuple[np.ndarray, np.ndarray]:
+def _boundary_sampler(adapter, cfg: AuditConfig, pair, s) -> tuple[np.ndarray, np.ndarray]:
     """A catalogue sampler run with its acceptance uniforms replaced by 0: (bad, tokens)."""
     if adapter.harness == "sequence":
         pair = make_markov_pair(cfg.vocab, alpha=0.3, seed=cfg.seed + 77)
@@ -118,37 +122,38 @@ def _boundary_sampler(adapter, cfg, pair, s) -> tuple[np.ndarray, np.ndarray]:
     return bad, tokens
 
 
-def greedy_check(adapter, cfg, **_):
+def greedy_check(adapter, cfg: AuditConfig, **_):
     """Exact greedy equivalence on raw rows (see the module docstring)."""
     if adapter.harness == "context":
         if not adapter.takes_settings and not adapter.greedy:
             return None  # a 5-argument step cannot be told to decode greedily
         return _greedy_on_raw_rows(adapter, cfg)
     name = "greedy equivalence (temperature 0)"
-    maker = make_markov_pair if adapter.harness == "sequence" else make_positional_pair
-    kw = {} if adapter.harness == "sequence" else {"gamma": cfg.gamma}
     # High overlap, so that every position of a round, the bonus included, is reached often.
-    pair = maker(cfg.vocab, alpha=0.95, seed=cfg.seed + 99, **kw)
+    if adapter.harness == "sequence":
+        pair: TablePair = make_markov_pair(cfg.vocab, alpha=0.95, seed=cfg.seed + 99)
+    else:
+        pair = make_positional_pair(cfg.vocab, cfg.gamma, alpha=0.95, seed=cfg.seed + 99)
     n = 500 if adapter.harness == "sequence" else 2000
     gen = adapter.generate(pair, n, cfg.gamma, np.random.default_rng(cfg.seed), GREEDY)
     return _greedy_outcome(name, pair, gen, cfg, raw=False)
 
 
-def greedy_raw_run(adapter, cfg):
+def greedy_raw_run(adapter, cfg: AuditConfig):
     """(pair, Generation) of the greedy check on raw rows, seeded: the diagnosis repeats it."""
     pair = make_context_pair(cfg.vocab, "greedy", seed=cfg.seed + 99)
     gen = adapter.generate(pair, 200, cfg.gamma, np.random.default_rng([cfg.seed, 99]), GREEDY)
     return pair, gen
 
 
-def _greedy_on_raw_rows(adapter, cfg):
+def _greedy_on_raw_rows(adapter, cfg: AuditConfig):
     pair, gen = greedy_raw_run(adapter, cfg)
     return _greedy_outcome(
         "greedy equivalence (raw rows: ties, near ties, draft disagreements)", pair, gen, cfg, raw=True
     )
 
 
-def _greedy_outcome(name, pair, gen, cfg, *, raw):
+def _greedy_outcome(name, pair, gen, cfg: AuditConfig, *, raw):
     """FAIL at the first token that is not the target's argmax given its true prefix (lowest id on
     exact ties unless cfg.greedy_ties == 'any'); INCONCLUSIVE when a round position was never
     reached; else PASS with the count per position."""
@@ -214,7 +219,7 @@ def _probe_uniforms(P, Q, X, rng):
     return ua, uf
 
 
-def differential_check(adapter, cfg, **_):
+def differential_check(adapter, cfg: AuditConfig, **_):
     if not (
         isinstance(adapter, KernelAdapter) and adapter.accepts_uniforms and not adapter.one_hot and not adapter.logits
     ):
@@ -235,7 +240,7 @@ def differential_check(adapter, cfg, **_):
     )
 
 
-def _differential_synthetic(adapter, cfg, name: str, rng: np.random.Generator) -> CheckOutcome | None:
+def _differential_synthetic(adapter, cfg: AuditConfig, name: str, rng: np.random.Generator) -> CheckOutcome | None:
     """Three settings x 512 synthetic rounds against the reference, then batch invariance; a FAIL or None."""
     for trial, s in enumerate(
         [SamplingSettings(), SamplingSettings(top_k=5), SamplingSettings(temperature=0.5, top_p=0.8)]
@@ -330,7 +335,7 @@ def _differential_conformance(adapter, name: str, rng: np.random.Generator) -> t
     return None, n_cases
 
 
-def reproducibility_check(adapter, cfg, *, plan, pairs):
+def reproducibility_check(adapter, cfg: AuditConfig, *, plan, pairs):
     if not plan.units:
         return None
     u = plan.units[0]

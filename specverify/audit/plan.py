@@ -18,18 +18,20 @@ rows; the catalogue keeps its one tuned pair per setting.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from ..dists import SamplingSettings
 from ..errors import SpecVerifyError
 from ..harness import make_context_pair, make_model_pair
 from ..lm.synthetic import make_markov_pair, make_positional_pair
 from ..stats import (
-    DEFAULT_BINS,
-    DEFAULT_COMPONENTS,
     WHITEBOX_CONTEXT_STRATA,
     WHITEBOX_STRATA_WITH_DRAFTS,
-    min_samples_for_tv,
 )
+from .config import TestFamily
+
+if TYPE_CHECKING:
+    from .config import AuditConfig
 
 __all__ = ["DEFAULT_SETTINGS", "PARITY_GRID", "TestFamily", "AuditUnit", "AuditPlan", "plan_audit", "KIND_ALPHA"]
 
@@ -58,35 +60,6 @@ KIND_ALPHA = {"low": 0.3, "high": 0.95}
 
 
 @dataclasses.dataclass(frozen=True)
-class TestFamily:
-    """One unit's test family: its share of alpha, its strata, and the sample size they need."""
-
-    alpha: float  # this unit's family-wise false-fail rate (after Bonferroni across units)
-    beta: float
-    eps: float
-    strata: int  # stream strata, pooled included
-    whitebox: int = 0  # white-box strata in the same Holm family
-    sequential: bool = True  # half of alpha goes to the e-process
-
-    @property
-    def alpha_fixed(self) -> float:
-        return self.alpha / 2 if self.sequential else self.alpha
-
-    @property
-    def alpha_sequential(self) -> float:
-        return self.alpha / 2 if self.sequential else 0.0
-
-    @property
-    def size(self) -> int:
-        return self.strata + self.whitebox
-
-    def tokens_per_stratum(self) -> int:
-        """Tokens each stratum needs so that TV >= eps is detected w.p. >= 1 - beta (first Holm step)."""
-        per_test = self.alpha_fixed / self.size / DEFAULT_COMPONENTS
-        return int(min_samples_for_tv(self.eps, df=DEFAULT_BINS - 1, alpha=per_test, beta=self.beta))
-
-
-@dataclasses.dataclass(frozen=True)
 class AuditUnit:
     index: int
     setting_index: int
@@ -101,7 +74,7 @@ class AuditUnit:
         pair = "" if self.pair_kind == "default" else f" / {self.pair_kind}-overlap pair"
         return f"settings[{self.setting_index}] {self.settings.short()}{pair}"
 
-    def make_pair(self, harness: str, cfg):
+    def make_pair(self, harness: str, cfg: AuditConfig):
         seed = cfg.seed * 1000 + self.setting_index
         s = self.settings
         if harness == "context" and cfg.context == "transformers":
@@ -128,7 +101,7 @@ class AuditPlan:
 _STRATA = {"positions": None, "first-later": 3, "pooled": 1}
 
 
-def plan_audit(adapter, cfg) -> AuditPlan:
+def plan_audit(adapter, cfg: AuditConfig) -> AuditPlan:
     """The units and their families for ``adapter`` under ``cfg`` (see the module docstring)."""
     settings = tuple(cfg.settings) if cfg.settings else (PARITY_GRID if adapter.logits else DEFAULT_SETTINGS)
     skipped = []

@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..dists import SamplingSettings
 from ..errors import ImplementationError, SpecVerifyError, UnsupportedSettingError
 from ..stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED, CheckOutcome, Verdict
 from .adapters import Adapter
 from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from .collect import UnitSample, WorkerPool, collect_unit, smallest_stratum
 from .conclude import FINDING, SKIPPED, conclude_unit, make_verdict
+from .config import AuditConfig
 from .exact_checks import EXACT_CHECK_NAMES, EXACT_CHECKS
 from .plan import DEFAULT_SETTINGS, PARITY_GRID, AuditPlan, AuditUnit, plan_audit
 
@@ -34,33 +34,14 @@ if TYPE_CHECKING:
 __all__ = ["AuditConfig", "audit", "DEFAULT_SETTINGS", "PARITY_GRID"]
 
 
-@dataclasses.dataclass
-class AuditConfig:
-    alpha: float = 1e-6
-    beta: float = 1e-3
-    eps: float = 0.05
-    budget_s: float = 600.0  # a cap: reaching it makes the verdict INCONCLUSIVE
-    seed: int = 0
-    gamma: int = 4
-    vocab: int = 64
-    # None: DEFAULT_SETTINGS, or PARITY_GRID for implementations given logits
-    settings: tuple[SamplingSettings, ...] | None = None
-    target_alpha: float = 0.7  # acceptance of the catalogue's pair
-    batch: int = 4000  # rounds per batch (sequences: batch // 16)
-    rounds: int | None = None  # rounds (or sequences) per unit: fixed sizes instead of the plan
-    workers: int = 1
-    max_units: int | None = None
-    checkpoint: str | None = None
-    resume: bool = False
-    progress: bool = False
-    exact_checks: bool = True
-    diagnose: bool = True  # rank root causes after a FAIL (seconds to a minute; never changes the verdict)
-    greedy_ties: str = "lowest-id"  # or 'any': a greedy output may take any exactly tied top token
-    context: str = "tables"  # round steps and generators: 'tables' (hashed order-2) or 'transformers' (tiny models)
-
-
 def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides: Any) -> Verdict:
-    """Audit ``adapter``; keyword overrides set fields of :class:`AuditConfig`."""
+    """Audit ``adapter``; keyword overrides set fields of :class:`AuditConfig` (an unknown one is an error)."""
+    fields = {f.name for f in dataclasses.fields(AuditConfig)}
+    if unknown := sorted(set(overrides) - fields):
+        raise SpecVerifyError(
+            f"audit() got the unknown option(s) {', '.join(unknown)}; the options are AuditConfig's fields: "
+            f"{', '.join(sorted(fields))}"
+        )
     cfg = dataclasses.replace(config or AuditConfig(), **overrides)
     t0 = time.monotonic()
     plan = plan_audit(adapter, cfg)
