@@ -5,7 +5,7 @@ kernels alone in specverify's kernel shape.
     python gpu_runs/vllm_engines.py --plan                             # what it would run (any machine)
 
 Needs a CUDA build of vLLM in the running interpreter (the device machine has no network: carry
-a venv that has it). The configurations are those of ``specverify.engines.matrix`` for vLLM
+a venv that has it). The configurations are those of ``scripts/engines/matrix.py`` for vLLM
 (methods none / ngram / draft model / EAGLE at k = 1, 3, 5, low- and high-overlap drafts, batch 1
 and 64, with and without per-request seeds) with the same seeded models, plus
 ``specverify audit --kernel specverify.engines.vllm_kernels:triton_rejection_kernel`` with and
@@ -23,14 +23,15 @@ from pathlib import Path
 KERNEL_AUDITS = (("triton_rejection_kernel", "--full-rule"), ("triton_rejection_kernel", "--one-hot"))
 
 
+MATRIX = Path(__file__).resolve().parents[1] / "scripts" / "engines" / "matrix.py"
+
+
 def plan() -> list[list[str]]:
     """Every command the GPU run executes, in order."""
-    from specverify.engines.matrix import MATRICES
+    sys.path.insert(0, str(MATRIX.parent))
+    from matrix import MATRICES
 
-    cmds = [
-        [sys.executable, "-m", "specverify.engines.matrix", "--engine", "vllm", "--only", c.key]
-        for c in MATRICES["vllm"]()
-    ]
+    cmds = [[sys.executable, str(MATRIX), "--engine", "vllm", "--only", c.key] for c in MATRICES["vllm"]()]
     for fn, flag in KERNEL_AUDITS:
         cmds.append(
             [sys.executable, "-m", "specverify.cli", "audit", "--kernel", f"specverify.engines.vllm_kernels:{fn}", flag]
@@ -56,12 +57,12 @@ def run(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rc = 0
     for cmd in plan():
-        if "specverify.engines.matrix" in cmd:
+        if str(MATRIX) in cmd:
             cmd = cmd + ["--out", str(out), "--work", str(out / "work"), "--record", str(out / "recorded")]
         else:
             cmd = cmd + ["--json", str(out / f"kernel-{cmd[-1].lstrip('-')}.json")]
         print("$", " ".join(cmd), flush=True)
-        rc |= subprocess.run(cmd).returncode not in (0, 1, 3)  # verdict exit codes are results, not errors
+        rc |= subprocess.run(cmd).returncode not in (0, 1, 3, 5)  # verdict exit codes are results, not errors
     return rc
 
 

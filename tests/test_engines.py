@@ -24,7 +24,10 @@ from specverify.audit.http_adapter import http_generator, parse_completion_ids
 from specverify.dists import GREEDY, SamplingSettings
 from specverify.engines._models import MODEL_SPEC, build_engine_models, load_float64
 from specverify.engines.llama_cpp import completion_kwargs, ids_from_text
-from specverify.engines.matrix import MATRICES, audit_prompts, engine_settings, logprob_gap, write_table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "engines"))
+from matrix import MATRICES, audit_prompts, engine_settings, logprob_gap, write_table  # noqa: E402
+
 from specverify.engines.vllm import VLLMOffline, sampling_params_kwargs, speculative_config
 from specverify.errors import MalformedOutputError, UnsupportedSettingError
 from specverify.lm.transformers_lm import CausalLM

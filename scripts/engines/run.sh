@@ -12,7 +12,7 @@ for e in ${*:-vllm llama}; do
     py=.engines/$e/venv/bin/python
     case "$e" in
         vllm)
-            "$py" -m specverify.engines.matrix --engine vllm --out results/engines
+            "$py" scripts/engines/matrix.py --engine vllm --out results/engines
             # The rejection kernels alone, in specverify's kernel shape (localises an engine FAIL).
             mkdir -p results/engines/kernels
             for k in cpu_rejection_kernel:--full-rule cpu_rejection_kernel_one_hot:--one-hot; do
@@ -21,9 +21,9 @@ for e in ${*:-vllm llama}; do
                 .engines/vllm/venv/bin/specverify audit --kernel "specverify.engines.vllm_kernels:$fn" "$flag" \
                     --json "results/engines/kernels/$fn.json" || true
             done
-            "$py" -m specverify.engines.matrix --engine vllm --out results/engines --only ;;
+            "$py" scripts/engines/matrix.py --engine vllm --out results/engines --only ;;
         llama)
-            "$py" -m specverify.engines.matrix --engine llama.cpp --out results/engines ;;
+            "$py" scripts/engines/matrix.py --engine llama.cpp --out results/engines ;;
         *) echo "unknown engine '$e'; use vllm or llama" >&2; exit 2 ;;
     esac
 done

@@ -14,6 +14,7 @@ log-probability gap, and whether the emitted tokens follow from the sampler's ow
 import json
 import os
 import sys
+from pathlib import Path
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
@@ -27,7 +28,9 @@ def main() -> None:
     from vllm.inputs import TokensPrompt
 
     from specverify.engines import build_engine_models, load_float64, speculative_config
-    from specverify.engines.matrix import audit_prompts
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from matrix import audit_prompts
 
     method = sys.argv[1] if len(sys.argv) > 1 else "ngram"
     k = int(sys.argv[sys.argv.index("--k") + 1]) if "--k" in sys.argv else 3

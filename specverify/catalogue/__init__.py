@@ -4,7 +4,7 @@ from specverify.catalogue import BUGS, DECOYS, ChainSampler
 from specverify.harness import run_sampler   # drives any of them on a table pair
 """
 
-from ._engine import ChainSampler, Uniforms
+from ..harness import ChainSampler, Uniforms
 from .bugs import BUGS, DECOYS
 from .trees import TreeSampler, first_token_deviation
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dists import SamplingSettings, inverse_cdf_sample, probs_from_logits, softmax
-from ._engine import ChainSampler
+from ..harness import ChainSampler
 
 TOPK_TOPP = SamplingSettings(temperature=0.9, top_k=12, top_p=0.85)
 MIN_P = SamplingSettings(min_p=0.08)
@@ -486,7 +486,7 @@ class TorchKernel(ChainSampler):
         t = torch.from_numpy
         tok, n = verify_chain_torch(t(X), t(np.stack(Q, 1)), t(np.stack(P, 1)), t(U.accept), t(U.final))
         tok, n = tok.numpy(), n.numpy()
-        from ._engine import RoundOutput
+        from ..harness import RoundOutput
 
         return RoundOutput(tok, n, X, tok[np.arange(b), n])
 

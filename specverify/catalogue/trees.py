@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..algorithms.multi_draft import Pairing, draw_candidates, node_outcome_law, verify_node_procedural
-from ._engine import ChainSampler, RoundOutput
+from ..harness import ChainSampler, RoundOutput
 
 __all__ = ["TreeSampler", "first_token_deviation"]
 

@@ -6,10 +6,14 @@
   the order-1 and positional pairs of :mod:`specverify.lm`;
 * drivers: :func:`run_sampler` (vectorised table samplers), :func:`run_round_step` (a round step
   called with whole prefixes, consecutive rounds per sequence), :func:`run_generator`;
-* guarded calls: :func:`call_with_timeout`, :func:`run_guarded`.
+* guarded calls: :func:`call_with_timeout`, :func:`run_guarded`; ids as implementations return
+  them, validated: :func:`as_token_ids`;
+* the vectorised chain engine that drives table samplers and users' kernels alike:
+  :class:`ChainSampler` (its hooks are what the bug catalogue overrides).
 """
 
 from ._contexts import PAIR_KINDS, ContextPair, make_context_pair
+from ._engine import ChainSampler, Uniforms, textbook_inverse_cdf
 from ._ids import as_token_ids
 from ._models import ModelPair, make_model_pair
 from ._records import Generation, RoundOutput, concat_generations
@@ -34,4 +38,7 @@ __all__ = [
     "call_with_timeout",
     "run_guarded",
     "as_token_ids",
+    "ChainSampler",
+    "Uniforms",
+    "textbook_inverse_cdf",
 ]

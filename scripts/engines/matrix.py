@@ -1,6 +1,6 @@
 """The engine audit matrix: every engine x speculative method x setting, as its users run it.
 
-    python -m specverify.engines.matrix --engine vllm --out results/engines     # scripts/engines/run.sh
+    python scripts/engines/matrix.py --engine vllm --out results/engines     # scripts/engines/run.sh
 
 Each configuration runs in its own process (a fresh engine; a crash or hang loses one row, and a
 finished row is not run again: the per-configuration JSON files are the checkpoint). Per
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._models import MODEL_SPEC
+from specverify.engines._models import MODEL_SPEC
 
 __all__ = [
     "EngineConfig",
@@ -170,7 +170,7 @@ def audit_prompts(n: int = 32, *, vocab: int = 512, seed: int = 0) -> list[list[
 
 def _engine(cfg: EngineConfig, models, work: Path):
     if cfg.engine == "vllm":
-        from .vllm import VLLMOffline, speculative_config
+        from specverify.engines.vllm import VLLMOffline, speculative_config
 
         spec = speculative_config(cfg.method, cfg.k, models, overlap=cfg.overlap or "high")
         extra = dict(cfg.extra)
@@ -179,12 +179,12 @@ def _engine(cfg: EngineConfig, models, work: Path):
         if spec is not None:
             spec.update(extra)
         if fixed:
-            from .vllm_patches import apply_expand_fix
+            from specverify.engines.vllm_patches import apply_expand_fix
 
             return VLLMOffline(models.target, speculative_config=spec, in_process=True, patches=(apply_expand_fix,))
         return VLLMOffline(models.target, speculative_config=spec, dtype=dtype)
-    from ._models import write_gguf
-    from .llama_cpp import LlamaCppEngine
+    from specverify.engines._models import write_gguf
+    from specverify.engines.llama_cpp import LlamaCppEngine
 
     gguf = {name: work / f"{name}.gguf" for name in ("target", "draft_low", "draft_high")}
     for name, path in gguf.items():
@@ -288,8 +288,8 @@ def _skipped_rows(cfg: EngineConfig, full, *, batch: int, seeded: bool) -> list[
 
 
 def _one_sample(cfg, engine, target, prompts, record: dict, *, seed: int, budget_s: float) -> tuple[list, list]:
-    from ..audit.lm_audit import audit_lm
-    from ..audit.plan import DEFAULT_SETTINGS, PARITY_GRID
+    from specverify.audit.lm_audit import audit_lm
+    from specverify.audit.plan import DEFAULT_SETTINGS, PARITY_GRID
 
     rows, verdicts = [], []
     for i, (batch, seeded) in enumerate(cfg.variants):
@@ -326,7 +326,7 @@ def _one_sample(cfg, engine, target, prompts, record: dict, *, seed: int, budget
 
 def _two_sample_tokens(engine, cfg, prompts, seed: int) -> np.ndarray:
     """[TWO_SAMPLE_SEQUENCES, TWO_SAMPLE_LENGTH] default-setting tokens, prompts in rotation."""
-    from ..dists import SamplingSettings
+    from specverify.dists import SamplingSettings
 
     gen = _generator(engine, cfg, 64, True)
     seeds = np.random.default_rng(seed).integers(2**31, size=TWO_SAMPLE_SEQUENCES)
@@ -340,8 +340,8 @@ def _two_sample_tokens(engine, cfg, prompts, seed: int) -> np.ndarray:
 
 def _two_sample(cfg, engine, prompts, work: Path, *, seed: int) -> tuple[list, dict | None]:
     """The default setting against the engine without speculation (stored by the ``none`` row)."""
-    from ..audit.http_adapter import two_sample_verdict
-    from ..dists import SamplingSettings
+    from specverify.audit.http_adapter import two_sample_verdict
+    from specverify.dists import SamplingSettings
 
     if cfg.engine != "vllm" or cfg.k not in (0, 3):  # llama.cpp: the exact same-seed coupling replaces it
         return [], None
@@ -409,7 +409,7 @@ SERVER_COMPLETIONS = 4
 
 def _engine_throughput(gen, prompts, *, n_requests: int = 64, length: int = 32) -> float:
     """Tokens per second of plain concurrent requests (no auditing), on the same machine."""
-    from ..dists import SamplingSettings
+    from specverify.dists import SamplingSettings
 
     ps = [prompts[i % len(prompts)] for i in range(n_requests)]
     t0 = time.monotonic()
@@ -446,10 +446,10 @@ def run_server(
 ) -> dict:
     """The default setting through vLLM's OpenAI server: concurrent requests, ``n`` completions
     per request; audited tokens per second against the engine's own throughput."""
-    from ..audit.http_adapter import http_generator
-    from ..audit.lm_audit import audit_lm
-    from ..audit.plan import DEFAULT_SETTINGS
-    from .vllm import serve, speculative_config
+    from specverify.audit.http_adapter import http_generator
+    from specverify.audit.lm_audit import audit_lm
+    from specverify.audit.plan import DEFAULT_SETTINGS
+    from specverify.engines.vllm import serve, speculative_config
 
     spec = speculative_config(cfg.method, cfg.k, models, overlap=cfg.overlap or "high")
     bodies: list = []
@@ -500,7 +500,7 @@ def run_server(
 
 def run_config(cfg: EngineConfig, *, models_root: Path, work: Path, seed: int = 0, budget_s: float = 3600.0) -> dict:
     """Every audit of one configuration (module docstring); the result is JSON-ready."""
-    from ._models import build_engine_models, load_float64
+    from specverify.engines._models import build_engine_models, load_float64
 
     t0 = time.monotonic()
     models = build_engine_models(models_root)
@@ -572,7 +572,7 @@ def write_table(out: Path) -> Path:
 
 def _default_label(cfg: EngineConfig) -> str:
     """The recorder's key of the default setting in the engine's conventions."""
-    from ..dists import SamplingSettings
+    from specverify.dists import SamplingSettings
 
     return str(engine_settings(cfg, (SamplingSettings(),))[0].short())
 
@@ -580,7 +580,7 @@ def _default_label(cfg: EngineConfig) -> str:
 def _two_sample_only(cfg: EngineConfig, out: Path, work: Path, *, seed: int = 0) -> None:
     """Redo the two-sample rows of a finished configuration (the ``none`` row: its baseline) and
     keep the rest of its JSON."""
-    from ._models import build_engine_models
+    from specverify.engines._models import build_engine_models
 
     path = out / cfg.engine / f"{cfg.key}.json"
     res = json.loads(path.read_text())
@@ -612,7 +612,7 @@ def _run_one(engine: str, key: str, out: Path, work: Path, record_dir: Path | No
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specverify.engines.matrix", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python scripts/engines/matrix.py", description=__doc__.split("\n")[0])
     ap.add_argument("--engine", choices=sorted(MATRICES), required=True)
     ap.add_argument("--out", type=Path, default=Path("results/engines"))
     ap.add_argument("--work", type=Path, default=Path(".engines/work"), help="models, GGUF files, baseline samples")
@@ -646,8 +646,7 @@ def main(argv=None) -> int:
         t0 = time.monotonic()
         cmd = [
             sys.executable,
-            "-m",
-            "specverify.engines.matrix",
+            __file__,
             "--engine",
             a.engine,
             "--one",

@@ -18,8 +18,8 @@ import dataclasses
 import numpy as np
 
 from ..dists import SamplingSettings
-from ..harness import RoundOutput
 from ..lm.synthetic import TablePair
+from ._records import RoundOutput
 
 __all__ = ["ChainSampler", "Uniforms", "textbook_inverse_cdf"]
 
