@@ -550,8 +550,6 @@ def _print_check_lines(v, console) -> None:
 
     from rich.markup import escape
 
-    from ..stats import collapse_repeated_cells
-
     width, pad = max(console.width, 40), " " * 14
     console.print(f"[bold]specverify audit: {escape(v.subject)}[/]", soft_wrap=True)
     for c in v.checks:
@@ -559,7 +557,7 @@ def _print_check_lines(v, console) -> None:
         head = textwrap.wrap(f"{c.name} ({_figures(c)})", width - len(pad), break_on_hyphens=False)
         color = _COLOR.get(c.status, "yellow")
         console.print(f"[{color}]{status}[/]" + escape(head[0]), soft_wrap=True, highlight=False)
-        body = head[1:] + textwrap.wrap(collapse_repeated_cells(c.summary), width - len(pad), break_on_hyphens=False)
+        body = head[1:] + textwrap.wrap(c.summary, width - len(pad), break_on_hyphens=False)
         for line in body:
             console.print(pad + escape(line), soft_wrap=True, highlight=False)
 
@@ -567,8 +565,6 @@ def _print_check_lines(v, console) -> None:
 def _print_check_table(v, console) -> None:
     from rich.markup import escape
     from rich.table import Table
-
-    from ..stats import collapse_repeated_cells
 
     table = Table(title=f"specverify audit: {escape(v.subject)}")
     for col in ("check", "kind", "status", "n", "detects TV >=", "summary"):
@@ -580,7 +576,7 @@ def _print_check_table(v, console) -> None:
             f"[{_COLOR.get(c.status, 'yellow')}]{c.status}[/]",
             f"{c.n:,}" if c.n else "",
             f"{c.eps:.4f}" if c.eps and c.status != FAIL and math.isfinite(c.eps) else "",
-            escape(collapse_repeated_cells(c.summary)),
+            escape(c.summary),
         )
     console.print(table)
 

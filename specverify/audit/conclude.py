@@ -9,6 +9,7 @@ verdict is FAIL if any check fails, INCONCLUSIVE if any is inconclusive, else PA
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from ..stats import (
     PASS,
     SKIPPED,
     UNSUPPORTED,
+    Cell,
     CheckOutcome,
     StreamLaw,
     Verdict,
@@ -39,24 +41,65 @@ if TYPE_CHECKING:
 #: output): explicit already, so the diagnosis does not rank root causes for it
 FINDING = {"finding": "implementation"}
 
-__all__ = ["FINDING", "conclude_unit", "decide", "failure_message", "make_verdict", "UNSUPPORTED", "SKIPPED"]
+__all__ = [
+    "FINDING",
+    "StratumFailure",
+    "failure_of",
+    "failed_outcome",
+    "conclude_unit",
+    "decide",
+    "failure_message",
+    "make_verdict",
+    "UNSUPPORTED",
+    "SKIPPED",
+]
 
 
-def failure_message(label: str, stratum: str, test, adjusted: float) -> str:
-    """One line for a failing stream stratum: where, which test, how far, on which cells. An exact
-    failure (tokens the target gives probability 0) says so first: no p-value is needed for it."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StratumFailure:
+    """A failing stream stratum as data: where, what was seen (text), on which cells."""
+
+    stratum: str
+    text: str  # what was seen, without the "label, stratum: " that a summary puts before it
+    cells: tuple[Cell, ...] = ()
+
+
+def failure_of(stratum: str, test, adjusted: float) -> StratumFailure:
+    """A failing stream stratum: which test, how far, on which cells. An exact failure (tokens the
+    target gives probability 0) says so first: no p-value is needed for it."""
     merged: dict = {}  # a cell named twice (one token seen in several places) is counted once
     for c in test.worst_cells:
         o, e = merged.get(c.label, (0.0, 0.0))
         merged[c.label] = (o + c.observed, e + c.expected)
-    cells = "; ".join(f"{k}: observed {o:.0f}, expected {e:.1f}" for k, (o, e) in list(merged.items())[:3])
+    top = tuple(Cell(label=k, observed=o, expected=e) for k, (o, e) in list(merged.items())[:3])
+    cells = "; ".join(f"{c.label}: observed {c.observed:.0f}, expected {c.expected:.1f}" for c in top)
     if test.note.startswith("exact failure"):
-        return f"{label}, {stratum}: {test.note} ({cells})"
-    if not test.cells:  # a test without cells (the log-likelihood score) says how far in its note
-        return f"{label}, {stratum}: {test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); {test.note}"
-    return (
-        f"{label}, {stratum}: {test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); "
-        f"TV on its cells {test.tv_text()}; {cells}"
+        text = f"{test.note} ({cells})"
+    elif not test.cells:  # a test without cells (the log-likelihood score) says how far in its note
+        text = f"{test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); {test.note}"
+    else:
+        text = (
+            f"{test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); TV on its cells {test.tv_text()}; {cells}"
+        )
+    return StratumFailure(stratum=stratum, text=text, cells=top)
+
+
+def failure_message(label: str, stratum: str, test, adjusted: float) -> str:
+    """One line for a failing stream stratum (:func:`failure_of` as text)."""
+    f = failure_of(stratum, test, adjusted)
+    return f"{label}, {f.stratum}: {f.text}"
+
+
+def failed_outcome(label: str, f: StratumFailure, suffix: str = "", **fields) -> CheckOutcome:
+    """The FAIL of a check whose first failing stratum is ``f``: the facts as fields, the text made from them."""
+    return CheckOutcome(
+        name=label,
+        status=FAIL,
+        summary=f"{label}, {f.stratum}: {f.text}{suffix}",
+        stratum=f.stratum,
+        finding=f.text + suffix,
+        cells=[dataclasses.asdict(c) for c in f.cells],
+        **fields,
     )
 
 
@@ -151,35 +194,29 @@ def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg: AuditConfig) -> 
     )
     if failing:
         p, what, r = failing[0]
-        msg = (
-            failure_message(label, r.stratum, r.worst, p)
+        f = (
+            failure_of(r.stratum, r.worst, p)
             if what == "stream"
-            else f"{label}, white-box {r.stratum}: {r.result} (Holm-adjusted {p:.3g})"
+            else StratumFailure(stratum=f"white-box {r.stratum}", text=f"{r.result} (Holm-adjusted {p:.3g})")
         )
-        return CheckOutcome(
-            name=label,
-            status=FAIL,
-            kind="statistical",
-            summary=msg + about,
-            pvalue=p,
-            eps=eps_here,
-            n=len(gen.tokens),
-            details=detail,
+        return failed_outcome(
+            label, f, about, kind="statistical", pvalue=p, eps=eps_here, n=len(gen.tokens), details=detail
         )
     if ep_fail:
         e = math.exp(min(sample.eprocess.max_log_e, 700))
-        msg = (
-            f"{label}: stopped early on decisive evidence: a sequential test of each context's tokens against "
+        finding = (
+            "stopped early on decisive evidence: a sequential test of each context's tokens against "
             f"that context's own law (an e-process on sorted-mass bins) reached a likelihood ratio of {e:.3g} to 1 "
             f"against the target's law after {sample.eprocess.t:,} tokens (the bar, 1/alpha: "
             f"{1 / fam.alpha_sequential:.3g}); pooled over contexts the bins furthest from expected: "
-            f"{_moved_most(detail)}"
+            f"{_moved_most(detail)}{about}"
         )
         return CheckOutcome(
             name=label,
             status=FAIL,
             kind="statistical",
-            summary=msg + about,
+            summary=f"{label}: {finding}",
+            finding=finding,
             pvalue=None,
             eps=eps_here,
             n=len(gen.tokens),

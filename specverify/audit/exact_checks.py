@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXACT_CHECKS",
+    "EXACT_CHECK_IDS",
     "EXACT_CHECK_NAMES",
     "boundary_check",
     "greedy_check",
@@ -360,6 +361,14 @@ EXACT_CHECKS: tuple[Callable[..., CheckOutcome | None], ...] = (
     differential_check,
     reproducibility_check,
 )
+
+#: each check's id (CheckOutcome.check_id): what the diagnosis and the report recognise it by
+EXACT_CHECK_IDS: dict[Callable[..., CheckOutcome | None], str] = {
+    boundary_check: "exact/boundary",
+    greedy_check: "exact/greedy",
+    differential_check: "exact/differential",
+    reproducibility_check: "exact/reproducibility",
+}
 
 #: the row name of each check when the implementation raised inside it (its outcome has no name of its own)
 EXACT_CHECK_NAMES: dict[Callable[..., CheckOutcome | None], str] = {

@@ -36,7 +36,7 @@ from ..errors import ImplementationError, MalformedOutputError, UnsupportedSetti
 from ..lm.transformers_lm import CausalLM, KVSession
 from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, StreamLaw, Verdict, default_stream_test
 from .adapters import call_with_timeout
-from .conclude import UNSUPPORTED, failure_message, make_verdict
+from .conclude import UNSUPPORTED, failed_outcome, failure_of, make_verdict
 from .plan import DEFAULT_SETTINGS, TestFamily
 
 __all__ = ["audit_lm", "greedy_equivalence", "batched_vs_incremental_logit_gap", "common_shape_generator"]
@@ -228,8 +228,8 @@ def _stream_outcome(label, fam: TestFamily, res, n_tok: int, complete, eps, deta
     """FAIL at the family's alpha, PASS when the sample reached eps, else INCONCLUSIVE."""
     common = dict(name=label, kind="statistical", pvalue=res.pvalue, eps=res.min_detectable_tv, n=n_tok, details=detail)
     if res.pvalue <= fam.alpha_fixed:
-        summary = failure_message(label, "all generated tokens", res.worst, res.pvalue)
-        return CheckOutcome(status=FAIL, summary=summary + note, **common)
+        common.pop("name")
+        return failed_outcome(label, failure_of("all generated tokens", res.worst, res.pvalue), note, **common)
     if complete and res.min_detectable_tv <= eps * (1 + 1e-9):
         summary = f"no deviation of TV >= {res.min_detectable_tv:.4f} over {n_tok:,} tokens"
         return CheckOutcome(status=PASS, summary=summary + note, **common)

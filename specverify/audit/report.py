@@ -27,7 +27,7 @@ import re
 
 import numpy as np
 
-from ..stats import FAIL, INCONCLUSIVE, PASS, collapse_repeated_cells
+from ..stats import FAIL, INCONCLUSIVE, PASS
 
 __all__ = ["write_html", "render_html", "plain_statement", "check_figure"]
 
@@ -202,7 +202,6 @@ def _plain_stream(c, unit: str, stratum: str | None, body: str) -> str:
 def _plain_check(v, c) -> str:
     """The plain statement of one failed check (located as the headline locates it)."""
     _, stratum, body = dataclasses.replace(v, checks=[c]).first_failure() or (c, None, c.summary)
-    body = collapse_repeated_cells(body)
     if c.kind == "exact" or not isinstance(c.details, dict):
         return f"An exact check failed (no sampling error): {c.name}: {body}"
     unit = _unit_words(c.name)
@@ -494,7 +493,6 @@ def _plots(v) -> list[tuple[str, str, str]]:
 def _evidence_items(v) -> list[str]:
     seen, items = set(), []
     for e in v.evidence:
-        e = collapse_repeated_cells(e)
         if e not in seen:
             seen.add(e)
             items.append(e)
@@ -535,8 +533,7 @@ def _check_rows(v) -> str:
     for c in v.checks:
         failed = c.status == FAIL
         eps = "&ndash;" if failed and c.kind == "statistical" else ("" if c.eps is None else f"{c.eps:.4f}")
-        summary = collapse_repeated_cells(c.summary)
-        summary = _MDE.sub("", summary) if failed else summary
+        summary = _MDE.sub("", c.summary) if failed else c.summary
         rows.append(
             f"<tr><td>{esc(c.name)}</td><td>{esc(c.kind)}</td><td class='{esc(c.status)}'>{esc(c.status)}</td>"
             f"<td class='num'>{'' if not c.n else f'{c.n:,}'}</td><td class='num'>{eps}</td>"

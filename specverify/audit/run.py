@@ -25,7 +25,7 @@ from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from .collect import UnitSample, WorkerPool, collect_unit, smallest_stratum
 from .conclude import FINDING, SKIPPED, conclude_unit, make_verdict
 from .config import AuditConfig
-from .exact_checks import EXACT_CHECK_NAMES, EXACT_CHECKS
+from .exact_checks import EXACT_CHECK_IDS, EXACT_CHECK_NAMES, EXACT_CHECKS
 from .plan import DEFAULT_SETTINGS, PARITY_GRID, AuditPlan, AuditUnit, plan_audit
 
 if TYPE_CHECKING:
@@ -51,7 +51,9 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides: Any)
     checks, evidence = _collect_all(adapter, cfg, plan, pairs, samples, fp, deadline=t0 + cfg.budget_s)
     checks += _exact(adapter, cfg, plan, pairs, samples)
     checks += [
-        CheckOutcome(name=f"plan: {why.split(':')[0]}", status=SKIPPED, kind="exact", summary=why)
+        CheckOutcome(
+            name=f"plan: {why.split(':')[0]}", status=SKIPPED, kind="exact", summary=why, check_id="plan/skipped"
+        )
         for why in plan.skipped
     ]
     evidence += [
@@ -78,6 +80,11 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides: Any)
     if v.status == FAIL and cfg.diagnose and any(c.status == FAIL and c.details != FINDING for c in checks):
         v.diagnosis = _diagnosis(adapter, cfg, plan, pairs, samples, checks)
     return v
+
+
+def unit_id(unit: AuditUnit) -> str:
+    """A sampled unit's check id."""
+    return f"unit/{unit.index}"
 
 
 def _diagnosis(
@@ -151,7 +158,7 @@ def _collect_all(
             )
             if cfg.checkpoint:
                 save_checkpoint(cfg.checkpoint, fp, samples)
-            c = conclude_unit(adapter, unit, pairs[unit.index], s, cfg)
+            c = dataclasses.replace(conclude_unit(adapter, unit, pairs[unit.index], s, cfg), check_id=unit_id(unit))
             checks.append(c)
             if c.status == FAIL:
                 evidence.append(c.summary)
@@ -183,6 +190,7 @@ def _exact(
                 summary=f"{label}: TV between the first emitted token's law and the target's, computed by enumeration: "
                 f"mean {mean_tv:.4g}, max {max_tv:.4g} over contexts",
                 lossy_by_design=lossy,
+                check_id="exact/deviation",
             )
         )
     if cfg.exact_checks:
@@ -196,7 +204,7 @@ def _exact(
                     name=EXACT_CHECK_NAMES[fn], status=FAIL, kind="exact", summary=str(exc), details=FINDING
                 )
             if c is not None:
-                out.append(c)
+                out.append(dataclasses.replace(c, check_id=EXACT_CHECK_IDS[fn]))
     return out
 
 

@@ -27,9 +27,12 @@ __all__ = ["diagnose_audit", "SEQUENCE_ROUNDS"]
 
 SEQUENCE_ROUNDS = 8_000
 
-_EXACT_SIGNATURES = {
-    "boundary": ("inclusive_compare", "with every acceptance uniform at 0 a draft with p(x) = 0 was kept"),
-    "seeded reproducibility": ("state_not_reset", "the same seed gave different outputs: state survives between calls"),
+_EXACT_SIGNATURES = {  # by check id (CheckOutcome.check_id)
+    "exact/boundary": ("inclusive_compare", "with every acceptance uniform at 0 a draft with p(x) = 0 was kept"),
+    "exact/reproducibility": (
+        "state_not_reset",
+        "the same seed gave different outputs: state survives between calls",
+    ),
 }
 
 
@@ -101,17 +104,18 @@ def _units(adapter, cfg, plan, pairs, samples):
 def _from_exact(checks) -> Diagnosis | None:
     failed = [c for c in checks if c.status == FAIL and c.kind == "exact"]
     for c in failed:
-        for key, (name, fact) in _EXACT_SIGNATURES.items():
-            if c.name.startswith(key):
-                cand = Candidate(name, float("inf"), 1.0, {}, [], {}, "")
-                return Diagnosis(name, [cand], [fact], f"signature of the exact check '{c.name}'", 0.0, 1.0, 0)
+        if c.check_id in _EXACT_SIGNATURES:
+            name, fact = _EXACT_SIGNATURES[c.check_id]
+            cand = Candidate(name, float("inf"), 1.0, {}, [], {}, "")
+            return Diagnosis(name, [cand], [fact], f"signature of the exact check '{c.name}'", 0.0, 1.0, 0)
     return None
 
 
 def _from_greedy(adapter, cfg, checks) -> Diagnosis | None:
     """A failed greedy check on raw rows: its run repeated with its seed, each token scored under
     the greedy classes (:mod:`._greedy`)."""
-    failed = any(c.status == FAIL and c.name.startswith("greedy equivalence (raw rows") for c in checks)
+    # the greedy check runs on raw rows for round steps and generators (the context harness)
+    failed = adapter.harness == "context" and any(c.status == FAIL and c.check_id == "exact/greedy" for c in checks)
     if not failed or getattr(adapter, "harness", "") != "context":
         return None
     from ..audit.exact_checks import greedy_raw_run

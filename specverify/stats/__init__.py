@@ -52,7 +52,6 @@ from ._verdict import (
     CheckOutcome,
     Status,
     Verdict,
-    collapse_repeated_cells,
 )
 
 __all__ = [
@@ -115,5 +114,4 @@ __all__ = [
     "SKIPPED",
     "UNSUPPORTED",
     "SCHEMA_VERSION",
-    "collapse_repeated_cells",
 ]

@@ -17,7 +17,6 @@ import dataclasses
 import enum
 import json
 import math
-import re
 from typing import Any
 
 from ._results import to_jsonable
@@ -32,7 +31,6 @@ __all__ = [
     "SKIPPED",
     "UNSUPPORTED",
     "SCHEMA_VERSION",
-    "collapse_repeated_cells",
 ]
 
 
@@ -58,32 +56,6 @@ SKIPPED, UNSUPPORTED = Status.SKIPPED, Status.UNSUPPORTED
 SCHEMA_VERSION = "specverify.verdict/2"  # /2: the `diagnosis` field of a FAIL
 
 
-_CELL = re.compile(r"^(?P<label>.+?): observed (?P<obs>[0-9.]+), expected (?P<exp>[0-9.]+)$")
-
-
-def collapse_repeated_cells(text: str) -> str:
-    """List each cell of a '; '-separated evidence text once: repeated entries of one cell (each
-    emitted zero-probability token is listed as its own entry) become one entry with the counts
-    added."""
-    parts = text.split("; ")
-    seen: dict[str, int] = {}
-    out: list[Any] = []  # a text part, or [label, observed, expected, decimals] of a cell
-    for part in parts:
-        m = _CELL.match(part)
-        if not m:
-            out.append(part)
-            continue
-        label = m["label"]
-        if label in seen:
-            entry = out[seen[label]]
-            entry[1] += float(m["obs"])
-            entry[2] += float(m["exp"])
-        else:
-            seen[label] = len(out)
-            out.append([label, float(m["obs"]), float(m["exp"]), m["exp"].count(".") and len(m["exp"].split(".")[1])])
-    return "; ".join(p if isinstance(p, str) else f"{p[0]}: observed {p[1]:.0f}, expected {p[2]:.{p[3]}f}" for p in out)
-
-
 @dataclasses.dataclass(kw_only=True)
 class CheckOutcome:
     """One check of an audit (a statistical test family, or an exact check)."""
@@ -97,6 +69,15 @@ class CheckOutcome:
     n: int | None = None
     details: Any = None
     lossy_by_design: bool = False
+    #: which check this is, as data: 'unit/<index>' (a sampled unit), 'exact/<check>' ('greedy',
+    #: 'boundary', 'differential', 'reproducibility', 'deviation'), 'plan/skipped', 'lm/...', 'endpoint/...'
+    check_id: str = ""
+    #: a FAIL's first failing stratum ('position 2', 'white-box ...'), None for checks without strata
+    stratum: str | None = None
+    #: a FAIL's finding: what was seen, without the "name, stratum: " the summary puts before it
+    finding: str | None = None
+    #: the failing stratum's cells furthest from expected: [{label, observed, expected}]
+    cells: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -131,13 +112,8 @@ class Verdict:
         failed = sorted(
             (c for c in self.checks if c.status == FAIL), key=lambda c: c.pvalue if c.pvalue is not None else -1.0
         )
-        for c in failed:
-            body, stratum = c.summary, None
-            if body.startswith(c.name + ", ") and ": " in body[len(c.name) + 2 :]:
-                stratum, body = body[len(c.name) + 2 :].split(": ", 1)
-            elif body.startswith(c.name + ": "):
-                body = body[len(c.name) + 2 :]
-            return c, stratum, body
+        for c in failed:  # the facts are fields of the outcome: nothing is parsed back out of its text
+            return c, c.stratum, c.finding if c.finding is not None else c.summary
         return None
 
     def diagnosis_lead(self) -> list[str]:
@@ -183,7 +159,7 @@ class Verdict:
             first = self.first_failure()
             if first is None:
                 return (
-                    f"FAIL{tag}: {collapse_repeated_cells(self.evidence[0] if self.evidence else '')} (false-fail "
+                    f"FAIL{tag}: {self.evidence[0] if self.evidence else ''} (false-fail "
                     f"<= {self.alpha:g}; seed {self.seed})"
                 )
             c, stratum, body = first
@@ -195,10 +171,7 @@ class Verdict:
             where = f"{what} '{c.name}'" + (f", stratum '{stratum}'" if stratum else "")
             more = sum(x.status == FAIL for x in self.checks) - 1
             tail = f"; {more} more check{'s' if more > 1 else ''} failed" if more else ""
-            return (
-                f"FAIL{tag} in {where}: {collapse_repeated_cells(body)} (false-fail <= {self.alpha:g}; seed "
-                f"{self.seed}{tail})"
-            )
+            return f"FAIL{tag} in {where}: {body} (false-fail <= {self.alpha:g}; seed {self.seed}{tail})"
         nd = self.needed or {}
         if terms == "python" and isinstance(nd.get("statement_python"), str):
             needed = nd["statement_python"]
