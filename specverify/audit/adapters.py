@@ -56,6 +56,7 @@ from ..catalogue import ChainSampler
 from ..dists import SamplingSettings, inverse_cdf_sample
 from ..errors import ImplementationError, ImplementationTimeout, MalformedOutputError, SpecVerifyError
 from ..harness import (
+    PAD,
     ContextPair,
     Generation,
     RoundOutput,
@@ -67,6 +68,7 @@ from ..harness import (
     run_sampler,
 )
 from ..lm.synthetic import PositionalPair, TablePair
+from .config import Harness, PairKind, Rule, StrataRule
 
 __all__ = [
     "Adapter",
@@ -148,14 +150,14 @@ class Adapter:
     name = "adapter"
     #: which pairs the audit builds: 'kernel' (positional rows), 'sequence' (order-1 Markov, the
     #: catalogue's samplers) or 'context' (whole prefixes on order-k, position-dependent pairs)
-    harness = "kernel"
+    harness: Harness = "kernel"
     #: the pair kinds audited per setting (see specverify.audit.plan)
-    pair_kinds: tuple[str, ...] = ("default",)
+    pair_kinds: tuple[PairKind, ...] = ("default",)
     #: how emitted tokens are stratified: 'positions' in the round (tail under 5% pooled),
     #: 'first-later' (first token of a round, the rest), 'pooled' (a black box shows no rounds)
-    strata_rule = "positions"
+    strata_rule: StrataRule = "positions"
     exact_by_design = True
-    rule: str | None = None  # 'full' enables the white-box strata
+    rule: Rule | None = None  # 'full' enables the white-box strata
     call_timeout: float | None = 30.0
     accepts_uniforms = False
     logits = False  # takes raw logits plus the settings
@@ -209,13 +211,13 @@ def _check_round_tokens(
     b = drafts.shape[0]
     if t.shape != (b, gamma + 1):
         raise MalformedOutputError(f"{what} returned shape {t.shape}; expected [B, gamma + 1] = [{b}, {gamma + 1}]")
-    if (t < -1).any():
-        r, j = (int(x[0]) for x in np.nonzero(t < -1))
+    if (t < PAD).any():
+        r, j = (int(x[0]) for x in np.nonzero(t < PAD))
         raise MalformedOutputError(
             f"{what}: round {r} holds the id {int(t[r, j])} at position {j}: ids lie in [0, vocabulary), and -1 only "
             "pads after the emitted tokens"
         )
-    valid = t >= 0
+    valid = t != PAD
     n_emit = valid.sum(1)
     if (n_emit == 0).any():
         raise MalformedOutputError(
@@ -313,7 +315,7 @@ class KernelAdapter(Adapter):
         logits: bool = False,
         accepts_uniforms: bool = False,
         call_timeout: float | None = 30.0,
-        rule: str | None = None,
+        rule: Rule | None = None,
         spec: str | None = None,
     ) -> None:
         """``rule='full'`` declares the min(1, p/q) rule with the (p - q)+ residual: the audit then
@@ -386,9 +388,9 @@ def implementation_identity(obj: object) -> dict[str, Any]:
 class _SequenceAdapter(Adapter):
     """Shared by round steps and generators: whole prefixes on context pairs, in a mode."""
 
-    harness = "context"
-    pair_kinds = ("low", "high")
-    strata_rule = "first-later"  # positions past the first are rare on the low-overlap pair
+    harness: Harness = "context"
+    pair_kinds: tuple[PairKind, ...] = ("low", "high")
+    strata_rule: StrataRule = "first-later"  # positions past the first are rare on the low-overlap pair
 
     def _setup(
         self,
@@ -437,7 +439,7 @@ class RoundAdapter(_SequenceAdapter):
         spec: str | None = None,
         logits: bool = False,
         greedy: bool = False,
-        rule: str | None = None,
+        rule: Rule | None = None,
         call_timeout: float | None = 30.0,
         length: int = 32,
     ) -> None:

@@ -25,7 +25,7 @@ from ..harness import Generation, concat_generations
 from ..stats import DEFAULT_BINS, MultinomialEProcess, StreamLaw
 
 if TYPE_CHECKING:
-    from .config import AuditConfig
+    from .config import AuditConfig, StrataRule
 
 __all__ = ["UnitSample", "collect_unit", "strata_of", "smallest_stratum", "WorkerPool"]
 
@@ -49,7 +49,7 @@ class UnitSample:
         return int(self.gen.sequence.max()) + 1 if len(self.gen.sequence) else 0
 
 
-def strata_of(position: np.ndarray, rule: str) -> np.ndarray:
+def strata_of(position: np.ndarray, rule: StrataRule) -> np.ndarray:
     """Stream stratum of every token from its position in the round (never from its value)."""
     position = np.asarray(position)
     if rule == "pooled":
@@ -62,7 +62,7 @@ def strata_of(position: np.ndarray, rule: str) -> np.ndarray:
     return np.minimum(position, int(ok.max()) if len(ok) else 0)
 
 
-def smallest_stratum(position: np.ndarray, rule: str) -> int:
+def smallest_stratum(position: np.ndarray, rule: StrataRule) -> int:
     if not len(position):
         return 0
     return int(np.bincount(strata_of(position, rule)).min())

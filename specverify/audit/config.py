@@ -14,12 +14,22 @@ from typing import Literal
 from ..dists import SamplingSettings
 from ..stats import DEFAULT_BINS, DEFAULT_COMPONENTS, min_samples_for_tv
 
-__all__ = ["AuditConfig", "TestFamily", "GreedyTies", "Context"]
+__all__ = ["AuditConfig", "TestFamily", "GreedyTies", "Context", "Harness", "StrataRule", "PairKind", "Rule"]
 
 #: the greedy reference on exact ties of the top logit: the lowest id (target-only greedy) or any tied token
 GreedyTies = Literal["lowest-id", "any"]
 #: the models round steps and generators are audited on
 Context = Literal["tables", "transformers"]
+#: which pairs an adapter is audited on: positional rows (kernels), order-1 Markov (the catalogue's
+#: sequence samplers), whole prefixes on order-k, position-dependent pairs (round steps, generators)
+Harness = Literal["kernel", "sequence", "context"]
+#: how emitted tokens are stratified: by position in the round (tail under 5% pooled), first token of a
+#: round against the rest, or not at all (a black box shows no rounds)
+StrataRule = Literal["positions", "first-later", "pooled"]
+#: a unit's model pair: the catalogue's tuned pair, or a low- / high-overlap pair
+PairKind = Literal["default", "low", "high"]
+#: a declared verification rule: 'full' (min(1, p/q), (p - q)+ residual) enables the white-box strata
+Rule = Literal["full"]
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -28,7 +28,7 @@ from ..stats import (
     WHITEBOX_CONTEXT_STRATA,
     WHITEBOX_STRATA_WITH_DRAFTS,
 )
-from .config import TestFamily
+from .config import PairKind, StrataRule, TestFamily
 
 if TYPE_CHECKING:
     from .config import AuditConfig
@@ -64,9 +64,9 @@ class AuditUnit:
     index: int
     setting_index: int
     settings: SamplingSettings
-    pair_kind: str  # 'default' (the catalogue's tuned pair), 'low', 'high'
+    pair_kind: PairKind  # 'default' (the catalogue's tuned pair), 'low', 'high'
     family: TestFamily
-    strata_rule: str  # 'positions' (tail under 5% pooled), 'first-later', 'pooled'
+    strata_rule: StrataRule  # 'positions' (tail under 5% pooled), 'first-later', 'pooled'
     batch: int  # rounds (kernel, catalogue) or sequences (round steps, generators) per batch
 
     @property

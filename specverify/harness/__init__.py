@@ -16,7 +16,7 @@ from ._contexts import PAIR_KINDS, ContextPair, make_context_pair
 from ._engine import ChainSampler, Uniforms, textbook_inverse_cdf
 from ._ids import as_token_ids
 from ._models import ModelPair, make_model_pair
-from ._records import Generation, RoundOutput, concat_generations
+from ._records import PAD, Generation, RoundOutput, concat_generations
 from ._sequences import MODES, SequenceView, run_generator, run_round_step
 from ._tables import run_sampler
 from ._watchdog import call_with_timeout, run_guarded
@@ -38,6 +38,7 @@ __all__ = [
     "call_with_timeout",
     "run_guarded",
     "as_token_ids",
+    "PAD",
     "ChainSampler",
     "Uniforms",
     "textbook_inverse_cdf",

@@ -14,6 +14,7 @@ real engine. Shapes (B rounds or sequences processed together, V vocabulary, g =
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 import numpy as np
 
@@ -66,7 +67,7 @@ class ChainSampler:
     #: settings the entry needs to show itself (None: the case's own)
     needs: SamplingSettings | None = None
     #: 'kernel' (position rows) or 'sequence' (Markov; state bugs only show there)
-    harness = "kernel"
+    harness: Literal["kernel", "sequence"] = "kernel"
     #: where the bug was reported (issue or PR) or "structural mutant"
     source = ""
     #: the rule the sampler claims to implement, with drafts drawn from the pair's draft table;

@@ -9,7 +9,11 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["RoundOutput", "Generation", "concat_generations"]
+#: the id that pads a round's tokens after the emitted ones (and a sequence's prompt, drafts and draft
+#: rows in the records); never a token: ids lie in [0, vocabulary)
+PAD = -1
+
+__all__ = ["PAD", "RoundOutput", "Generation", "concat_generations"]
 
 
 @dataclasses.dataclass
@@ -83,7 +87,7 @@ def concat_generations(parts: list[Generation]) -> Generation:
     given = [g.prompts for g in parts if g.prompts is not None]
     if len(given) == len(parts):
         width = max(p.shape[1] for p in given)
-        prompts = np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=-1) for p in given])
+        prompts = np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=PAD) for p in given])
     return Generation(
         tokens=np.concatenate(toks),
         row=np.concatenate(rows),

@@ -25,7 +25,7 @@ from ..dists import SamplingSettings
 from ..errors import MalformedOutputError
 from ._contexts import ContextPair
 from ._ids import as_token_ids
-from ._records import Generation
+from ._records import PAD, Generation
 from ._watchdog import run_guarded
 
 __all__ = ["SequenceView", "run_round_step", "run_generator", "MODES", "PROMPT_LENGTHS"]
@@ -141,7 +141,7 @@ class _Recorder:
         # may re-send context tokens as part of the proposal, e.g. at a KV block boundary).
         asked = self.view.asked
         d = asked[len(base) :][:gamma] if asked[: len(base)] == base else []
-        pad = [-1] * (gamma - len(d))
+        pad = [PAD] * (gamma - len(d))
         self.drafts.append(d + pad)
         self.draft_rows.append([self.view.pair.row_of(base + d[:j]) for j in range(len(d))] + pad)
 
@@ -182,7 +182,7 @@ class _Recorder:
         if not self.prompts:
             return None
         n, width = max(self.prompts) + 1, max(len(p) for p in self.prompts.values())
-        out = np.full((n, width), -1, dtype=np.int64)
+        out = np.full((n, width), PAD, dtype=np.int64)
         for i, p in self.prompts.items():
             out[i, : len(p)] = p
         return out

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..dists import SamplingSettings
 from ..lm.synthetic import MarkovPair, TablePair
-from ._records import Generation, concat_generations
+from ._records import PAD, Generation, concat_generations
 
 __all__ = ["run_sampler"]
 
@@ -64,8 +64,8 @@ def _positional_rounds(sampler, pair, b, gamma, rng, settings) -> Generation:
 def _markov_sequences(sampler, pair, b, gamma, rng, settings, length) -> Generation:
     """``b`` sequences of ``length`` tokens from the start context; law row = the previous token."""
     ctx = np.full(b, pair.start_context, dtype=np.int64)
-    buf = np.full((b, length + gamma + 17), -1, dtype=np.int64)  # room for a round's overshoot
-    posb = np.full_like(buf, -1)
+    buf = np.full((b, length + gamma + 17), PAD, dtype=np.int64)  # room for a round's overshoot
+    posb = np.full_like(buf, PAD)
     fill = np.zeros(b, dtype=np.int64)
     accs, rounds = [], 0
     while (fill < length).any():
