@@ -23,6 +23,9 @@ All functions accept floats or ``fractions.Fraction`` (exact) where that makes s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 
 from .dists import check_same_vocab, validate_probs
@@ -80,7 +83,7 @@ def expected_tokens_per_round(alpha, gamma: int):
     return val
 
 
-def expected_tokens_position_dependent(alphas):
+def expected_tokens_position_dependent(alphas: Iterable[Any]) -> Any:
     """1 + a_1 + a_1 a_2 + ... + a_1 ... a_gamma for position-dependent acceptance a_1..a_gamma."""
     total, prod = 1, 1
     for a in alphas:

@@ -23,6 +23,7 @@ from ..stats import MultinomialEProcess
 from .collect import UnitSample
 
 if TYPE_CHECKING:
+    from .adapters import Adapter
     from .config import AuditConfig
 
 __all__ = ["fingerprint", "save_checkpoint", "load_checkpoint"]
@@ -32,7 +33,7 @@ _OPTIONAL = ("drafts", "law", "draft_rows", "round_id", "prompts")
 _PLAN_INDEPENDENT = ("checkpoint", "resume", "progress", "budget_s", "workers", "diagnose")
 
 
-def fingerprint(adapter, cfg: AuditConfig) -> str:
+def fingerprint(adapter: Adapter, cfg: AuditConfig) -> str:
     from .. import __version__
 
     opts = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _PLAN_INDEPENDENT}

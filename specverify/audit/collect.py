@@ -16,7 +16,7 @@ import concurrent.futures
 import dataclasses
 import multiprocessing
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -25,7 +25,15 @@ from ..harness import Generation, concat_generations
 from ..stats import DEFAULT_BINS, MultinomialEProcess, StreamLaw
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from ..dists import SamplingSettings
+    from .adapters import Adapter
     from .config import AuditConfig, StrataRule
+    from .plan import AuditUnit
+
+#: what one batch gives: the tokens generated, or the finding that stopped it
+Batch = Union["Generation", ImplementationError]
 
 __all__ = ["UnitSample", "collect_unit", "strata_of", "smallest_stratum", "WorkerPool"]
 
@@ -55,11 +63,11 @@ def strata_of(position: np.ndarray, rule: StrataRule) -> np.ndarray:
     if rule == "pooled":
         return np.zeros_like(position)
     if rule == "first-later":
-        return np.minimum(position, 1)
+        return np.asarray(np.minimum(position, 1))
     counts = np.bincount(position) if len(position) else np.zeros(1, int)
     share = counts / max(counts.sum(), 1)
     ok = np.nonzero(share >= 0.05)[0]
-    return np.minimum(position, int(ok.max()) if len(ok) else 0)
+    return np.asarray(np.minimum(position, int(ok.max()) if len(ok) else 0))
 
 
 def smallest_stratum(position: np.ndarray, rule: StrataRule) -> int:
@@ -71,15 +79,15 @@ def smallest_stratum(position: np.ndarray, rule: StrataRule) -> int:
 class WorkerPool:
     """Batches computed in forked worker processes, returned in batch order."""
 
-    _jobs: dict = {}
+    _jobs: dict[str, Any] = {}
 
-    def __init__(self, workers: int, adapter, pairs: dict):
+    def __init__(self, workers: int, adapter: Adapter, pairs: dict[int, Any]) -> None:
         self.workers = workers
         WorkerPool._jobs = {"adapter": adapter, "pairs": pairs}
         ctx = multiprocessing.get_context("fork")
         self.ex = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) if workers > 1 else None
 
-    def batches(self, unit, cfg: AuditConfig, start: int, sizes: list[int]):
+    def batches(self, unit: AuditUnit, cfg: AuditConfig, start: int, sizes: list[int]) -> Iterator[Batch]:
         if self.ex is None:
             for k, n in enumerate(sizes, start):
                 yield _batch(unit.index, unit.settings, cfg, k, n)
@@ -97,19 +105,21 @@ class WorkerPool:
             self.ex.shutdown(wait=False, cancel_futures=True)
 
 
-def _batch(unit_index, settings, cfg: AuditConfig, k, n):
+def _batch(unit_index: int, settings: SamplingSettings, cfg: AuditConfig, k: int, n: int) -> Batch:
     """One seeded batch; runs in the parent or in a forked worker. Errors come back as values."""
     adapter, pair = WorkerPool._jobs["adapter"], WorkerPool._jobs["pairs"][unit_index]
     rng = np.random.default_rng([cfg.seed, unit_index, k])
     try:
-        return adapter.generate(pair, n, cfg.gamma, rng, settings)
+        gen: Generation = adapter.generate(pair, n, cfg.gamma, rng, settings)
+        return gen
     except ImplementationError as exc:
         return exc
 
 
-def _sizes(unit, cfg: AuditConfig, sample: UnitSample, wave: int) -> list[int]:
+def _sizes(unit: AuditUnit, cfg: AuditConfig, sample: UnitSample, wave: int) -> list[int]:
     """Batch sizes of the next wave: full batches, the last one cut at ``rounds``."""
-    out, have = [], sample.units
+    out: list[int] = []
+    have = sample.units
     for _ in range(wave):
         n = unit.batch
         if cfg.rounds:
@@ -122,7 +132,15 @@ def _sizes(unit, cfg: AuditConfig, sample: UnitSample, wave: int) -> list[int]:
 
 
 def collect_unit(
-    unit, pair, cfg, need: int, sample: UnitSample, pool: WorkerPool, *, deadline: float, on_batch=None
+    unit: AuditUnit,
+    pair: Any,
+    cfg: AuditConfig,
+    need: int,
+    sample: UnitSample,
+    pool: WorkerPool,
+    *,
+    deadline: float,
+    on_batch: Callable[[UnitSample], None] | None = None,
 ) -> UnitSample:
     """Sample ``unit`` until a stop condition holds (module docstring); returns ``sample`` updated."""
     # laws that depend on the history (penalties) or on the whole prefix are per token: no e-process
@@ -147,7 +165,9 @@ def collect_unit(
     return sample
 
 
-def _absorb(sample: UnitSample, out, unit, law, need: int, cfg: AuditConfig) -> bool:
+def _absorb(
+    sample: UnitSample, out: Batch, unit: AuditUnit, law: StreamLaw | None, need: int, cfg: AuditConfig
+) -> bool:
     """Add one batch; True when sampling of this unit stops."""
     sample.next_batch += 1
     if isinstance(out, UnsupportedSettingError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,7 +35,12 @@ from ..theory import accepted_length_law_position_dependent, expected_tokens_pos
 from .collect import UnitSample, strata_of
 
 if TYPE_CHECKING:
+    from ..dists import SamplingSettings
+    from ..harness import Generation
+    from ..stats import GofResult, StratumResult, StreamTestResult
+    from .adapters import Adapter
     from .config import AuditConfig
+    from .plan import AuditUnit
 
 #: details of a check whose FAIL is the implementation's own doing (it raised, hung or returned malformed
 #: output): explicit already, so the diagnosis does not rank root causes for it
@@ -64,10 +69,10 @@ class StratumFailure:
     cells: tuple[Cell, ...] = ()
 
 
-def failure_of(stratum: str, test, adjusted: float) -> StratumFailure:
+def failure_of(stratum: str, test: GofResult, adjusted: float) -> StratumFailure:
     """A failing stream stratum: which test, how far, on which cells. An exact failure (tokens the
     target gives probability 0) says so first: no p-value is needed for it."""
-    merged: dict = {}  # a cell named twice (one token seen in several places) is counted once
+    merged: dict[str, tuple[float, float]] = {}  # a cell named twice (one token seen in several places) is counted once
     for c in test.worst_cells:
         o, e = merged.get(c.label, (0.0, 0.0))
         merged[c.label] = (o + c.observed, e + c.expected)
@@ -84,13 +89,13 @@ def failure_of(stratum: str, test, adjusted: float) -> StratumFailure:
     return StratumFailure(stratum=stratum, text=text, cells=top)
 
 
-def failure_message(label: str, stratum: str, test, adjusted: float) -> str:
+def failure_message(label: str, stratum: str, test: GofResult, adjusted: float) -> str:
     """One line for a failing stream stratum (:func:`failure_of` as text)."""
     f = failure_of(stratum, test, adjusted)
     return f"{label}, {f.stratum}: {f.text}"
 
 
-def failed_outcome(label: str, f: StratumFailure, suffix: str = "", **fields) -> CheckOutcome:
+def failed_outcome(label: str, f: StratumFailure, suffix: str = "", **fields: Any) -> CheckOutcome:
     """The FAIL of a check whose first failing stratum is ``f``: the facts as fields, the text made from them."""
     return CheckOutcome(
         name=label,
@@ -103,20 +108,20 @@ def failed_outcome(label: str, f: StratumFailure, suffix: str = "", **fields) ->
     )
 
 
-def _law(unit, pair, gen):
+def _law(unit: AuditUnit, pair: Any, gen: Generation) -> tuple[StreamLaw, np.ndarray]:
     """(StreamLaw, rows): the table of the pair, or the per-token laws of history-dependent settings."""
     if gen.law is not None:
         return StreamLaw(gen.law), gen.row
     return StreamLaw(pair.target_table(unit.settings)), gen.row
 
 
-def _whitebox(adapter, unit, pair, gen, cfg: AuditConfig):
+def _whitebox(adapter: Adapter, unit: AuditUnit, pair: Any, gen: Generation, cfg: AuditConfig) -> list[StratumResult]:
     """The white-box strata of a declared full rule (none for laws that depend on the history)."""
     if unit.family.whitebox == 0 or gen.law is not None:
         return []
     s = unit.settings
     rng = np.random.default_rng([cfg.seed, unit.index, 3])
-    if gen.draft_rows is not None:
+    if gen.draft_rows is not None and gen.drafts is not None:  # context runs record both
         return whitebox_context_tests(
             gen.tokens,
             gen.row,
@@ -143,7 +148,7 @@ def _whitebox(adapter, unit, pair, gen, cfg: AuditConfig):
 
 
 # long: one unit's outcome in order: the early outcomes, the tests, then FAIL, PASS or INCONCLUSIVE
-def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg: AuditConfig) -> CheckOutcome:
+def conclude_unit(adapter: Adapter, unit: AuditUnit, pair: Any, sample: UnitSample, cfg: AuditConfig) -> CheckOutcome:
     """The unit's CheckOutcome (module docstring)."""
     label = unit.label  # short, for tables; the pair's description ends each summary
     about = f" [pair: {pair.label()}]" if hasattr(pair, "label") else ""
@@ -187,18 +192,18 @@ def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg: AuditConfig) -> 
     eps_here = max(r.min_detectable_tv for r in results)
     detail = _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg)
     ep_fail = sample.eprocess.rejects(fam.alpha_sequential) if fam.sequential else False
+    # every failing stratum, stream and white-box, as (adjusted p, its failure): the smallest p leads
     failing = sorted(
-        [(float(a), "stream", r) for r, a in zip(results, adj) if a <= fam.alpha_fixed]
-        + [(w.adjusted_pvalue, "whitebox", w) for w in wb if w.adjusted_pvalue <= fam.alpha_fixed],
+        [(float(a), failure_of(r.stratum, r.worst, float(a))) for r, a in zip(results, adj) if a <= fam.alpha_fixed]
+        + [
+            (w.adjusted_pvalue, StratumFailure(stratum=f"white-box {w.stratum}", text=_whitebox_text(w)))
+            for w in wb
+            if w.adjusted_pvalue <= fam.alpha_fixed
+        ],
         key=lambda x: x[0],
     )
     if failing:
-        p, what, r = failing[0]
-        f = (
-            failure_of(r.stratum, r.worst, p)
-            if what == "stream"
-            else StratumFailure(stratum=f"white-box {r.stratum}", text=f"{r.result} (Holm-adjusted {p:.3g})")
-        )
+        p, f = failing[0]
         return failed_outcome(
             label, f, about, kind="statistical", pvalue=p, eps=eps_here, n=len(gen.tokens), details=detail
         )
@@ -249,7 +254,11 @@ def conclude_unit(adapter, unit, pair, sample: UnitSample, cfg: AuditConfig) -> 
     )
 
 
-def _moved_most(detail: dict, k: int = 3) -> str:
+def _whitebox_text(w: StratumResult) -> str:
+    return f"{w.result} (Holm-adjusted {w.adjusted_pvalue:.3g})"
+
+
+def _moved_most(detail: dict[str, Any], k: int = 3) -> str:
     """The ``k`` bins of the worst stratum furthest from expected (standardised residual), as text."""
     b = detail["worst_stratum_bins"]
     o, e = np.asarray(b["observed"], float), np.asarray(b["expected"], float)
@@ -258,7 +267,18 @@ def _moved_most(detail: dict, k: int = 3) -> str:
     return "; ".join(f"{b['labels'][i]}: observed {o[i]:.0f}, expected {e[i]:.1f}" for i in top)
 
 
-def _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg: AuditConfig) -> dict:
+def _detail(
+    unit: AuditUnit,
+    pair: Any,
+    gen: Generation,
+    sample: UnitSample,
+    law: StreamLaw,
+    rows: np.ndarray,
+    results: list[StreamTestResult],
+    adj: np.ndarray,
+    wb: list[StratumResult],
+    cfg: AuditConfig,
+) -> dict[str, Any]:
     worst = int(np.argmin(adj))
     u = pit_values(law, gen.tokens, rows, np.random.default_rng([cfg.seed, unit.index, 2]))
     sm = results[worst].components[0]
@@ -286,7 +306,7 @@ def _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg: AuditConf
     }
 
 
-def _acceptance(pair, s, gen, gamma):
+def _acceptance(pair: Any, s: SamplingSettings, gen: Generation, gamma: int) -> dict[str, Any]:
     """Measured accepted drafts per round against the full rule's product-form prediction."""
     acc = gen.num_accepted
     out = {
@@ -317,7 +337,18 @@ def decide(checks: list[CheckOutcome]) -> str:
 
 
 def make_verdict(
-    checks, evidence, *, alpha, beta, eps, seed, needed, samples, seconds, subject, lossy_by_design=False
+    checks: list[CheckOutcome],
+    evidence: list[str],
+    *,
+    alpha: float,
+    beta: float,
+    eps: float,
+    seed: int,
+    needed: dict[str, Any] | None,
+    samples: int,
+    seconds: float,
+    subject: str,
+    lossy_by_design: bool = False,
 ) -> Verdict:
     """The verdict of table, LM and endpoint audits alike: :func:`decide`, and the eps that covers
     every statistical check (the largest of theirs; 0 when only exact checks ran)."""

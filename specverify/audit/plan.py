@@ -18,7 +18,7 @@ rows; the catalogue keeps its one tuned pair per setting.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..dists import SamplingSettings
 from ..errors import SpecVerifyError
@@ -28,9 +28,10 @@ from ..stats import (
     WHITEBOX_CONTEXT_STRATA,
     WHITEBOX_STRATA_WITH_DRAFTS,
 )
-from .config import PairKind, StrataRule, TestFamily
+from .config import Harness, PairKind, StrataRule, TestFamily
 
 if TYPE_CHECKING:
+    from .adapters import Adapter
     from .config import AuditConfig
 
 __all__ = ["DEFAULT_SETTINGS", "PARITY_GRID", "TestFamily", "AuditUnit", "AuditPlan", "plan_audit", "KIND_ALPHA"]
@@ -74,7 +75,8 @@ class AuditUnit:
         pair = "" if self.pair_kind == "default" else f" / {self.pair_kind}-overlap pair"
         return f"settings[{self.setting_index}] {self.settings.short()}{pair}"
 
-    def make_pair(self, harness: str, cfg: AuditConfig):
+    def make_pair(self, harness: Harness, cfg: AuditConfig) -> Any:
+        """The unit's model pair (pairs of several kinds share one duck-typed interface)."""
         seed = cfg.seed * 1000 + self.setting_index
         s = self.settings
         if harness == "context" and cfg.context == "transformers":
@@ -101,7 +103,7 @@ class AuditPlan:
 _STRATA = {"positions": None, "first-later": 3, "pooled": 1}
 
 
-def plan_audit(adapter, cfg: AuditConfig) -> AuditPlan:
+def plan_audit(adapter: Adapter, cfg: AuditConfig) -> AuditPlan:
     """The units and their families for ``adapter`` under ``cfg`` (see the module docstring)."""
     settings = tuple(cfg.settings) if cfg.settings else (PARITY_GRID if adapter.logits else DEFAULT_SETTINGS)
     skipped = []
@@ -142,7 +144,7 @@ def plan_audit(adapter, cfg: AuditConfig) -> AuditPlan:
     return AuditPlan(units, settings, tuple(skipped))
 
 
-def _kinds_for(adapter, kinds, setting_index):
+def _kinds_for(adapter: Adapter, kinds: tuple[PairKind, ...], setting_index: int) -> tuple[PairKind, ...]:
     """Parity grids are long: each of their settings runs on one pair, alternating the kinds."""
     if adapter.logits and len(kinds) > 1 and setting_index > 0:
         return (kinds[setting_index % len(kinds)],)

@@ -13,6 +13,7 @@ makes the verdict INCONCLUSIVE with a statement of the rounds and time that woul
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from pathlib import Path
@@ -136,7 +137,7 @@ def _collect_all(
     pool = WorkerPool(cfg.workers, adapter, pairs)
     prog = _progress(cfg)
 
-    def on_batch(sample: UnitSample, unit: AuditUnit, task: TaskID | None) -> None:
+    def on_batch(sample: UnitSample, *, unit: AuditUnit, task: TaskID | None) -> None:
         if prog and task is not None:
             prog.update(task, completed=min(smallest_stratum(sample.gen.position, unit.strata_rule), plan.need(unit)))
         if cfg.checkpoint:
@@ -154,7 +155,7 @@ def _collect_all(
                 s,
                 pool,
                 deadline=deadline,
-                on_batch=lambda smp, u=unit, t=task: on_batch(smp, u, t),
+                on_batch=functools.partial(on_batch, unit=unit, task=task),
             )
             if cfg.checkpoint:
                 save_checkpoint(cfg.checkpoint, fp, samples)
