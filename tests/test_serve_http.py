@@ -150,10 +150,11 @@ def headline(stdout):
     return [ln for ln in stdout.splitlines() if ln.startswith(("PASS", "FAIL", "INCONCLUSIVE"))][-1]
 
 
-def test_endpoint_one_sample_against_the_builtin_model(servers):
+@pytest.mark.parametrize("path", ["", "/v1/completions"])  # the URL serve prints works as it is (issue 19)
+def test_endpoint_one_sample_against_the_builtin_model(servers, path):
     r = cli(
         "--endpoint",
-        servers["spec"],
+        servers["spec"] + path,
         "--model",
         f"builtin:{VOCAB}",
         "--rounds",
