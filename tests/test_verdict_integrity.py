@@ -418,3 +418,23 @@ def test_pytest_failure_leads_with_the_diagnosis_and_hides_the_helper(tmp_path):
     short = out[out.index("test_too_few_rounds ____") :]
     assert "INCONCLUSIVE: " in short and "rounds=" in short and "budget_s" in short
     assert "--rounds" not in short and "--budget" not in short
+
+
+def test_an_lm_audit_advises_in_its_own_keywords_from_python():
+    import torch
+    from golden_cases import _models
+
+    from specverify.audit.lm_audit import audit_lm
+    from specverify.runners import speculative_generate
+
+    t, d = _models()
+
+    def generate(prompt, n, seed, settings):
+        return list(
+            speculative_generate(t, d, prompt, n, settings, torch.Generator().manual_seed(seed), gamma=3).tokens
+        )
+
+    v = audit_lm(generate, t, prompts=[[1, 2, 3]], settings=(SamplingSettings(),), max_sequences=8, greedy_check=False)
+    assert v.status == "INCONCLUSIVE"
+    assert "raise budget_s or max_sequences" in v.headline(terms="python") and "--" not in v.headline(terms="python")
+    assert "raise --budget or --rounds" in v.headline()

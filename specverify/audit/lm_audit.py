@@ -365,9 +365,11 @@ def _needed(checks, need: int, length: int) -> dict | None:
     tested = sum(c.n or 0 for c in short)
     total = sum((c.n or 0) + (c.details or {}).get("boundary", {}).get("excused", 0) for c in short)
     per_seq = length * (tested / total if total and tested else 1.0)  # tokens at filter boundaries do not count
+    head = f"{len(short)} setting(s) short of {need:,} tested tokens"
+    tail = f"(sequences of {length} tokens; about {math.ceil(need / per_seq):,} per setting)"
     return {
-        "statement": f"{len(short)} setting(s) short of {need:,} tested tokens: raise --budget or --rounds "
-        f"(sequences of {length} tokens; about {math.ceil(need / per_seq):,} per setting)",
+        "statement": f"{head}: raise --budget or --rounds {tail}",
+        "statement_python": f"{head}: raise budget_s or max_sequences {tail}",  # audit_lm's keywords
         "tokens_per_setting": need,
     }
 
