@@ -157,13 +157,13 @@ def _user(module, fn, *, shape="round", **kw):
     ],
 )
 def test_a_greedy_failure_is_named_from_its_tokens(fn, truth):
-    from specverify.audit.exact_checks import greedy_raw_run
     from specverify.audit.run import AuditConfig
     from specverify.diagnosis import diagnose_greedy
+    from specverify.harness import greedy_raw_run
 
     cfg = AuditConfig()
     adapter = _user("greedy", fn, **({} if fn.startswith("step_") else {"greedy": True}))
-    pair, gen = greedy_raw_run(adapter, cfg)
+    pair, gen = greedy_raw_run(adapter.generate, cfg.vocab, cfg.gamma, cfg.seed)
     d = diagnose_greedy(gen, pair, cfg.gamma)
     assert d.verdict == truth, [(c.name, c.llr_vs_target, c.explained) for c in d.candidates[:3]]
 

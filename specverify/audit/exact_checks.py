@@ -27,7 +27,7 @@ import numpy as np
 from ..algorithms.chain_numpy import verify_chain_batch
 from ..catalogue import Uniforms
 from ..dists import GREEDY, SamplingSettings
-from ..harness import make_context_pair
+from ..harness import greedy_raw_run
 from ..lm.synthetic import TablePair, make_markov_pair, make_positional_pair
 from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome
 from .adapters import KernelAdapter, SamplerAdapter, _check_round_tokens, call_with_timeout
@@ -140,15 +140,8 @@ def greedy_check(adapter, cfg: AuditConfig, **_):
     return _greedy_outcome(name, pair, gen, cfg, raw=False)
 
 
-def greedy_raw_run(adapter, cfg: AuditConfig):
-    """(pair, Generation) of the greedy check on raw rows, seeded: the diagnosis repeats it."""
-    pair = make_context_pair(cfg.vocab, "greedy", seed=cfg.seed + 99)
-    gen = adapter.generate(pair, 200, cfg.gamma, np.random.default_rng([cfg.seed, 99]), GREEDY)
-    return pair, gen
-
-
 def _greedy_on_raw_rows(adapter, cfg: AuditConfig):
-    pair, gen = greedy_raw_run(adapter, cfg)
+    pair, gen = greedy_raw_run(adapter.generate, cfg.vocab, cfg.gamma, cfg.seed)
     return _greedy_outcome(
         "greedy equivalence (raw rows: ties, near ties, draft disagreements)", pair, gen, cfg, raw=True
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..harness import Generation
+from ..harness import Generation, greedy_raw_run
 from ..stats import FAIL
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import round_evidence
@@ -118,9 +118,7 @@ def _from_greedy(adapter, cfg, checks) -> Diagnosis | None:
     failed = adapter.harness == "context" and any(c.status == FAIL and c.check_id == "exact/greedy" for c in checks)
     if not failed or getattr(adapter, "harness", "") != "context":
         return None
-    from ..audit.exact_checks import greedy_raw_run
-
-    pair, gen = greedy_raw_run(adapter, cfg)
+    pair, gen = greedy_raw_run(adapter.generate, cfg.vocab, cfg.gamma, cfg.seed)
     if gen.drafts is None or not len(gen.tokens):
         return None
     return diagnose_greedy(gen, pair, cfg.gamma)

@@ -24,13 +24,14 @@ Row of a prefix (shapes: V vocabulary, M rows, k = order):
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
-from ..dists import SamplingSettings, probs_from_logits, token_counts
+from ..dists import GREEDY, SamplingSettings, probs_from_logits, token_counts
 from ..lm.synthetic import TablePair, llm_like_logits, tune_draft_noise
 
-__all__ = ["ContextPair", "PAIR_KINDS", "make_context_pair"]
+__all__ = ["ContextPair", "PAIR_KINDS", "make_context_pair", "greedy_raw_run"]
 
 PAIR_KINDS = ("low", "high", "greedy")
 _MASK = (1 << 64) - 1
@@ -203,3 +204,16 @@ def make_context_pair(
         else:
             draft[special] = target[special]
     return ContextPair(target, draft, order=order, positional=positional, kind=kind, salt=int(rng.integers(2**62)))
+
+
+#: the greedy check's run on raw rows: sequences, and the seed's salt (the diagnosis repeats the run exactly)
+GREEDY_RUN_SEQUENCES, GREEDY_RUN_SALT = 200, 99
+
+
+def greedy_raw_run(generate: Any, vocab: int, gamma: int, seed: int) -> tuple[ContextPair, Any]:
+    """(pair, Generation) of the exact greedy check on raw rows (ties, near ties, draft disagreements),
+    seeded: ``generate(pair, n, gamma, rng, settings)`` is an adapter's; the audit and its diagnosis
+    both call this, so the diagnosis scores the very run that failed."""
+    pair = make_context_pair(vocab, "greedy", seed=seed + GREEDY_RUN_SALT)
+    rng = np.random.default_rng([seed, GREEDY_RUN_SALT])
+    return pair, generate(pair, GREEDY_RUN_SEQUENCES, gamma, rng, GREEDY)
