@@ -294,20 +294,23 @@ def two_sample_verdict(
                 evidence=evidence,
             )
         )
-    from .conclude import decide
+    from .conclude import make_verdict
 
-    status = decide(checks)
     need = math.ceil(2 * lam / (4 * eps * eps))
-    return Verdict(
-        status=status,
+    short = f"{n_sequences:,} sequences per endpoint detect TV >= {eps_reached:.4g}; about {need:,} would reach {eps:g}"
+    return make_verdict(
+        checks,
+        evidence,
         alpha=alpha,
         beta=beta,
-        eps=eps_reached,
-        eps_requested=eps,
+        eps=eps,
         seed=seed,
-        checks=checks,
-        evidence=evidence,
-        needed={"sequences_per_endpoint": need, "collected": n_sequences} if status == INCONCLUSIVE else None,
+        needed={
+            "sequences_per_endpoint": need,
+            "collected": n_sequences,
+            "statement": f"{short}: run with --rounds {need}",
+            "statement_python": f"{short}: run with n_sequences={need}",
+        },
         samples=2 * n_sequences * length * len(settings),
         seconds=0.0,
         subject=subject,
