@@ -77,9 +77,9 @@ def test_a_sequence_sampler_that_keeps_a_stale_cache_is_named_from_its_rounds():
     from specverify.lm.synthetic import make_markov_pair
 
     pair = make_markov_pair(32, alpha=0.5, seed=1)
-    gen = _sequence_rounds(BY_NAME["no_kv_rollback"](), pair, 4, None, np.random.default_rng(0), 4000)
+    gen, mismatch = _sequence_rounds(BY_NAME["no_kv_rollback"](), pair, 4, None, np.random.default_rng(0), 4000)
     ev = round_evidence(gen, pair, 4, label="unit")
-    ev.mismatch = ev.mismatch | gen.mismatch
+    ev.mismatch = ev.mismatch | mismatch
     d = diagnose_rounds([(ev, pair, None)])
     assert d.verdict == "no_kv_rollback", d.top(5)
 

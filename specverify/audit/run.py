@@ -98,10 +98,12 @@ def _diagnosis(
 ) -> dict[str, Any] | None:
     """The FAIL's diagnosis; a failure of the diagnosis itself is reported, never raised (the
     verdict stands on the statistics alone)."""
-    from ..diagnosis import diagnose_audit
+    from ..diagnosis import AuditRecord, diagnose_audit
 
     try:
-        d = diagnose_audit(adapter, cfg, plan, pairs, samples, checks)
+        d = diagnose_audit(
+            AuditRecord(adapter=adapter, cfg=cfg, plan=plan, pairs=pairs, samples=samples, checks=checks)
+        )
     except Exception as exc:  # noqa: BLE001 - the verdict must not depend on the diagnosis
         return {"version": 1, "verdict": "unavailable", "lead": "", "facts": [], "error": repr(exc)}
     return d.to_dict() if d is not None else None

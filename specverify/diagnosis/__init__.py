@@ -14,7 +14,7 @@ black-box generators (:func:`diagnose_stream`: stream classes on rebuilt prefixe
     from specverify.diagnosis import diagnose_audit, diagnose_rounds, CLASSES
 """
 
-from ._audit import diagnose_audit
+from ._audit import AuditRecord, diagnose_audit
 from ._classes import ALIASES, CLASSES, BugClass
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import RoundEvidence, round_evidence
@@ -23,6 +23,7 @@ from ._penalty import diagnose_penalty
 from ._stream import diagnose_stream
 
 __all__ = [
+    "AuditRecord",
     "diagnose_audit",
     "diagnose_rounds",
     "diagnose_greedy",

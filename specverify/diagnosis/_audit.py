@@ -13,6 +13,9 @@ and black-box generators token by token under the stream classes (:mod:`._stream
 
 from __future__ import annotations
 
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ..harness import Generation, greedy_raw_run
@@ -23,7 +26,14 @@ from ._greedy import diagnose_greedy
 from ._penalty import diagnose_penalty, penalty_units
 from ._stream import diagnose_stream, stream_units
 
-__all__ = ["diagnose_audit", "SEQUENCE_ROUNDS"]
+if TYPE_CHECKING:  # the audit's types, for annotations only: the diagnosis sits below the audit
+    from ..audit.adapters import Adapter
+    from ..audit.collect import UnitSample
+    from ..audit.config import AuditConfig
+    from ..audit.plan import AuditPlan
+    from ..stats import CheckOutcome
+
+__all__ = ["AuditRecord", "diagnose_audit", "SEQUENCE_ROUNDS"]
 
 SEQUENCE_ROUNDS = 8_000
 
@@ -36,10 +46,10 @@ _EXACT_SIGNATURES = {  # by check id (CheckOutcome.check_id)
 }
 
 
-def _sequence_rounds(sampler, pair, gamma, settings, rng, n) -> Generation:
+def _sequence_rounds(sampler, pair, gamma, settings, rng, n) -> tuple[Generation, np.ndarray]:
     """``n`` consecutive rounds of an order-1 sequence sampler, with drafts and the rows of the
-    drafted prefixes (its context, then its drafts), chained in sequences of 8 rounds; a round
-    whose context is not the last emitted token is a structural mismatch."""
+    drafted prefixes (its context, then its drafts), chained in sequences of 8 rounds; and per
+    round whether its context was not the last emitted token (a structural mismatch)."""
     b = max(1, n // 8)
     ctx = np.full(b, pair.start_context, dtype=np.int64)
     toks, pos, rid, rows, acc, drafts, mism, drows = [], [], [], [], [], [], [], []
@@ -77,26 +87,26 @@ def _sequence_rounds(sampler, pair, gamma, settings, rng, n) -> Generation:
         round_id=round_of,
         draft_rows=np.concatenate(drows),
     )
-    gen.mismatch = np.concatenate(mism)  # type: ignore[attr-defined]  # read back by _units only
-    return gen
+    return gen, np.concatenate(mism)
 
 
-def _units(adapter, cfg, plan, pairs, samples):
+def _units(record: AuditRecord) -> list:
     out = []
+    adapter, cfg = record.adapter, record.cfg
     sampler = getattr(adapter, "sampler", None)
-    for u in plan.units:
-        s = samples.get(u.index)
-        pair = pairs[u.index]
+    for u in record.plan.units:
+        s = record.samples.get(u.index)
+        pair = record.pairs[u.index]
         if s is None or not len(s.gen.tokens) or not hasattr(pair, "target_table"):
             continue
-        gen = s.gen
+        gen, mismatch = s.gen, None
         if gen.drafts is None and sampler is not None and adapter.harness == "sequence":
             rng = np.random.default_rng([cfg.seed, u.index, 77])
-            gen = _sequence_rounds(sampler, pair, cfg.gamma, u.settings, rng, SEQUENCE_ROUNDS)
+            gen, mismatch = _sequence_rounds(sampler, pair, cfg.gamma, u.settings, rng, SEQUENCE_ROUNDS)
         ev = round_evidence(gen, pair, cfg.gamma, label=u.label, settings=u.settings, pair_kind=u.pair_kind)
         if ev is not None:
-            if hasattr(gen, "mismatch"):
-                ev.mismatch = ev.mismatch | gen.mismatch
+            if mismatch is not None:
+                ev.mismatch = ev.mismatch | mismatch
             out.append((ev, pair, u.settings))
     return out
 
@@ -124,11 +134,32 @@ def _from_greedy(adapter, cfg, checks) -> Diagnosis | None:
     return diagnose_greedy(gen, pair, cfg.gamma)
 
 
-def diagnose_audit(adapter, cfg, plan, pairs, samples, checks) -> Diagnosis | None:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AuditRecord:
+    """What an audit hands its diagnosis, in one typed record: the implementation, the options, the
+    plan, the pairs and samples of every unit, and the checks."""
+
+    adapter: Adapter
+    cfg: AuditConfig
+    plan: AuditPlan
+    pairs: dict[int, Any]
+    samples: dict[int, UnitSample]
+    checks: list[CheckOutcome]
+
+
+def diagnose_audit(record: AuditRecord) -> Diagnosis | None:
     """The diagnosis of a FAILed audit (None when nothing failed)."""
+    adapter, cfg, plan, pairs, samples, checks = (
+        record.adapter,
+        record.cfg,
+        record.plan,
+        record.pairs,
+        record.samples,
+        record.checks,
+    )
     if not any(c.status == FAIL for c in checks):
         return None
-    units = _units(adapter, cfg, plan, pairs, samples)
+    units = _units(record)
     stat_failed = any(c.status == FAIL and c.kind == "statistical" for c in checks)
     d = diagnose_rounds(units) if units and stat_failed else None
     if d is not None and d.known:
