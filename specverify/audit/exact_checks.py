@@ -20,7 +20,7 @@ adapter cannot support it).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,7 +33,10 @@ from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome
 from .adapters import KernelAdapter, SamplerAdapter, _check_round_tokens, call_with_timeout
 
 if TYPE_CHECKING:
+    from ..harness import Generation
+    from .adapters import Adapter
     from .config import AuditConfig
+    from .plan import AuditPlan
 
 __all__ = [
     "EXACT_CHECKS",
@@ -46,7 +49,7 @@ __all__ = [
 ]
 
 
-def boundary_check(adapter, cfg: AuditConfig, **_):
+def boundary_check(adapter: Adapter, cfg: AuditConfig, **_: Any) -> CheckOutcome | None:
     name = "boundary: u = 0 against p(x) = 0"
     s = SamplingSettings(top_k=3)
     pair = make_positional_pair(cfg.vocab, cfg.gamma, alpha=0.3, seed=cfg.seed + 77)
@@ -73,7 +76,9 @@ def boundary_check(adapter, cfg: AuditConfig, **_):
     )
 
 
-def _boundary_kernel(adapter, cfg: AuditConfig, pair, s) -> tuple[np.ndarray, np.ndarray]:
+def _boundary_kernel(
+    adapter: KernelAdapter, cfg: AuditConfig, pair: Any, s: SamplingSettings
+) -> tuple[np.ndarray, np.ndarray]:
     """A kernel called with every acceptance uniform at 0 on drafts of target probability 0 (where q has
     any): (bad, tokens)."""
     P = np.broadcast_to(pair.target_table(s)[None, : cfg.gamma + 1], (256, cfg.gamma + 1, cfg.vocab))
@@ -102,28 +107,31 @@ def _boundary_kernel(adapter, cfg: AuditConfig, pair, s) -> tuple[np.ndarray, np
     return bad, tokens
 
 
-def _boundary_sampler(adapter, cfg: AuditConfig, pair, s) -> tuple[np.ndarray, np.ndarray]:
+def _boundary_sampler(
+    adapter: SamplerAdapter, cfg: AuditConfig, pair: Any, s: SamplingSettings
+) -> tuple[np.ndarray, np.ndarray]:
     """A catalogue sampler run with its acceptance uniforms replaced by 0: (bad, tokens)."""
     if adapter.harness == "sequence":
         pair = make_markov_pair(cfg.vocab, alpha=0.3, seed=cfg.seed + 77)
     sampler = adapter.sampler
     orig = sampler.uniforms
 
-    def zero_u(rng, b, g):
+    def zero_u(rng: np.random.Generator, b: int, g: int) -> Uniforms:
         U = orig(rng, b, g)
         return Uniforms(U.draft, np.zeros_like(U.accept), U.final, U.target)
 
-    sampler.uniforms = zero_u
+    # the sampler's hook replaced for this one run (the instance attribute shadows the method)
+    sampler.uniforms = zero_u  # type: ignore[method-assign]
     try:
         gen = adapter.generate(pair, 2000, cfg.gamma, np.random.default_rng(cfg.seed), s)
     finally:
-        sampler.uniforms = orig
+        sampler.uniforms = orig  # type: ignore[method-assign]
     bad = pair.target_table(s)[gen.row, gen.tokens] <= 0
     tokens = gen.tokens
     return bad, tokens
 
 
-def greedy_check(adapter, cfg: AuditConfig, **_):
+def greedy_check(adapter: Adapter, cfg: AuditConfig, **_: Any) -> CheckOutcome | None:
     """Exact greedy equivalence on raw rows (see the module docstring)."""
     if adapter.harness == "context":
         if not adapter.takes_settings and not adapter.greedy:
@@ -140,14 +148,14 @@ def greedy_check(adapter, cfg: AuditConfig, **_):
     return _greedy_outcome(name, pair, gen, cfg, raw=False)
 
 
-def _greedy_on_raw_rows(adapter, cfg: AuditConfig):
+def _greedy_on_raw_rows(adapter: Adapter, cfg: AuditConfig) -> CheckOutcome:
     pair, gen = greedy_raw_run(adapter.generate, cfg.vocab, cfg.gamma, cfg.seed)
     return _greedy_outcome(
         "greedy equivalence (raw rows: ties, near ties, draft disagreements)", pair, gen, cfg, raw=True
     )
 
 
-def _greedy_outcome(name, pair, gen, cfg: AuditConfig, *, raw):
+def _greedy_outcome(name: str, pair: Any, gen: Generation, cfg: AuditConfig, *, raw: bool) -> CheckOutcome:
     """FAIL at the first token that is not the target's argmax given its true prefix (lowest id on
     exact ties unless cfg.greedy_ties == 'any'); INCONCLUSIVE when a round position was never
     reached; else PASS with the count per position."""
@@ -192,7 +200,9 @@ def _greedy_outcome(name, pair, gen, cfg: AuditConfig, *, raw):
     )
 
 
-def _probe_uniforms(P, Q, X, rng):
+def _probe_uniforms(
+    P: np.ndarray, Q: np.ndarray, X: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Acceptance uniforms at 0, just below and exactly at each ratio; final uniforms at the
     residual's CDF breakpoints (just above each), and random ones."""
     b, g = X.shape
@@ -203,7 +213,7 @@ def _probe_uniforms(P, Q, X, rng):
         [choice == 0, choice == 1, choice == 2], [np.zeros((b, g)), np.nextafter(ratio, 0), ratio], rng.random((b, g))
     )
     ua = np.minimum(ua, np.nextafter(1.0, 0))
-    uf = rng.random(b)
+    uf = np.asarray(rng.random(b), dtype=np.float64)
     k = rng.integers(0, g + 1, b)
     for i in range(b):
         w = P[0, k[i]] if k[i] == g else np.maximum(P[0, k[i]] - Q[0, k[i]], 0)
@@ -213,7 +223,7 @@ def _probe_uniforms(P, Q, X, rng):
     return ua, uf
 
 
-def differential_check(adapter, cfg: AuditConfig, **_):
+def differential_check(adapter: Adapter, cfg: AuditConfig, **_: Any) -> CheckOutcome | None:
     if not (
         isinstance(adapter, KernelAdapter) and adapter.accepts_uniforms and not adapter.one_hot and not adapter.logits
     ):
@@ -234,7 +244,9 @@ def differential_check(adapter, cfg: AuditConfig, **_):
     )
 
 
-def _differential_synthetic(adapter, cfg: AuditConfig, name: str, rng: np.random.Generator) -> CheckOutcome | None:
+def _differential_synthetic(
+    adapter: KernelAdapter, cfg: AuditConfig, name: str, rng: np.random.Generator
+) -> CheckOutcome | None:
     """Three settings x 512 synthetic rounds against the reference, then batch invariance; a FAIL or None."""
     for trial, s in enumerate(
         [SamplingSettings(), SamplingSettings(top_k=5), SamplingSettings(temperature=0.5, top_p=0.8)]
@@ -289,7 +301,9 @@ def _differential_synthetic(adapter, cfg: AuditConfig, name: str, rng: np.random
     return None
 
 
-def _differential_conformance(adapter, name: str, rng: np.random.Generator) -> tuple[CheckOutcome | None, int]:
+def _differential_conformance(
+    adapter: KernelAdapter, name: str, rng: np.random.Generator
+) -> tuple[CheckOutcome | None, int]:
     """The conformance vectors' full-rule cases probed like the synthetic rounds: (a FAIL or None, cases run)."""
     # The conformance vectors' full-rule cases (p == q, disjoint supports, zeros, one-hot rows,
     # near-ties, drafts with p(x) = 0), probed the same way.
@@ -329,7 +343,9 @@ def _differential_conformance(adapter, name: str, rng: np.random.Generator) -> t
     return None, n_cases
 
 
-def reproducibility_check(adapter, cfg: AuditConfig, *, plan, pairs):
+def reproducibility_check(
+    adapter: Adapter, cfg: AuditConfig, *, plan: AuditPlan, pairs: dict[int, Any]
+) -> CheckOutcome | None:
     if not plan.units:
         return None
     u = plan.units[0]
