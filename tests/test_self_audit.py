@@ -781,7 +781,7 @@ def test_evidence_reproducibility_check(monkeypatch):
     cfg = dataclasses.replace(SMALL, exact_checks=True)
     m = si.Misbehaviour("generator", "probs", "seeds", "global_numpy")
     assert not hidden_state_violations(run_audit(m, cfg)[0])
-    kept = tuple(f for f in run.EXACT_CHECKS if f is not exact_checks.reproducibility_check)
+    kept = tuple(c for c in run.EXACT_CHECKS if c.fn is not exact_checks.reproducibility_check)
     monkeypatch.setattr(run, "EXACT_CHECKS", kept)
     assert hidden_state_violations(run_audit(m, cfg)[0])
 

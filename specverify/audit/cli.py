@@ -235,12 +235,11 @@ def _binds(fn, n: int, **kw) -> bool | None:
 
 def _round_call(fn) -> tuple[int, dict]:
     """How a round step is called under SETTINGS_RULE: (positional count, keyword arguments)."""
+    from ..harness import settings_arguments
     from .adapters import settings_parameter
 
-    p = settings_parameter(fn)
-    if p is None:
-        return 5, {}
-    return (6, {}) if p.kind is p.POSITIONAL_ONLY else (5, {p.name: None})
+    extra, kw = settings_arguments(settings_parameter(fn), None)
+    return 5 + len(extra), kw
 
 
 def _check_signature(kind: str, fn, spec: str, logits: bool):

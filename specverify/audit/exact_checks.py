@@ -19,6 +19,7 @@ adapter cannot support it).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXACT_CHECKS",
-    "EXACT_CHECK_IDS",
-    "EXACT_CHECK_NAMES",
+    "ExactCheck",
     "boundary_check",
     "greedy_check",
     "differential_check",
@@ -363,26 +363,20 @@ def reproducibility_check(
     )
 
 
-#: each is called as fn(adapter, cfg, plan=plan, pairs=pairs) and returns a CheckOutcome, or None when it does not apply
-EXACT_CHECKS: tuple[Callable[..., CheckOutcome | None], ...] = (
-    boundary_check,
-    greedy_check,
-    differential_check,
-    reproducibility_check,
+@dataclasses.dataclass(frozen=True)
+class ExactCheck:
+    """One exact check: ``fn(adapter, cfg, plan=plan, pairs=pairs)`` returns a CheckOutcome, or None when it
+    does not apply; ``check_id`` is what the diagnosis and the report recognise it by; ``name`` is its row's
+    name when the implementation raised inside it (the outcome then has no name of its own)."""
+
+    fn: Callable[..., CheckOutcome | None]
+    check_id: str
+    name: str
+
+
+EXACT_CHECKS: tuple[ExactCheck, ...] = (
+    ExactCheck(boundary_check, "exact/boundary", "boundary: u = 0 against p(x) = 0"),
+    ExactCheck(greedy_check, "exact/greedy", "greedy equivalence (temperature 0)"),
+    ExactCheck(differential_check, "exact/differential", "differential: injected uniforms against the reference"),
+    ExactCheck(reproducibility_check, "exact/reproducibility", "seeded reproducibility"),
 )
-
-#: each check's id (CheckOutcome.check_id): what the diagnosis and the report recognise it by
-EXACT_CHECK_IDS: dict[Callable[..., CheckOutcome | None], str] = {
-    boundary_check: "exact/boundary",
-    greedy_check: "exact/greedy",
-    differential_check: "exact/differential",
-    reproducibility_check: "exact/reproducibility",
-}
-
-#: the row name of each check when the implementation raised inside it (its outcome has no name of its own)
-EXACT_CHECK_NAMES: dict[Callable[..., CheckOutcome | None], str] = {
-    boundary_check: "boundary: u = 0 against p(x) = 0",
-    greedy_check: "greedy equivalence (temperature 0)",
-    differential_check: "differential: injected uniforms against the reference",
-    reproducibility_check: "seeded reproducibility",
-}

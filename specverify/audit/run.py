@@ -26,7 +26,7 @@ from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from .collect import UnitSample, WorkerPool, collect_unit, smallest_stratum
 from .conclude import FINDING, SKIPPED, conclude_unit, make_verdict
 from .config import AuditConfig
-from .exact_checks import EXACT_CHECK_IDS, EXACT_CHECK_NAMES, EXACT_CHECKS
+from .exact_checks import EXACT_CHECKS
 from .plan import DEFAULT_SETTINGS, PARITY_GRID, AuditPlan, AuditUnit, plan_audit
 
 if TYPE_CHECKING:
@@ -197,17 +197,15 @@ def _exact(
             )
         )
     if cfg.exact_checks:
-        for fn in EXACT_CHECKS:
+        for check in EXACT_CHECKS:
             try:
-                c = fn(adapter, cfg, plan=plan, pairs=pairs)
+                c = check.fn(adapter, cfg, plan=plan, pairs=pairs)
             except UnsupportedSettingError as exc:  # a setting declined (greedy is one): never a FAIL
-                c = CheckOutcome(name=EXACT_CHECK_NAMES[fn], status=UNSUPPORTED, kind="exact", summary=str(exc))
+                c = CheckOutcome(name=check.name, status=UNSUPPORTED, kind="exact", summary=str(exc))
             except ImplementationError as exc:
-                c = CheckOutcome(
-                    name=EXACT_CHECK_NAMES[fn], status=FAIL, kind="exact", summary=str(exc), details=FINDING
-                )
+                c = CheckOutcome(name=check.name, status=FAIL, kind="exact", summary=str(exc), details=FINDING)
             if c is not None:
-                out.append(dataclasses.replace(c, check_id=EXACT_CHECK_IDS[fn]))
+                out.append(dataclasses.replace(c, check_id=check.check_id))
     return out
 
 

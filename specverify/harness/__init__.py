@@ -17,7 +17,7 @@ from ._engine import ChainSampler, Uniforms, textbook_inverse_cdf
 from ._ids import as_token_ids
 from ._models import ModelPair, make_model_pair
 from ._records import PAD, Generation, RoundOutput, concat_generations
-from ._sequences import MODES, SequenceView, run_generator, run_round_step
+from ._sequences import MODES, SequenceView, run_generator, run_round_step, settings_arguments
 from ._tables import run_sampler
 from ._watchdog import call_with_timeout, run_guarded
 
@@ -34,6 +34,7 @@ __all__ = [
     "SequenceView",
     "MODES",
     "run_round_step",
+    "settings_arguments",
     "run_generator",
     "run_sampler",
     "call_with_timeout",

@@ -28,7 +28,7 @@ from ._ids import as_token_ids
 from ._records import PAD, Generation
 from ._watchdog import run_guarded
 
-__all__ = ["SequenceView", "run_round_step", "run_generator", "MODES", "PROMPT_LENGTHS"]
+__all__ = ["SequenceView", "settings_arguments", "run_round_step", "run_generator", "MODES", "PROMPT_LENGTHS"]
 
 MODES = ("probs", "logits", "greedy")
 PROMPT_LENGTHS = (2, 6)  # [low, high) prompt tokens per sequence
@@ -201,6 +201,16 @@ def _prompt(rng, v):
     return rng.integers(0, v, int(rng.integers(*PROMPT_LENGTHS))).tolist()
 
 
+def settings_arguments(param: inspect.Parameter | None, settings: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The (extra positional, keyword) arguments that hand ``settings`` to a round step's settings
+    parameter: by keyword, or as the sixth positional when it is positional-only; none without one."""
+    if param is None:
+        return (), {}
+    if param.kind is param.POSITIONAL_ONLY:
+        return (settings,), {}
+    return (), {param.name: settings}
+
+
 def run_round_step(
     step,
     view: SequenceView,
@@ -216,14 +226,7 @@ def run_round_step(
     """``n`` sequences of ``length`` emitted tokens from ``step(prefix, draft, target, gamma, rng[, settings])``;
     the settings go to ``settings_param`` (by keyword, or sixth when positional-only), never elsewhere."""
     rec = _Recorder(view)
-    extra: tuple[SamplingSettings, ...]
-    kw: dict[str, SamplingSettings]
-    if settings_param is None:
-        extra, kw = (), {}
-    elif settings_param.kind is settings_param.POSITIONAL_ONLY:
-        extra, kw = (view.settings,), {}
-    else:
-        extra, kw = (), {settings_param.name: view.settings}
+    extra, kw = settings_arguments(settings_param, view.settings)
     v = view.vocab_size
 
     def body(tick):
