@@ -28,7 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specverify import SamplingSettings  # noqa: E402
-from specverify.audit.lm_audit import audit_lm  # noqa: E402
+from specverify.audit.sources.lm_audit import audit_lm  # noqa: E402
 from specverify.lm.transformers_lm import early_exit_copy, layered_target  # noqa: E402
 from specverify.runners import speculative_generate, target_only_generate  # noqa: E402
 from specverify.theory import expected_speedup, expected_tokens_per_round  # noqa: E402

@@ -9,7 +9,7 @@ properties/ of ROOT:
 - functions annotated (every parameter but self/cls and the return) over all functions, per package
   of specverify/;
 - private names imported across packages (``from specverify.stats._stream import X``,
-  ``from ..catalogue._engine import Y``, ``from specverify.audit.run import _concat``);
+  ``from ..catalogue._engine import Y``, ``from specverify.audit.pipeline.run import _concat``);
 - import cycles between specverify modules (module-level imports, and all imports);
 - imports inside functions, in specverify/;
 - positional constructions of the result objects (GofResult, Verdict, CheckOutcome);

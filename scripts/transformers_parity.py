@@ -1,5 +1,5 @@
 """The transformers parity matrix: every speculative mode of transformers' generate() audited under
-each sampling setting of the audit's parity grid (:data:`specverify.audit.run.PARITY_GRID`: each
+each sampling setting of the audit's parity grid (:data:`specverify.audit.pipeline.run.PARITY_GRID`: each
 knob alone, then all together), against the target's law computed by specverify (and tie-aware
 greedy). The generators receive the settings and apply them themselves (transformers' own logits
 processors), which is the settings interface of generators; sequences are ``audit_lm``'s default
@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from specverify.audit.lm_audit import audit_lm
-from specverify.audit.run import PARITY_GRID
-from specverify.audit.transformers_adapters import hf_generator
+from specverify.audit.pipeline.run import PARITY_GRID
+from specverify.audit.sources.lm_audit import audit_lm
+from specverify.audit.sources.transformers_adapters import hf_generator
 from specverify.lm.transformers_lm import early_exit_copy, layered_target
 from specverify.runners import speculative_generate
 

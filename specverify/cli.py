@@ -19,7 +19,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-# the verdict's exit codes (0 PASS, 1 FAIL, 3 INCONCLUSIVE, 5 UNSUPPORTED) are specverify.audit.cli.EXIT
+# the verdict's exit codes (0 PASS, 1 FAIL, 3 INCONCLUSIVE, 5 UNSUPPORTED) are specverify.audit.front.cli.EXIT
 EXIT_USAGE, EXIT_INTERNAL = 2, 4
 
 
@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--gamma", type=int, default=4)
     sv.set_defaults(func=_serve)
 
-    from .audit import cli as audit_cli
+    from .audit.front import cli as audit_cli
 
     audit_cli.add_commands(sub)
     return ap

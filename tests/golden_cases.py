@@ -105,7 +105,7 @@ def _lm_audit():
     import torch
 
     from specverify import SamplingSettings
-    from specverify.audit.lm_audit import audit_lm
+    from specverify.audit.sources.lm_audit import audit_lm
     from specverify.runners import speculative_generate
 
     t, d = _models()
@@ -137,8 +137,8 @@ def _served() -> Iterator[tuple[str, Any]]:
 
 def _endpoint_audit():
     from specverify import SamplingSettings
-    from specverify.audit.http_adapter import http_generator
-    from specverify.audit.lm_audit import audit_lm
+    from specverify.audit.sources.http_adapter import http_generator
+    from specverify.audit.sources.lm_audit import audit_lm
 
     with _served() as (url, target):
         gen = http_generator(url, timeout=60)

@@ -263,7 +263,7 @@ def test_greedy_check_catches_a_non_greedy_kernel():
 
 
 def test_html_report_has_the_plots(tmp_path):
-    from specverify.audit.report import write_html
+    from specverify.audit.front.report import write_html
 
     v = audit(SamplerAdapter(bugs.ReplacementFromP()), **FAST)
     write_html(v, tmp_path / "r.html")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from specverify.audit import run as audit_run
-from specverify.audit.adapters import SamplerAdapter
-from specverify.audit.report import render_html
+from specverify.audit.front.report import render_html
+from specverify.audit.sources.adapters import SamplerAdapter
 from specverify.catalogue import BUGS, ChainSampler
 from specverify.diagnosis import CLASSES, NOT_KNOWN, diagnose_rounds, round_evidence
 from specverify.dists import SamplingSettings
@@ -137,7 +137,7 @@ def _user(module, fn, *, shape="round", **kw):
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from specverify.audit.adapters import GeneratorAdapter, RoundAdapter
+    from specverify.audit.sources.adapters import GeneratorAdapter, RoundAdapter
 
     cls = {"round": RoundAdapter, "generator": GeneratorAdapter}[shape]
     return cls(getattr(importlib.import_module(f"user_impls.{module}"), fn), spec=fn, **kw)
@@ -157,7 +157,7 @@ def _user(module, fn, *, shape="round", **kw):
     ],
 )
 def test_a_greedy_failure_is_named_from_its_tokens(fn, truth):
-    from specverify.audit.run import AuditConfig
+    from specverify.audit.pipeline.run import AuditConfig
     from specverify.diagnosis import diagnose_greedy
     from specverify.harness import greedy_raw_run
 

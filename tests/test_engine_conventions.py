@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from specverify import SamplingSettings
-from specverify.audit.lm_audit import audit_lm
-from specverify.audit.transformers_adapters import hf_kwargs
+from specverify.audit.sources.lm_audit import audit_lm
+from specverify.audit.sources.transformers_adapters import hf_kwargs
 from specverify.dists import filter_boundaries, probs_from_logits, process_logits, token_counts
 from specverify.dists.torch_ops import process_logits_torch
 from specverify.engines.llama_cpp import completion_kwargs

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specverify.audit.http_adapter import http_generator, parse_completion_ids
+from specverify.audit.sources.http_adapter import http_generator, parse_completion_ids
 from specverify.dists import GREEDY, SamplingSettings
 from specverify.engines._models import MODEL_SPEC, build_engine_models, load_float64
 from specverify.engines.llama_cpp import completion_kwargs, ids_from_text
@@ -93,7 +93,7 @@ def test_each_engine_row_is_audited_in_the_engine_conventions():
     """llama.cpp rows: temperature after the filters, a penalty that skips the prompt, and a logit
     tolerance at filter boundaries; vLLM rows: transformers' conventions, exact. The patched vLLM
     rows skip the two settings that kill the engine, with the reason."""
-    from specverify.audit.plan import PARITY_GRID
+    from specverify.audit.pipeline.plan import PARITY_GRID
 
     configs = {(c.engine, c.key): c for e in MATRICES for c in MATRICES[e]()}
     llama, vllm = configs["llama.cpp", "none"], configs["vllm", "none"]
@@ -295,7 +295,7 @@ def test_http_adapter_reads_recorded_vllm_server_answers(replay_server):
 
 
 def test_http_batches_merge_runs_of_one_prompt_into_n_completions():
-    from specverify.audit.http_adapter import _groups
+    from specverify.audit.sources.http_adapter import _groups
 
     prompts = [[1, 2]] * 5 + [[3]] * 2 + [[1, 2]]
     assert _groups(prompts, list(range(8)), 4) == [(0, 4), (4, 5), (5, 7), (7, 8)]

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specverify import SamplingSettings
-from specverify.audit.lm_audit import audit_lm, common_shape_generator, greedy_equivalence
+from specverify.audit.sources.lm_audit import audit_lm, common_shape_generator, greedy_equivalence
 from specverify.lm.transformers_lm import early_exit_copy, layered_target
 from specverify.runners import speculative_generate
 
@@ -98,7 +98,7 @@ def test_greedy_equivalence_reports_a_crash(models):
 
 
 def test_two_sample_reports_a_failing_endpoint():
-    from specverify.audit.http_adapter import two_sample_endpoints
+    from specverify.audit.sources.http_adapter import two_sample_endpoints
     from specverify.errors import ImplementationError
 
     def fine(prompt, n, seed, s):

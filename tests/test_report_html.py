@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from specverify import SamplingSettings
-from specverify.audit.adapters import RoundAdapter, SamplerAdapter
-from specverify.audit.conclude import failure_message
-from specverify.audit.report import check_figure, plain_statement, render_html
-from specverify.audit.run import audit
+from specverify.audit.front.report import check_figure, plain_statement, render_html
+from specverify.audit.pipeline.conclude import failure_message
+from specverify.audit.pipeline.run import audit
+from specverify.audit.sources.adapters import RoundAdapter, SamplerAdapter
 from specverify.catalogue import BUGS, ChainSampler
 from specverify.stats import FAIL, stratified_position_tests
 from specverify.stats._gof import cells_result

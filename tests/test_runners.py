@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from specverify import GREEDY, SamplingSettings
-from specverify.audit.lm_audit import audit_lm, batched_vs_incremental_logit_gap
+from specverify.audit.sources.lm_audit import audit_lm, batched_vs_incremental_logit_gap
 from specverify.lm.transformers_lm import (
     CausalLM,
     KVSession,

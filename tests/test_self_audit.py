@@ -751,7 +751,7 @@ def test_evidence_signature_check(monkeypatch):
 def test_evidence_internal_error_checks(monkeypatch, capfd):
     """I6's and I7's checks catch an auditor that crashes."""
     m = si.Misbehaviour("kernel", "probs")
-    monkeypatch.setattr("specverify.audit.run.conclude_unit", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr("specverify.audit.pipeline.run.conclude_unit", lambda *a, **k: 1 / 0)
     v, exc, _ = run_audit(m, SMALL)
     assert internal_error_violations(v, exc) == ["audit() raised ZeroDivisionError: division by zero"]
     si.CURRENT = m.build()
@@ -788,7 +788,7 @@ def test_evidence_reproducibility_check(monkeypatch):
 
 def test_evidence_usage_check(monkeypatch, capfd):
     """I9's check catches an auditor that lets --gamma 0 through, and a message of two lines."""
-    from specverify.audit import cli as audit_cli
+    from specverify.audit.front import cli as audit_cli
 
     assert not usage_violations(*run_cli([*VALID, "--gamma=0"], capfd))
     monkeypatch.setattr(audit_cli, "_check_numbers", lambda args: None)

@@ -219,7 +219,7 @@ def test_two_sample_states_an_honest_eps(servers):
 
 def test_two_sample_function_never_passes_beyond_what_it_detects(servers):
     from specverify import SamplingSettings
-    from specverify.audit.http_adapter import http_generator, two_sample_endpoints
+    from specverify.audit.sources.http_adapter import http_generator, two_sample_endpoints
 
     gen_spec, gen_plain = http_generator(servers["spec"]), http_generator(servers["plain"])
     prompts = [[1, 2], [3, 4]]

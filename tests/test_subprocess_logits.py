@@ -8,7 +8,7 @@ from pathlib import Path
 
 from specverify import SamplingSettings
 from specverify.audit import audit
-from specverify.audit.adapters import SubprocessAdapter
+from specverify.audit.sources.adapters import SubprocessAdapter
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT = f"{sys.executable} {ROOT / 'tests/clients/logits_kernel.py'}"

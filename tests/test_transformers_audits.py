@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from specverify import SamplingSettings
-from specverify.audit.http_adapter import http_generator, two_sample_endpoints
-from specverify.audit.lm_audit import audit_lm
-from specverify.audit.transformers_adapters import hf_generator
+from specverify.audit.sources.http_adapter import http_generator, two_sample_endpoints
+from specverify.audit.sources.lm_audit import audit_lm
+from specverify.audit.sources.transformers_adapters import hf_generator
 from specverify.lm.transformers_lm import early_exit_copy, layered_target
 from specverify.runners.serve import make_server
 

@@ -8,7 +8,7 @@ import torch
 
 from specverify import SamplingSettings
 from specverify.algorithms.multi_draft import NODE_RULES
-from specverify.audit.lm_audit import audit_lm
+from specverify.audit.sources.lm_audit import audit_lm
 from specverify.lm.transformers_lm import build_model, early_exit_copy, layered_target
 from specverify.runners.tree import (
     LookaheadDrafter,

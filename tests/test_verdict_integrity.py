@@ -190,9 +190,9 @@ def test_a_cap_reached_before_any_unit_never_advises_zero_rounds(usermods):
 
 def test_units_the_cap_left_unsampled_are_estimated_from_the_sampled_ones():
     from specverify.audit import SamplerAdapter
-    from specverify.audit.collect import UnitSample, WorkerPool, collect_unit
-    from specverify.audit.plan import plan_audit
-    from specverify.audit.run import AuditConfig, _needed
+    from specverify.audit.pipeline.collect import UnitSample, WorkerPool, collect_unit
+    from specverify.audit.pipeline.plan import plan_audit
+    from specverify.audit.pipeline.run import AuditConfig, _needed
     from specverify.catalogue import ChainSampler
 
     adapter, cfg = SamplerAdapter(ChainSampler()), AuditConfig(eps=0.05, rounds=None)
@@ -296,7 +296,7 @@ def test_float_ids_through_the_cli_fail_with_the_value(usermods):
 
 
 def test_endpoint_url_as_serve_prints_it_is_the_base_url():
-    from specverify.audit.cli import _check_url
+    from specverify.audit.front.cli import _check_url
 
     for url in (
         "http://127.0.0.1:8000",
@@ -365,7 +365,7 @@ def failed_verdict():
 def test_terminal_output_reads_at_80_and_160_columns(failed_verdict, width):
     from rich.console import Console
 
-    from specverify.audit.cli import print_verdict
+    from specverify.audit.front.cli import print_verdict
 
     con = Console(width=width, record=True, color_system=None)
     print_verdict(failed_verdict, con)
@@ -424,7 +424,7 @@ def test_an_lm_audit_advises_in_its_own_keywords_from_python():
     import torch
     from golden_cases import _models
 
-    from specverify.audit.lm_audit import audit_lm
+    from specverify.audit.sources.lm_audit import audit_lm
     from specverify.runners import speculative_generate
 
     t, d = _models()

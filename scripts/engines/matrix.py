@@ -288,8 +288,8 @@ def _skipped_rows(cfg: EngineConfig, full, *, batch: int, seeded: bool) -> list[
 
 
 def _one_sample(cfg, engine, target, prompts, record: dict, *, seed: int, budget_s: float) -> tuple[list, list]:
-    from specverify.audit.lm_audit import audit_lm
-    from specverify.audit.plan import DEFAULT_SETTINGS, PARITY_GRID
+    from specverify.audit.pipeline.plan import DEFAULT_SETTINGS, PARITY_GRID
+    from specverify.audit.sources.lm_audit import audit_lm
 
     rows, verdicts = [], []
     for i, (batch, seeded) in enumerate(cfg.variants):
@@ -340,7 +340,7 @@ def _two_sample_tokens(engine, cfg, prompts, seed: int) -> np.ndarray:
 
 def _two_sample(cfg, engine, prompts, work: Path, *, seed: int) -> tuple[list, dict | None]:
     """The default setting against the engine without speculation (stored by the ``none`` row)."""
-    from specverify.audit.http_adapter import two_sample_verdict
+    from specverify.audit.sources.http_adapter import two_sample_verdict
     from specverify.dists import SamplingSettings
 
     if cfg.engine != "vllm" or cfg.k not in (0, 3):  # llama.cpp: the exact same-seed coupling replaces it
@@ -446,9 +446,9 @@ def run_server(
 ) -> dict:
     """The default setting through vLLM's OpenAI server: concurrent requests, ``n`` completions
     per request; audited tokens per second against the engine's own throughput."""
-    from specverify.audit.http_adapter import http_generator
-    from specverify.audit.lm_audit import audit_lm
-    from specverify.audit.plan import DEFAULT_SETTINGS
+    from specverify.audit.pipeline.plan import DEFAULT_SETTINGS
+    from specverify.audit.sources.http_adapter import http_generator
+    from specverify.audit.sources.lm_audit import audit_lm
     from specverify.engines.vllm import serve, speculative_config
 
     spec = speculative_config(cfg.method, cfg.k, models, overlap=cfg.overlap or "high")

@@ -21,7 +21,7 @@ def main(*, tokens: int = 64, prompts: int = 4, printer=print):
     from rich.console import Console
     from rich.table import Table
 
-    from ..audit.transformers_adapters import hf_generator
+    from ..audit.sources.transformers_adapters import hf_generator
     from ..dists import SamplingSettings
     from ..lm.transformers_lm import early_exit_copy, layered_target
     from ..runners import speculative_generate, target_only_generate

@@ -27,10 +27,10 @@ from ._penalty import diagnose_penalty, penalty_units
 from ._stream import diagnose_stream, stream_units
 
 if TYPE_CHECKING:  # the audit's types, for annotations only: the diagnosis sits below the audit
-    from ..audit.adapters import Adapter
-    from ..audit.collect import UnitSample
-    from ..audit.config import AuditConfig
-    from ..audit.plan import AuditPlan
+    from ..audit.pipeline.collect import UnitSample
+    from ..audit.pipeline.config import AuditConfig
+    from ..audit.pipeline.plan import AuditPlan
+    from ..audit.sources.adapters import Adapter
     from ..stats import CheckOutcome
 
 __all__ = ["AuditRecord", "diagnose_audit", "SEQUENCE_ROUNDS"]

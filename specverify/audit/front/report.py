@@ -27,7 +27,7 @@ import re
 
 import numpy as np
 
-from ..stats import FAIL, INCONCLUSIVE, PASS
+from ...stats import FAIL, INCONCLUSIVE, PASS
 
 __all__ = ["write_html", "render_html", "plain_statement", "check_figure"]
 
@@ -396,7 +396,7 @@ def _panel_accepted(ax, acc: dict) -> None:
 
 
 def _panel_speedup(ax, acc: dict) -> None:
-    from ..theory import expected_speedup, expected_tokens_per_round
+    from ...theory import expected_speedup, expected_tokens_per_round
 
     gamma = len(acc["per_position_alpha"])
     a = np.linspace(0.05, 0.99, 60)

@@ -25,17 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..algorithms.chain_numpy import verify_chain_batch
-from ..catalogue import Uniforms
-from ..dists import GREEDY, SamplingSettings
-from ..harness import greedy_raw_run
-from ..lm.synthetic import TablePair, make_markov_pair, make_positional_pair
-from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome
-from .adapters import KernelAdapter, SamplerAdapter, _check_round_tokens, call_with_timeout
+from ...algorithms.chain_numpy import verify_chain_batch
+from ...catalogue import Uniforms
+from ...dists import GREEDY, SamplingSettings
+from ...harness import greedy_raw_run
+from ...lm.synthetic import TablePair, make_markov_pair, make_positional_pair
+from ...stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome
+from ..sources.adapters import KernelAdapter, SamplerAdapter, _check_round_tokens, call_with_timeout
 
 if TYPE_CHECKING:
-    from ..harness import Generation
-    from .adapters import Adapter
+    from ...harness import Generation
+    from ..sources.adapters import Adapter
     from .config import AuditConfig
     from .plan import AuditPlan
 
@@ -309,7 +309,7 @@ def _differential_conformance(
     # near-ties, drafts with p(x) = 0), probed the same way.
     from fractions import Fraction
 
-    from ..algorithms.conformance import generate_cases
+    from ...algorithms.conformance import generate_cases
 
     n_cases = 0
     for case in generate_cases():

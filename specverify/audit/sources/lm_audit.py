@@ -4,9 +4,9 @@
 implementation: specverify's runner, transformers' assisted generation, an HTTP endpoint) and
 tests every generated token against the target's processed distribution given its prefix,
 computed by the auditor with one teacher-forced pass in float64 (docs/verdict.md: references compute
-in float64). It shares the table audit's defaults and plan (:mod:`specverify.audit.plan`: alpha 1e-6,
+in float64). It shares the table audit's defaults and plan (:mod:`specverify.audit.pipeline.plan`: alpha 1e-6,
 beta 1e-3, eps 0.05, :data:`DEFAULT_SETTINGS`, one test family per setting, sample size from the
-plan, the budget a cap that gives INCONCLUSIVE) and its conclusion (:mod:`specverify.audit.conclude`).
+plan, the budget a cap that gives INCONCLUSIVE) and its conclusion (:mod:`specverify.audit.pipeline.conclude`).
 Sequences are ``4 (gamma + 1)`` tokens by default, several rounds at the largest gamma in use, so
 bugs that appear from the second round on are in scope. The test is the default stream test on the
 pooled tokens (round positions are not visible to a black-box generator). A setting the
@@ -31,13 +31,13 @@ import numpy as np
 import torch
 from scipy.stats import poisson_binom
 
-from ..dists import GREEDY, SamplingSettings
-from ..errors import ImplementationError, MalformedOutputError, UnsupportedSettingError
-from ..lm.transformers_lm import CausalLM, KVSession
-from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, StreamLaw, Verdict, default_stream_test
+from ...dists import GREEDY, SamplingSettings
+from ...errors import ImplementationError, MalformedOutputError, UnsupportedSettingError
+from ...lm.transformers_lm import CausalLM, KVSession
+from ...stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, StreamLaw, Verdict, default_stream_test
+from ..pipeline.conclude import UNSUPPORTED, failed_outcome, failure_of, make_verdict
+from ..pipeline.plan import DEFAULT_SETTINGS, TestFamily
 from .adapters import call_with_timeout
-from .conclude import UNSUPPORTED, failed_outcome, failure_of, make_verdict
-from .plan import DEFAULT_SETTINGS, TestFamily
 
 __all__ = ["audit_lm", "greedy_equivalence", "batched_vs_incremental_logit_gap", "common_shape_generator"]
 
@@ -390,7 +390,7 @@ def greedy_equivalence(
     generate, target_model, *, prompts, length=16, name="generator", tie_tol=1e-4, target_greedy=None, call_timeout=None
 ) -> CheckOutcome:
     """Token-for-token comparison with target-only greedy, tie-aware (see the module docstring)."""
-    from ..runners import target_only_generate
+    from ...runners import target_only_generate
 
     lm = CausalLM(target_model)
     divergences, gaps, excused = [], [], 0

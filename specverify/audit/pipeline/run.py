@@ -1,9 +1,9 @@
 """The audit run: plan, collect, conclude (one module per stage; this one strings them together).
 
-* :mod:`specverify.audit.plan`: units (setting x model pair) and each one's test family and size;
-* :mod:`specverify.audit.collect`: seeded batches per unit, early stopping, time cap, workers;
-* :mod:`specverify.audit.checkpoint`: what was collected, keyed on implementation and options;
-* :mod:`specverify.audit.conclude`: the tests, each unit's outcome, the verdict.
+* :mod:`specverify.audit.pipeline.plan`: units (setting x model pair) and each one's test family and size;
+* :mod:`specverify.audit.pipeline.collect`: seeded batches per unit, early stopping, time cap, workers;
+* :mod:`specverify.audit.pipeline.checkpoint`: what was collected, keyed on implementation and options;
+* :mod:`specverify.audit.pipeline.conclude`: the tests, each unit's outcome, the verdict.
 
 The verdict is a function of the implementation, the seed and the options: sampling stops at the
 plan (or at ``rounds``), never at a time; ``budget_s`` is a cap that, when it cuts sampling short,
@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ImplementationError, SpecVerifyError, UnsupportedSettingError
-from ..stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED, CheckOutcome, Verdict
-from .adapters import Adapter
+from ...errors import ImplementationError, SpecVerifyError, UnsupportedSettingError
+from ...stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED, CheckOutcome, Verdict
+from ..sources.adapters import Adapter
 from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from .collect import UnitSample, WorkerPool, collect_unit, smallest_stratum
 from .conclude import FINDING, SKIPPED, conclude_unit, make_verdict
@@ -98,7 +98,7 @@ def _diagnosis(
 ) -> dict[str, Any] | None:
     """The FAIL's diagnosis; a failure of the diagnosis itself is reported, never raised (the
     verdict stands on the statistics alone)."""
-    from ..diagnosis import AuditRecord, diagnose_audit
+    from ...diagnosis import AuditRecord, diagnose_audit
 
     try:
         d = diagnose_audit(

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from ..dists import SamplingSettings
-from ..stats import DEFAULT_BINS, DEFAULT_COMPONENTS, min_samples_for_tv
+from ...dists import SamplingSettings
+from ...stats import DEFAULT_BINS, DEFAULT_COMPONENTS, min_samples_for_tv
 
 __all__ = ["AuditConfig", "TestFamily", "GreedyTies", "Context", "Harness", "StrataRule", "PairKind", "Rule"]
 
@@ -35,7 +35,7 @@ Rule = Literal["full"]
 @dataclasses.dataclass(kw_only=True)
 class AuditConfig:
     """Every option of a table audit (kernels, round steps, generators, the catalogue). The CLI sets
-    each field explicitly (``specverify.audit.cli._config``); ``audit(adapter, **overrides)`` takes
+    each field explicitly (``specverify.audit.front.cli._config``); ``audit(adapter, **overrides)`` takes
     the field names as keywords, and an unknown one is a TypeError, never dropped."""
 
     alpha: float = 1e-6

@@ -20,18 +20,18 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from ..dists import SamplingSettings
-from ..errors import SpecVerifyError
-from ..harness import make_context_pair, make_model_pair
-from ..lm.synthetic import make_markov_pair, make_positional_pair
-from ..stats import (
+from ...dists import SamplingSettings
+from ...errors import SpecVerifyError
+from ...harness import make_context_pair, make_model_pair
+from ...lm.synthetic import make_markov_pair, make_positional_pair
+from ...stats import (
     WHITEBOX_CONTEXT_STRATA,
     WHITEBOX_STRATA_WITH_DRAFTS,
 )
 from .config import Harness, PairKind, StrataRule, TestFamily
 
 if TYPE_CHECKING:
-    from .adapters import Adapter
+    from ..sources.adapters import Adapter
     from .config import AuditConfig
 
 __all__ = ["DEFAULT_SETTINGS", "PARITY_GRID", "TestFamily", "AuditUnit", "AuditPlan", "plan_audit", "KIND_ALPHA"]

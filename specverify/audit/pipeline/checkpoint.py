@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import SpecVerifyError
-from ..harness import Generation
-from ..stats import MultinomialEProcess
+from ...errors import SpecVerifyError
+from ...harness import Generation
+from ...stats import MultinomialEProcess
 from .collect import UnitSample
 
 if TYPE_CHECKING:
-    from .adapters import Adapter
+    from ..sources.adapters import Adapter
     from .config import AuditConfig
 
 __all__ = ["fingerprint", "save_checkpoint", "load_checkpoint"]
@@ -34,7 +34,7 @@ _PLAN_INDEPENDENT = ("checkpoint", "resume", "progress", "budget_s", "workers", 
 
 
 def fingerprint(adapter: Adapter, cfg: AuditConfig) -> str:
-    from .. import __version__
+    from ... import __version__
 
     opts = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _PLAN_INDEPENDENT}
     opts["settings"] = [s.short() for s in cfg.settings] if cfg.settings else None

@@ -52,10 +52,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..catalogue import ChainSampler
-from ..dists import SamplingSettings, inverse_cdf_sample
-from ..errors import ImplementationError, ImplementationTimeout, MalformedOutputError, SpecVerifyError
-from ..harness import (
+from ...catalogue import ChainSampler
+from ...dists import SamplingSettings, inverse_cdf_sample
+from ...errors import ImplementationError, ImplementationTimeout, MalformedOutputError, SpecVerifyError
+from ...harness import (
     PAD,
     ContextPair,
     Generation,
@@ -67,8 +67,8 @@ from ..harness import (
     run_round_step,
     run_sampler,
 )
-from ..lm.synthetic import PositionalPair, TablePair
-from .config import Harness, PairKind, Rule, StrataRule
+from ...lm.synthetic import PositionalPair, TablePair
+from ..pipeline.config import Harness, PairKind, Rule, StrataRule
 
 __all__ = [
     "Adapter",
@@ -151,7 +151,7 @@ class Adapter:
     #: which pairs the audit builds: 'kernel' (positional rows), 'sequence' (order-1 Markov, the
     #: catalogue's samplers) or 'context' (whole prefixes on order-k, position-dependent pairs)
     harness: Harness = "kernel"
-    #: the pair kinds audited per setting (see specverify.audit.plan)
+    #: the pair kinds audited per setting (see specverify.audit.pipeline.plan)
     pair_kinds: tuple[PairKind, ...] = ("default",)
     #: how emitted tokens are stratified: 'positions' in the round (tail under 5% pooled),
     #: 'first-later' (first token of a round, the rest), 'pooled' (a black box shows no rounds)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from ..dists import SamplingSettings
-from ..errors import InvalidSettingsError
+from ...dists import SamplingSettings
+from ...errors import InvalidSettingsError
 
 __all__ = ["hf_generator", "hf_kwargs"]
 

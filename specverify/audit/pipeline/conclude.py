@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..stats import (
+from ...stats import (
     FAIL,
     INCONCLUSIVE,
     PASS,
@@ -31,14 +31,14 @@ from ..stats import (
     whitebox_context_tests,
     whitebox_round_tests,
 )
-from ..theory import accepted_length_law_position_dependent, expected_tokens_position_dependent
+from ...theory import accepted_length_law_position_dependent, expected_tokens_position_dependent
 from .collect import UnitSample, strata_of
 
 if TYPE_CHECKING:
-    from ..dists import SamplingSettings
-    from ..harness import Generation
-    from ..stats import GofResult, StratumResult, StreamTestResult
-    from .adapters import Adapter
+    from ...dists import SamplingSettings
+    from ...harness import Generation
+    from ...stats import GofResult, StratumResult, StreamTestResult
+    from ..sources.adapters import Adapter
     from .config import AuditConfig
     from .plan import AuditUnit
 

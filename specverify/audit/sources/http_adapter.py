@@ -1,7 +1,7 @@
 """Auditing an OpenAI-compatible completions endpoint.
 
 ``http_generator(url)`` returns ``generate(prompt, max_new_tokens, seed, settings) -> ids`` for
-:func:`specverify.audit.lm_audit.audit_lm` (one-sample, against the target's law computed from a
+:func:`specverify.audit.sources.lm_audit.audit_lm` (one-sample, against the target's law computed from a
 local copy of the target), and :func:`two_sample_endpoints` compares a speculative endpoint with
 a non-speculative one when the target is not available locally (per-position two-sample tests on
 salted hash buckets, Holm across positions and settings; it states the eps its sample size detects
@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ImplementationError, ImplementationTimeout, MalformedOutputError, UnsupportedSettingError
-from ..stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, Verdict, binned_homogeneity_test, holm
+from ...errors import ImplementationError, ImplementationTimeout, MalformedOutputError, UnsupportedSettingError
+from ...stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, Verdict, binned_homogeneity_test, holm
 
 __all__ = ["http_generator", "two_sample_endpoints", "two_sample_verdict", "parse_completion_ids"]
 
@@ -267,7 +267,7 @@ def two_sample_verdict(
     key space is taken from the largest id seen in either sample (a symmetric function of the
     pooled samples, so the test keeps its level).
     """
-    from ..stats import noncentrality_for_power
+    from ...stats import noncentrality_for_power
 
     prompt_index = np.asarray(prompt_index)
     n_sequences = len(prompt_index)
@@ -294,7 +294,7 @@ def two_sample_verdict(
                 evidence=evidence,
             )
         )
-    from .conclude import make_verdict
+    from ..pipeline.conclude import make_verdict
 
     need = math.ceil(2 * lam / (4 * eps * eps))
     short = f"{n_sequences:,} sequences per endpoint detect TV >= {eps_reached:.4g}; about {need:,} would reach {eps:g}"

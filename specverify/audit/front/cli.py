@@ -18,8 +18,8 @@ import shutil
 import sys
 import time
 
-from ..errors import SpecVerifyError
-from ..stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED
+from ...errors import SpecVerifyError
+from ...stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED
 
 #: the verdict's exit codes; 2 is a usage error and 4 an internal error (specverify.cli), never verdicts
 EXIT = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3, UNSUPPORTED: 5}
@@ -235,8 +235,8 @@ def _binds(fn, n: int, **kw) -> bool | None:
 
 def _round_call(fn) -> tuple[int, dict]:
     """How a round step is called under SETTINGS_RULE: (positional count, keyword arguments)."""
-    from ..harness import settings_arguments
-    from .adapters import settings_parameter
+    from ...harness import settings_arguments
+    from ..sources.adapters import settings_parameter
 
     extra, kw = settings_arguments(settings_parameter(fn), None)
     return 5 + len(extra), kw
@@ -247,7 +247,7 @@ def _check_signature(kind: str, fn, spec: str, logits: bool):
     want = with_logits if (logits and kind != "generator") else plain
     n, kw = _round_call(fn) if kind == "round" else (want.count(",") + 1, {})
     if kind == "round" and logits and not kw and n == 5:
-        from .adapters import SETTINGS_RULE
+        from ..sources.adapters import SETTINGS_RULE
 
         raise UsageError(
             f"--round {spec} --logits: the step has no `settings` parameter ({SETTINGS_RULE}); add one, or drop "
@@ -331,7 +331,7 @@ def _parse_model(spec: str):
 
 def _settings(args):
     """The settings the options name, or None: the audit's defaults (its own grid for --logits)."""
-    from ..dists import SamplingSettings
+    from ...dists import SamplingSettings
 
     if not args.temperature and not args.top_k and args.top_p == 1.0 and not args.min_p:
         return None
@@ -357,7 +357,7 @@ def validate(args):
         if getattr(args, opt) is not None:
             _writable(f"--{opt}", getattr(args, opt))
     if shape in ("round", "kernel", "generator"):
-        from .adapters import load_callable
+        from ..sources.adapters import load_callable
 
         spec = getattr(args, shape)
         fn = load_callable(spec)
@@ -477,8 +477,8 @@ def _check_shape_options(args, shape):
 
 
 def _adapter(args, fn):
-    from ..catalogue import BUGS, DECOYS, ChainSampler
-    from .adapters import GeneratorAdapter, KernelAdapter, RoundAdapter, SamplerAdapter, SubprocessAdapter
+    from ...catalogue import BUGS, DECOYS, ChainSampler
+    from ..sources.adapters import GeneratorAdapter, KernelAdapter, RoundAdapter, SamplerAdapter, SubprocessAdapter
 
     t = args.call_timeout
     rule = "full" if args.full_rule else None
@@ -508,7 +508,7 @@ def _adapter(args, fn):
 
 def _config(args, settings):
     """The audit's options, one AuditConfig field per CLI option (a new option: one field, one line here)."""
-    from .config import AuditConfig
+    from ..pipeline.config import AuditConfig
 
     return AuditConfig(
         alpha=args.alpha,
@@ -644,8 +644,8 @@ def _preflight(url, timeout):
 
 
 def _audit_endpoint(args, settings):
-    from .http_adapter import http_generator
-    from .run import DEFAULT_SETTINGS
+    from ..pipeline.run import DEFAULT_SETTINGS
+    from ..sources.http_adapter import http_generator
 
     settings = settings or DEFAULT_SETTINGS
     if args.temperature_last:
@@ -658,9 +658,9 @@ def _audit_endpoint(args, settings):
     try:
         import torch
 
-        from ..lm.transformers_lm import load_local
-        from ..runners.serve import default_models
-        from .lm_audit import audit_lm
+        from ...lm.transformers_lm import load_local
+        from ...runners.serve import default_models
+        from ..sources.lm_audit import audit_lm
     except ImportError as exc:
         raise UsageError(f"auditing an endpoint needs transformers ({exc}); pip install 'specverify[models]'") from exc
     torch.set_num_threads(1)
@@ -695,7 +695,7 @@ def _audit_endpoint(args, settings):
 
 def _audit_against_baseline(args, info, gen, settings):
     """--baseline-endpoint: the two endpoints' samples compared (two-sample tests), no model needed."""
-    from .http_adapter import http_generator, two_sample_endpoints
+    from ..sources.http_adapter import http_generator, two_sample_endpoints
 
     info_b = _preflight(args.baseline_endpoint, args.call_timeout)
     vocab = None
@@ -721,7 +721,7 @@ def _audit_against_baseline(args, info, gen, settings):
 
 def _start_cmd(adapter) -> None:
     """A --cmd process that cannot answer its hello is a usage error (the command is wrong), before sampling."""
-    from ..errors import ImplementationError
+    from ...errors import ImplementationError
 
     try:
         adapter.start()
@@ -730,7 +730,7 @@ def _start_cmd(adapter) -> None:
 
 
 def run_audit(args) -> int:
-    from .run import audit
+    from ..pipeline.run import audit
 
     if args.list_checks:
         print(CHECKS)
@@ -762,9 +762,9 @@ def run_selftest(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ..catalogue import BUGS, DECOYS
-    from .adapters import SamplerAdapter
-    from .run import audit
+    from ...catalogue import BUGS, DECOYS
+    from ..pipeline.run import audit
+    from ..sources.adapters import SamplerAdapter
 
     try:
         _in_unit_interval("eps", args.eps, "0.05")

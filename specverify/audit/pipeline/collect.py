@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
-from ..errors import ImplementationError, UnsupportedSettingError
-from ..harness import Generation, concat_generations
-from ..stats import DEFAULT_BINS, MultinomialEProcess, StreamLaw
+from ...errors import ImplementationError, UnsupportedSettingError
+from ...harness import Generation, concat_generations
+from ...stats import DEFAULT_BINS, MultinomialEProcess, StreamLaw
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from ..dists import SamplingSettings
-    from .adapters import Adapter
+    from ...dists import SamplingSettings
+    from ..sources.adapters import Adapter
     from .config import AuditConfig, StrataRule
     from .plan import AuditUnit
 

@@ -1,0 +1,1 @@
+"""What a user meets: the command line and the reports (terminal, JSON, HTML)."""
