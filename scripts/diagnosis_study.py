@@ -6,7 +6,7 @@ Every catalogued bug (``specverify audit NAME``, the catalogue's own pair and se
 buggy implementation of tests/user_impls (the CLI command of scripts/user_suite.py, same rounds)
 is audited through the installed CLI with ``--json``; the diagnosis in the verdict is compared
 with the true class (the catalogue name, or the user-style suite's class through
-``specverify.diagnosis.ALIASES``). Per bug: verdict, the true class, the top three candidates,
+``tests/user_impls/aliases.py``). Per bug: verdict, the true class, the top three candidates,
 and whether the truth is first / in the top three.
 """
 
@@ -27,10 +27,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from user_impls import CASES  # noqa: E402
+from user_impls.aliases import class_of  # noqa: E402
 from user_suite import ROUNDS, command  # noqa: E402
 
 from specverify.catalogue import BUGS  # noqa: E402
-from specverify.diagnosis import ALIASES  # noqa: E402
 
 
 def cases() -> list[dict]:
@@ -38,7 +38,7 @@ def cases() -> list[dict]:
     out = [{"id": b.name, "truth": b.name, "cmd": [exe, "audit", b.name, "--no-progress"]} for b in BUGS]
     for c in CASES:
         if c["buggy"]:
-            truth = ALIASES.get(c["bug_class"], c["bug_class"])
+            truth = class_of(c["bug_class"])
             out.append({"id": c["spec"], "truth": truth, "cmd": command(c, ROUNDS)})
     return out
 

@@ -12,10 +12,12 @@ depend on the history (:func:`diagnose_penalty`: penalty classes on rebuilt pref
 black-box generators (:func:`diagnose_stream`: stream classes on rebuilt prefixes).
 
     from specverify.diagnosis import diagnose_audit, diagnose_rounds, CLASSES
+
+Every class is one :class:`BugClass` record (``RECORDS``, ``CLASSES`` by name; :mod:`._classes`).
 """
 
 from ._audit import AuditRecord, diagnose_audit
-from ._classes import ALIASES, CLASSES, BugClass
+from ._classes import CLASSES, RECORDS, BugClass
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import RoundEvidence, round_evidence
 from ._greedy import diagnose_greedy
@@ -34,7 +36,7 @@ __all__ = [
     "Candidate",
     "RoundEvidence",
     "CLASSES",
-    "ALIASES",
+    "RECORDS",
     "BugClass",
     "NOT_KNOWN",
 ]

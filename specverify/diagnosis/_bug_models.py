@@ -1,17 +1,20 @@
-"""One :class:`RoundModel` per bug mechanism (the hooks and shapes are in :mod:`._models`).
+"""The round models of the bug mechanisms (the hooks and shapes are in :mod:`._models`).
 
-Each docstring states the law the bug produces; the class names match the catalogue's hooks.
+Each docstring states the law the bug produces; the class names match the catalogue's hooks. Which
+model belongs to which bug class, with what parameters, is stated by the class's record in
+:mod:`._classes` (``BugClass.model``); this module only defines the laws.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
 import numpy as np
 
-from ..catalogue import bugs as cat
 from ._models import (
     EPS,
     NAN_KEEP,
-    ORDER,
     Chunk,
     RoundModel,
     Tables,
@@ -24,8 +27,16 @@ from ._models import (
     settings_without,
 )
 
+if TYPE_CHECKING:  # annotations only
+    from ..dists import SamplingSettings
+    from ..harness import ChainSampler
+    from ._evidence import RoundEvidence
 
-def _catalogue_tables(pair, settings, base: Tables, sampler) -> Tables:
+#: a replacement law f(p, q) of the stopping position's rows [n, V] (weights; normalised by the model)
+RowLaw = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _catalogue_tables(pair: Any, settings: SamplingSettings | None, base: Tables, sampler: ChainSampler) -> Tables:
     """The rows a catalogue sampler's table hooks compute, on every row of the pair."""
     rows = np.arange(base.P.shape[0])
     P = sampler.target_rows(pair, rows, settings, bonus=False)
@@ -37,11 +48,11 @@ def _catalogue_tables(pair, settings, base: Tables, sampler) -> Tables:
 class CatalogueTables(RoundModel):
     """A settings/dtype bug of the catalogue: the full rule on the rows its hooks compute."""
 
-    def __init__(self, sampler_cls):
+    def __init__(self, sampler_cls: type[ChainSampler]) -> None:
         self.sampler = sampler_cls()
         self.name = sampler_cls.name
 
-    def tables(self, pair, settings, base):
+    def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
         if not hasattr(pair, "target_logits"):
             return base
         return _catalogue_tables(pair, settings, base, self.sampler)
@@ -51,10 +62,10 @@ class TargetKnobMissing(RoundModel):
     """One sampling knob is not applied to the target (draft fine): the rule is exact for the
     wrong target, so the output follows p computed without that knob."""
 
-    def __init__(self, knob):
+    def __init__(self, knob: str) -> None:
         self.knob, self.name = knob, f"target_missing_{knob}"
 
-    def tables(self, pair, settings, base):
+    def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
         if settings is None or getattr(settings, self.knob) == getattr(settings_without(None, self.knob), self.knob):
             return base
         P = pair.target_table(settings_without(settings, self.knob))
@@ -64,10 +75,10 @@ class TargetKnobMissing(RoundModel):
 class TargetOrder(RoundModel):
     """The target applies the sampling steps in another order (the draft in the right one)."""
 
-    def __init__(self, name, order):
+    def __init__(self, name: str, order: tuple[str, ...]) -> None:
         self.name, self.order = name, order
 
-    def tables(self, pair, settings, base):
+    def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
         if not hasattr(pair, "target_logits"):
             return base
         P = pipeline(pair.target_logits, settings, self.order)
@@ -79,14 +90,14 @@ class TemperatureInRatioOnly(RoundModel):
 
     name = "temperature_in_ratio_only"
 
-    def tables(self, pair, settings, base):
+    def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
         if settings is None or settings.temperature == 1.0:
             return base
         cold = settings_without(settings, "temperature")
         P, Q = pair.target_table(cold), pair.draft_table(cold)
         return Tables(P, P, Q, Q, {"Phot": base.P, "Qhot": base.Qr})
 
-    def accept(self, c):
+    def accept(self, c: Chunk) -> np.ndarray:
         if "Phot" not in c.extra:
             return super().accept(c)
         return ratio(c.at(c.extra["Phot"]), c.at(c.extra["Qhot"]))
@@ -96,7 +107,7 @@ class TemperatureInRatioOnly(RoundModel):
 class AlwaysAccept(RoundModel):
     name = "always_accept"
 
-    def accept(self, c):
+    def accept(self, c: Chunk) -> np.ndarray:
         return np.ones(c.X.shape)
 
 
@@ -105,7 +116,7 @@ class UniformZero(RoundModel):
 
     name = "u_const_zero"
 
-    def accept(self, c):
+    def accept(self, c: Chunk) -> np.ndarray:
         return (c.at(c.P) > 0).astype(float)
 
 
@@ -114,7 +125,7 @@ class ZeroGuard(RoundModel):
 
     name = "zero_guard_accepts"
 
-    def accept(self, c):
+    def accept(self, c: Chunk) -> np.ndarray:
         px = c.at(c.P)
         return np.where(px > 0, ratio(px, c.at(c.Qr)), 1.0)
 
@@ -124,7 +135,7 @@ class InvertedRatio(RoundModel):
 
     name = "inverted_ratio"
 
-    def accept(self, c):
+    def accept(self, c: Chunk) -> np.ndarray:
         px, qx = c.at(c.P), c.at(c.Qr)
         return np.where(px > 0, ratio(qx, px), 0.0)
 
@@ -134,9 +145,10 @@ class OrAccept(RoundModel):
 
     name = "or_accept"
 
-    def accept(self, c):
+    def accept(self, c: Chunk) -> np.ndarray:
         px = c.at(c.P)
-        return 1 - (1 - px) * (1 - ratio(px, c.at(c.Qr)))
+        out: np.ndarray = 1 - (1 - px) * (1 - ratio(px, c.at(c.Qr)))
+        return out
 
 
 class OffByOneTargetRow(RoundModel):
@@ -144,7 +156,7 @@ class OffByOneTargetRow(RoundModel):
 
     name = "off_by_one_target_row"
 
-    def accept(self, c):
+    def accept(self, c: Chunk) -> np.ndarray:
         n, g = c.X.shape
         nxt = np.take_along_axis(c.P[:, 1:], c.X[:, :, None], axis=2)[:, :, 0]
         return ratio(nxt, c.at(c.Qr))
@@ -156,14 +168,14 @@ class SameUniform(RoundModel):
 
     name = "same_uniform_all_positions"
 
-    def accept(self, c):
+    def accept(self, c: Chunk) -> np.ndarray:
         r = ratio(c.at(c.P), c.at(c.Qr))
         m = np.minimum.accumulate(r, axis=1)
         prev = np.concatenate([np.ones((len(r), 1)), m[:, :-1]], axis=1)
         return np.where(prev > 0, m / np.where(prev > 0, prev, 1.0), 0.0)
 
 
-def _draft_interval(c: Chunk):
+def _draft_interval(c: Chunk) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi) [n, g]: the id-order CDF interval of q_s that drew each draft token."""
     lo, hi = cdf_bounds(c.Qs.reshape(-1, c.Qs.shape[-1]))
     x = c.X.reshape(-1)
@@ -177,7 +189,7 @@ class DraftUniformForAcceptance(RoundModel):
 
     name = "draft_uniform_reused_for_acceptance"
 
-    def accept(self, c):
+    def accept(self, c: Chunk) -> np.ndarray:
         lo, hi = _draft_interval(c)
         r = ratio(c.at(c.P), c.at(c.Qr))
         width = np.clip(np.minimum(hi, r) - lo, 0.0, None)
@@ -190,7 +202,7 @@ class SharedNoise(DraftUniformForAcceptance):
 
     name = "shared_noise"
 
-    def replaced(self, c, j, rows):
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
         lo, hi = _draft_interval(c)
         r = ratio(c.at(c.P), c.at(c.Qr))
         w = residual(c.P[rows, j], c.Qr[rows, j])
@@ -203,7 +215,7 @@ class ReuseAcceptUniform(RoundModel):
 
     name = "reuse_u_for_residual"
 
-    def replaced(self, c, j, rows):
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
         r = ratio(c.at(c.P), c.at(c.Qr))[rows, j]
         w = residual(c.P[rows, j], c.Qr[rows, j])
         a, b = cdf_bounds(w)
@@ -214,22 +226,23 @@ class ReuseAcceptUniform(RoundModel):
 class Replacement(RoundModel):
     """The replacement drawn from another law f(p, q) of the stopping position."""
 
-    def __init__(self, name, law):
+    def __init__(self, name: str, law: RowLaw) -> None:
         self.name, self.law = name, law
 
-    def replaced(self, c, j, rows):
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
         p, q = c.P[rows, j], c.Qr[rows, j]
         return normalise(self.law(p, q), p)
 
 
-def _softmax_rows(w):
+def _softmax_rows(w: np.ndarray) -> np.ndarray:
     z = np.exp(w - w.max(-1, keepdims=True))
-    return z / z.sum(-1, keepdims=True)
+    out: np.ndarray = z / z.sum(-1, keepdims=True)
+    return out
 
 
-def _unnormalised(p, q):
+def unnormalised_residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """(p - q)+ searched with u in [0, 1): the missing mass 1 - sum lands on the last id."""
-    w = np.maximum(p - q, 0.0)
+    w: np.ndarray = np.maximum(p - q, 0.0)
     w[:, -1] += np.clip(1.0 - w.sum(-1), 0.0, None)
     return w
 
@@ -240,10 +253,10 @@ class ResidualSwitch(RoundModel):
 
     GRID = (0.05, 0.1, 0.3, 0.5)
 
-    def __init__(self, name, fallback, below):
+    def __init__(self, name: str, fallback: Literal["p", "q"], below: bool) -> None:
         self.name, self.fallback, self.below, self.t = name, fallback, below, 0.1
 
-    def replaced(self, c, j, rows):
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
         p, q = c.P[rows, j], c.Qr[rows, j]
         m = np.maximum(p - q, 0.0).sum(-1, keepdims=True)
         hit = m < self.t if self.below else m > self.t
@@ -255,16 +268,16 @@ class DedupGreedyRatio(RoundModel):
 
     name = "topk_candidate_with_draft_ratio"
 
-    def draft_law(self, c):
+    def draft_law(self, c: Chunk) -> np.ndarray:
         return _one_hot_argmax(c.Qs)
 
-    def replaced(self, c, j, rows):
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
         p = c.P[rows, j].copy()
         p[np.arange(len(rows)), c.X[rows, j]] = 0.0
         return normalise(p, c.P[rows, j])
 
 
-def _one_hot_argmax(rows):
+def _one_hot_argmax(rows: np.ndarray) -> np.ndarray:
     out = np.zeros_like(rows)
     np.put_along_axis(out, np.argmax(rows, -1)[..., None], 1.0, axis=-1)
     return out
@@ -273,7 +286,7 @@ def _one_hot_argmax(rows):
 class ArgmaxDraft(RoundModel):
     name = "argmax_draft_soft_q"
 
-    def draft_law(self, c):
+    def draft_law(self, c: Chunk) -> np.ndarray:
         return _one_hot_argmax(c.Qs)
 
 
@@ -282,7 +295,7 @@ class DraftsUnconditioned(RoundModel):
 
     name = "drafts_unconditioned"
 
-    def draft_law(self, c):
+    def draft_law(self, c: Chunk) -> np.ndarray:
         return np.repeat(c.Qs[:, :1], c.Qs.shape[1], axis=1)
 
 
@@ -291,20 +304,22 @@ class RecycledDrafts(RoundModel):
 
     name = "recycled_drafts"
 
-    def draft_law(self, c):
+    def draft_law(self, c: Chunk) -> np.ndarray:
         law = c.Qs.copy()
         has = c.spare >= 0
         hot = np.zeros_like(law)
         np.put_along_axis(hot, np.maximum(c.spare, 0)[..., None], 1.0, axis=-1)
-        return np.where(has[..., None], hot, law)
+        out: np.ndarray = np.where(has[..., None], hot, law)
+        return out
 
 
 # -- bonus ------------------------------------------------------------------------------------
 class BonusPreviousRow(RoundModel):
     name = "bonus_from_previous_row"
 
-    def bonus(self, c, rows):
-        return c.P[rows, -2]
+    def bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
+        out: np.ndarray = c.P[rows, -2]
+        return out
 
 
 class BonusFromQ(RoundModel):
@@ -312,14 +327,14 @@ class BonusFromQ(RoundModel):
 
     name = "bonus_from_q"
 
-    def bonus(self, c, rows):
+    def bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
         return normalise(c.Qb[rows], c.Pb[rows])
 
 
 class BonusArgmax(RoundModel):
     name = "bonus_argmax"
 
-    def bonus(self, c, rows):
+    def bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
         return _one_hot_argmax(c.Pb[rows])
 
 
@@ -331,18 +346,19 @@ class RejectOneLate(RoundModel):
 
     name = "reject_one_late"
 
-    def accept(self, c):
+    def accept(self, c: Chunk) -> np.ndarray:
         a = super().accept(c)
         return np.concatenate([np.ones((len(a), 1)), a[:, :-1]], axis=1)
 
-    def replaced(self, c, j, rows):
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
         jj = np.maximum(j - 1, 0)
         return super().replaced(c, jj, rows)
 
-    def bonus(self, c, rows):
+    def bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
         g = c.X.shape[1]
         a = super().accept(c)[rows, g - 1][:, None]
-        return a * c.Pb[rows] + (1 - a) * super().replaced(c, np.full(len(rows), g - 1), rows)
+        out: np.ndarray = a * c.Pb[rows] + (1 - a) * super().replaced(c, np.full(len(rows), g - 1), rows)
+        return out
 
 
 class ContinueAfterRejection(RoundModel):
@@ -351,10 +367,10 @@ class ContinueAfterRejection(RoundModel):
 
     name = "continue_after_rejection"
 
-    def accept(self, c):
+    def accept(self, c: Chunk) -> np.ndarray:
         return np.ones(c.X.shape)
 
-    def nonstandard(self, ev):
+    def nonstandard(self, ev: RoundEvidence) -> np.ndarray:
         # Each round is non-standard unless all g positions emitted their drafts; rounds are
         # long, so most are: 1/2 is a deliberately uninformative rate for the event itself.
         return np.full(len(ev.k), 0.5)
@@ -366,16 +382,18 @@ class StateMismatch(RoundModel):
     stale slot may persist), or at a flat rate t (KV block boundary: about 1/16; a cache keyed on
     the position only: most rounds); t fitted in its range."""
 
-    def __init__(self, name, when, lo=EPS, hi=1 - EPS):
+    def __init__(
+        self, name: str, when: Literal["after_rejection", "flat"], lo: float = EPS, hi: float = 1 - EPS
+    ) -> None:
         self.name, self.when, self.lo, self.hi, self.t = name, when, lo, hi, lo
 
-    def mismatch(self, ev):
+    def mismatch(self, ev: RoundEvidence) -> np.ndarray:
         if self.when == "after_rejection":
             later = _later_rounds(ev)
             return np.where(ev.prev_rejected, 1 - 1e-3, np.where(later, self.t, EPS))
         return np.full(len(ev.k), self.t)
 
-    def fit(self, ev):
+    def fit(self, ev: RoundEvidence) -> None:
         if self.when == "after_rejection":
             later = _later_rounds(ev)
             rate = float(ev.mismatch[later].mean()) if later.any() else 0.0
@@ -391,17 +409,17 @@ class StateNotReset(RoundModel):
 
     name = "state_not_reset"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.t = 0.5
 
-    def mismatch(self, ev):
+    def mismatch(self, ev: RoundEvidence) -> np.ndarray:
         if ev.first_round is None:
             return np.full(len(ev.k), self.t)
         first = ev.first_round == np.arange(len(ev.k))
         started_stale = ev.mismatch[ev.first_round]
         return np.where(first, self.t, np.where(started_stale, 1 - 1e-3, EPS))
 
-    def fit(self, ev):
+    def fit(self, ev: RoundEvidence) -> None:
         if ev.first_round is not None:
             firsts = np.unique(ev.first_round)
             self.t = float(np.clip(ev.mismatch[firsts].mean(), EPS, 1 - EPS))
@@ -423,12 +441,12 @@ class Float16Arithmetic(RoundModel):
 
     name = "float16_probabilities"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.grid, self.mass = _float16_grid()
         # P(fp16(u) < r) for each float16 value r in [0, 1]: the mass of the grid below it
         self.below = np.r_[0.0, np.cumsum(self.mass)[:-1]]
 
-    def accept(self, c):
+    def accept(self, c: Chunk) -> np.ndarray:
         h = np.float16
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             r = c.at(c.P).astype(h) / c.at(c.Qr).astype(h)
@@ -436,7 +454,7 @@ class Float16Arithmetic(RoundModel):
         idx = np.searchsorted(self.grid.astype(np.float64), np.minimum(r, 1.0), side="left")
         return np.where(r > 1.0, 1.0, self.below[np.minimum(idx, len(self.below) - 1)])
 
-    def _inverse_cdf_law(self, p, q) -> np.ndarray:
+    def _inverse_cdf_law(self, p: np.ndarray, q: np.ndarray) -> np.ndarray:
         """[n, V] law of the clamped fp16 inverse-CDF token over the weights fp16(max(p - q, 0)):
         token k < V - 1 is emitted when cum[k - 1] <= t < cum[k], t = fp16(fp16(u) * cum[-1])."""
         h = np.float16
@@ -457,70 +475,41 @@ class Float16Arithmetic(RoundModel):
         law[:, -1] = 1.0 - below[:, -2] if V > 1 else 1.0
         return law
 
-    def replaced(self, c, j, rows):
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return self._inverse_cdf_law(c.P[rows, j], c.Qr[rows, j])
 
-    def bonus(self, c, rows):
+    def bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
         return self._inverse_cdf_law(c.Pb[rows], np.zeros_like(c.Pb[rows]))
 
 
-def _later_rounds(ev) -> np.ndarray:
+def _later_rounds(ev: RoundEvidence) -> np.ndarray:
     """[R] rounds after an earlier (not the previous) rejection in their sequence."""
     earlier = ev.earlier_rejected if ev.earlier_rejected is not None else np.zeros(len(ev.k), dtype=bool)
-    return earlier & ~ev.prev_rejected
+    out: np.ndarray = earlier & ~ev.prev_rejected
+    return out
 
 
-def models() -> list[RoundModel]:
-    """Every candidate model, the reference first."""
-    from numpy import abs as _abs
+# -- the replacement laws of the Replacement models (f(p, q) of the stopping position's rows)
+def softmaxed_residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """(p - q)+ renormalised by a softmax (over probabilities), not by its sum."""
+    return _softmax_rows(np.maximum(p - q, 0.0))
 
-    out = [RoundModel()]
-    for s in (
-        cat.RawQReported,
-        cat.TargetDefaultParams,
-        cat.MinPBonusOnly,
-        cat.TopKTopPOrder,
-        cat.Bf16Draft,
-        cat.TemperatureTwice,
-        cat.DraftSettingsNotForwarded,
-    ):
-        out.append(CatalogueTables(s))
-    out += [TargetKnobMissing(k) for k in ORDER]
-    out += [
-        TargetOrder("top_p_before_temperature", ("top_p", "temperature", "top_k", "min_p")),
-        TargetOrder("top_p_before_top_k_target", ("temperature", "top_p", "top_k", "min_p")),
-        TemperatureInRatioOnly(),
-        AlwaysAccept(),
-        UniformZero(),
-        ZeroGuard(),
-        InvertedRatio(),
-        OrAccept(),
-        OffByOneTargetRow(),
-        SameUniform(),
-        DraftUniformForAcceptance(),
-        SharedNoise(),
-        ReuseAcceptUniform(),
-        Replacement("residual_softmax", lambda p, q: _softmax_rows(np.maximum(p - q, 0.0))),
-        Replacement("replacement_from_p", lambda p, q: p),
-        Replacement("replacement_from_q", lambda p, q: q),
-        Replacement("residual_wrong_sign", lambda p, q: np.maximum(q - p, 0.0)),
-        Replacement("residual_unclipped", lambda p, q: _abs(p - q)),
-        Replacement("residual_not_normalised", _unnormalised),
-        ResidualSwitch("replacement_from_q_when_close", "q", below=True),
-        ResidualSwitch("replacement_from_p_when_far", "p", below=False),
-        DedupGreedyRatio(),
-        ArgmaxDraft(),
-        DraftsUnconditioned(),
-        RecycledDrafts(),
-        BonusPreviousRow(),
-        BonusFromQ(),
-        BonusArgmax(),
-        RejectOneLate(),
-        ContinueAfterRejection(),
-        StateMismatch("no_kv_rollback", "after_rejection"),
-        StateMismatch("kv_block_wrong_prefix", "flat", lo=EPS, hi=0.2),
-        StateMismatch("cache_key_position_only", "flat", lo=0.2, hi=1 - EPS),
-        StateNotReset(),
-        Float16Arithmetic(),
-    ]
+
+def target_row(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return p
+
+
+def draft_row(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return q
+
+
+def swapped_residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """max(0, q - p): the residual's operands swapped."""
+    out: np.ndarray = np.maximum(q - p, 0.0)
+    return out
+
+
+def unclipped_residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """|p - q|: the residual not clipped at zero."""
+    out: np.ndarray = np.abs(p - q)
     return out

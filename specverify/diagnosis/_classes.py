@@ -1,313 +1,627 @@
-"""The bug classes a diagnosis can name: what each one is, what to check in the code, and the
-real reports it was modelled on. Catalogue classes take their mechanism from the catalogue's
-docstring; the classes of the user-style suite (state, parity, greedy) are described here.
+"""The bug classes a diagnosis can name: one :class:`BugClass` record per class, in :data:`RECORDS`.
 
-``ALIASES`` maps the names of the user-style suite (tests/user_impls) to the class that is the
-same mechanism, for the diagnosis study.
+A record is everything the suite knows about a class: its mechanism, what to check in the code, the
+real reports it was modelled on, its kind, the scorers (and exact-check signatures) that can name
+it, the catalogue sampler that reproduces it (if any), and the law model the round scorer uses
+(``model``), or, for a class with no round model, why not (``no_model_because``: another scorer, the
+greedy, penalty or stream scorer or an exact check, names it). A catalogue class takes its name,
+mechanism (the first paragraph of the sampler's docstring) and source from its sampler, so that the
+sampler stays the one statement of its root cause. Adding a class is adding one record (and, for a
+catalogue class, its sampler in :mod:`specverify.catalogue.bugs`).
+
+Contracts: :data:`CLASSES` maps every name to its record; :func:`round_models` is the round
+scorer's candidate list, the reference first and then the records' models in record order (the
+order is the ranking's tie-break, so records with a model keep it); ``tests/test_bug_records.py``
+checks that every record is complete and that every class any scorer can name has one.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Callable
+from typing import Literal
 
-from ..catalogue import BUGS
+from ..catalogue import bugs as cat
+from ..harness import ChainSampler
+from . import _bug_models as law
+from ._models import EPS, RoundModel
 
-__all__ = ["BugClass", "CLASSES", "ALIASES", "bug_class"]
+__all__ = ["BugClass", "Kind", "Scorer", "RECORDS", "CLASSES", "bug_class", "round_models"]
+
+#: what part of an implementation a class gets wrong
+Kind = Literal["rule", "settings", "state", "greedy", "structure"]
+#: who can name a class: the round scorer (``_diagnose``), the token scorers (``_greedy``,
+#: ``_penalty``, ``_stream``) or the signature of an exact check (``_audit``)
+Scorer = Literal["rounds", "greedy", "penalty", "stream", "exact/boundary", "exact/reproducibility"]
+#: builds a fresh round model (models carry fitted parameters, so each diagnosis gets its own)
+ModelFactory = Callable[[], RoundModel]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BugClass:
+    """One bug class (module docstring)."""
+
     name: str
-    mechanism: str
+    mechanism: str  # what goes wrong, in one paragraph
     check: str  # what to look at in the code
-    sources: tuple[str, ...]
-    kind: str  # 'rule', 'settings', 'state', 'greedy', 'structure'
+    sources: tuple[str, ...]  # the real reports (or "structural mutant ...")
+    kind: Kind
+    named_by: tuple[Scorer, ...]  # the scorers and exact-check signatures that can name it
+    model: ModelFactory | None  # the round scorer's law model; None when only another scorer names it
+    no_model_because: str = ""  # why there is no round model (required when model is None)
+    sampler: type[ChainSampler] | None = None  # the catalogue sampler that reproduces it
 
 
-_CATALOGUE_CHECKS = {
-    "residual_softmax": ("the renormalisation of max(0, p - q): divide by its sum, never softmax it", "rule"),
-    "always_accept": ("the acceptance count / mask: every draft is kept", "rule"),
-    "argmax_draft_soft_q": ("how draft tokens are chosen: argmax drafts need the one-hot rule, not p/q", "rule"),
-    "raw_q_vs_processed": (
-        "the q handed to the verifier: it must be the processed (top-k/top-p) law drafts came from",
-        "settings",
-    ),
-    "target_default_params": ("the target's sampling settings: they are not the request's", "settings"),
-    "reuse_u_for_residual": ("the uniform of the residual draw: it reuses the acceptance uniform", "rule"),
-    "shared_noise": ("the random streams: draft, acceptance and recovery share one noise source", "rule"),
-    "u_const_zero": ("the acceptance uniform: it is constant (0), not drawn", "rule"),
-    "minp_bonus_only": ("min-p / logit bias: applied to the bonus row only, not to verified positions", "settings"),
-    "topk_topp_order": ("the order of top-k and top-p in the speculative path (draft and target)", "settings"),
-    "inclusive_compare": ("the acceptance comparison: it must be strict, accept iff u < p/q", "rule"),
-    "bf16_draft_sampling": ("the dtype drafts are sampled in versus the dtype of q in the ratio", "settings"),
-    "or_accept": ("the acceptance condition: an exact-match fast path OR-ed with the ratio test", "rule"),
-    "bonus_from_previous_row": ("the index of the bonus row: it must be row gamma, not gamma - 1", "rule"),
-    "continue_after_rejection": ("the loop over drafts: it must stop (break) at the first rejection", "structure"),
-    "replacement_from_p": ("the replacement after a rejection: it must come from (p - q)+, not p", "rule"),
-    "replacement_from_q": ("the replacement after a rejection: it must come from (p - q)+, not q", "rule"),
-    "no_kv_rollback": (
-        "the cache / context after a rejection: roll back the rejected draft and append the replacement",
-        "state",
-    ),
-    "residual_not_normalised": ("the residual draw: (p - q)+ must be normalised (or u scaled by its mass)", "rule"),
-    "off_by_one_target_row": ("the target row the ratio reads: row j for draft j, not row j + 1", "rule"),
-    "same_uniform_all_positions": ("the acceptance uniforms: one per position, not one per round", "rule"),
-    "temperature_twice": ("temperature: applied twice to the rows (sampler and verifier)", "settings"),
-    "draft_settings_not_forwarded": (
-        "the draft's settings: it samples with defaults but reports q at the request's",
-        "settings",
-    ),
-    "reject_one_late": ("the rejection branch: the rejected draft is emitted before its replacement", "structure"),
-    "residual_wrong_sign": ("the residual: max(0, p - q), operands swapped", "rule"),
-    "topk_candidate_with_draft_ratio": (
-        "a deterministic (top-1) proposal verified with p/q_draft and p without x",
-        "rule",
-    ),
-}
-
-_NEW = {
-    "residual_unclipped": (
-        "The residual is |p - q| instead of max(0, p - q): tokens the draft over-weights get replacement mass.",
-        "the residual: clip at zero, max(0, p - q), never abs",
-        ("structural mutant (user-style suite)",),
-        "rule",
-    ),
-    "draft_uniform_reused_for_acceptance": (
-        "The uniform that drew the draft by inverse CDF is reused in the acceptance test, so acceptance "
-        "depends on where x fell in q's CDF.",
-        "the random draws: the acceptance uniform must be fresh, not the draft's",
-        ("vllm-project/vllm#47386",),
-        "rule",
-    ),
-    "bonus_from_q": (
-        "When every draft is kept, the bonus is one more draft sample from q instead of a draw from p_gamma.",
-        "the bonus token: draw it from the target row gamma",
-        ("structural mutant (user-style suite)",),
-        "rule",
-    ),
-    "bonus_argmax": (
-        "When every draft is kept, the bonus is argmax p_gamma instead of a sample.",
-        "the bonus token: sample it, do not take the argmax",
-        ("structural mutant (user-style suite)",),
-        "rule",
-    ),
-    "inverted_ratio": (
-        "Drafts are kept with probability min(1, q(x)/p(x)): the ratio is inverted.",
-        "the acceptance ratio: p(x) / q(x), target over draft",
-        ("structural mutant (user-style suite)",),
-        "rule",
-    ),
-    "zero_guard_accepts": (
-        "A division guard reads p(x) = 0 as ratio 1, so drafts the target forbids are kept.",
-        "the guard around p/q: a draft with p(x) = 0 must be rejected",
-        ("sgl-project/sglang#35771 (same boundary)",),
-        "rule",
-    ),
-    "drafts_unconditioned": (
-        "All drafts are sampled from q(. | prefix) while each ratio uses q(. | prefix + drafts so far).",
-        "the draft loop: each draft must be sampled from the row of the prefix extended by the drafts before it",
-        ("structural mutant (user-style suite)",),
-        "rule",
-    ),
-    "recycled_drafts": (
-        "Drafts left over after a rejection (drawn after the rejected token) are proposed again next round.",
-        "draft caching across rounds: discard drafts after a rejection",
-        ("structural mutant (user-style suite)",),
-        "state",
-    ),
-    "replacement_from_q_when_close": (
-        "A fallback draws the replacement from q when the residual mass is small ('draft ~ target').",
-        "the fallback of the residual: when (p - q)+ is tiny it must still be used (or p when it is exactly 0)",
-        ("structural mutant (user-style suite)",),
-        "rule",
-    ),
-    "replacement_from_p_when_far": (
-        "A shortcut draws the replacement from p when the residual mass is large ('draft useless').",
-        "the shortcut in the residual: it is only exact when q = 0 on the residual's support",
-        ("ShopeeLLM/Spec-RL#14",),
-        "rule",
-    ),
-    "kv_block_wrong_prefix": (
-        "At some rounds (a KV block boundary) the verification pass is run on a prefix other than the true one.",
-        "the prefix handed to the target at block boundaries (off by one token)",
-        ("huggingface/transformers#30042",),
-        "state",
-    ),
-    "cache_key_position_only": (
-        "Cached target rows are keyed on the absolute position only, so rows of another prefix are reused.",
-        "the cache key of target rows: the whole prefix, not the position",
-        ("ml-explore/mlx-lm#1423",),
-        "state",
-    ),
-    "state_not_reset": (
-        "State is not reset between sequences: a new sequence is decoded as a continuation of the previous one.",
-        "the reset of the context / cache when a new request starts",
-        ("vllm-project/vllm#39273",),
-        "state",
-    ),
-    "target_missing_temperature": (
-        "Temperature is applied to the draft only; the target is sampled at temperature 1.",
-        "the target's sampling pipeline: apply the request's temperature",
-        ("vllm-project/vllm#9834",),
-        "settings",
-    ),
-    "target_missing_top_k": (
-        "top-k is applied to the draft only; the target keeps its whole vocabulary.",
-        "the target's sampling pipeline: apply top-k",
-        ("vllm-project/vllm#15063",),
-        "settings",
-    ),
-    "target_missing_top_p": (
-        "top-p is applied to the draft only; the target keeps its tail.",
-        "the target's sampling pipeline: apply top-p",
-        ("vllm-project/vllm#15063",),
-        "settings",
-    ),
-    "target_missing_min_p": (
-        "min-p is applied to the draft only; the target keeps its low-probability tail.",
-        "the target's sampling pipeline: apply min-p",
-        ("vllm-project/vllm#42744",),
-        "settings",
-    ),
-    "top_p_before_temperature": (
-        "The target chooses the top-p nucleus before applying temperature.",
-        "the order of the target's sampling steps: temperature, then top-k, top-p, min-p",
-        ("sgl-project/sglang#36173",),
-        "settings",
-    ),
-    "top_p_before_top_k_target": (
-        "The target applies top-p before top-k (the draft in the right order).",
-        "the order of the target's sampling steps: top-k before top-p",
-        ("sgl-project/sglang#36173",),
-        "settings",
-    ),
-    "temperature_in_ratio_only": (
-        "Temperature is used only inside the acceptance ratio; drafts, residual and bonus use untempered rows.",
-        "every row of the round (drafts, ratio, residual, bonus) must use the tempered law",
-        ("ohdearquant/lattice#388",),
-        "settings",
-    ),
-    "repetition_penalty_draft_only": (
-        "The repetition penalty is applied to the draft only; the target's law ignores it, so the output follows "
-        "the unpenalised target.",
-        "the target's logits processors: the penalty must be applied to the verified rows and the bonus row",
-        ("sgl-project/sglang#21258 (penalty lost on the speculative path)",),
-        "settings",
-    ),
-    "repetition_penalty_stale_history": (
-        "The penalty's history is the prefix at the start of the round for every row: the drafts before a row "
-        "are not counted as seen.",
-        "the history handed to the penalty at each verified position: prefix + the drafts before it",
-        ("vllm-project/vllm#19482 (penalties must see the drafts)",),
-        "settings",
-    ),
-    "greedy_residual_argmax": (
-        "On a greedy mismatch the emitted token is argmax max(0, p - q) instead of argmax p.",
-        "the greedy rejection branch: emit argmax p",
-        ("structural mutant (user-style suite)",),
-        "greedy",
-    ),
-    "greedy_tie_highest_id": (
-        "The target's argmax breaks exact ties towards the highest id.",
-        "argmax tie-breaking: lowest id",
-        ("vllm-project/vllm#7627",),
-        "greedy",
-    ),
-    "greedy_tie_accepts_draft": (
-        "A draft tied for the target's maximum is kept even when a lower id ties with it.",
-        "the greedy match: x must equal argmax p (lowest id), not merely reach max p",
-        ("huggingface/transformers#39421",),
-        "greedy",
-    ),
-    "greedy_near_acceptance": (
-        "'Near-greedy' acceptance keeps a draft whose p(x) is within a factor of max p.",
-        "the greedy match: exact argmax equality",
-        ("NVIDIA/TensorRT-LLM (relaxed acceptance)",),
-        "greedy",
-    ),
-    "greedy_ignored": (
-        "Temperature 0 is ignored: the implementation samples from the raw rows.",
-        "the greedy branch: temperature 0 must decode by argmax",
-        ("vllm-project/vllm#16899",),
-        "greedy",
-    ),
-    "float16_probabilities": (
-        "The verifier casts p and q to float16: ratio, acceptance uniform, residual and its cumulative sum are half "
-        "precision, so small masses vanish from the sum and the clamped inverse CDF can emit the last id.",
-        "the dtype of the verification arithmetic: float32 or float64 for p, q, the ratio, the residual and its CDF",
-        ("deepseek-ai/DeepSpec#31 (reduced-precision sampling; the same family as bf16_draft_sampling)",),
-        "rule",
-    ),
-    "unverified_draft_tail": (
-        "From some point of the sequence on, draft samples are appended without verification (the draft is "
-        "trusted once it has 'warmed up').",
-        "the generation loop: every emitted token must come out of a verification pass",
-        ("structural mutant (user-style suite)",),
-        "structure",
-    ),
-    "last_round_unverified": (
-        "When fewer than gamma + 1 tokens remain, the rest are filled with draft samples instead of a last, "
-        "shorter verified round.",
-        "the end of the loop: the last round must verify its (fewer) drafts like any other",
-        ("structural mutant (user-style suite)",),
-        "structure",
-    ),
-    "context_misses_last_token": (
-        "From the second round on, the context (or cache) handed to the models lacks the last emitted token: "
-        "the bonus or replacement token is never fed back.",
-        "what the next round is conditioned on: prefix + every emitted token, the last one included",
-        ("huggingface/transformers#30042 (cache position not advanced in assisted decoding)",),
-        "state",
-    ),
-    "greedy_as_low_temperature": (
-        "Temperature 0 is emulated by a tiny temperature, which splits exact ties instead of taking the lowest id.",
-        "the greedy branch: argmax with lowest-id ties, not temperature 1e-3",
-        ("vllm-project/vllm#7627",),
-        "greedy",
-    ),
-}
+_ROUNDS: tuple[Scorer, ...] = ("rounds",)
+_GREEDY_ONLY = "a greedy run is deterministic: the greedy scorer gives each token's law (_greedy.greedy_laws)"
+_PENALTY_ONLY = "a penalised unit has no table of laws: the penalty scorer rebuilds each token's (_penalty)"
+_BOUNDARY_ONLY = "invisible to sampling (P(u = 0) is 2^-53): named by the exact boundary check's signature (_audit)"
+_STREAM_ONLY = "a black-box generator shows no rounds: the stream scorer rebuilds each token's law (_stream)"
 
 
 def _first_paragraph(doc: str | None) -> str:
     return " ".join((inspect.cleandoc(doc or "").split("\n\n")[0]).split())
 
 
-def _build() -> dict[str, BugClass]:
-    out = {}
-    for cls in BUGS:
-        check, kind = _CATALOGUE_CHECKS.get(cls.name, ("the line named in the mechanism", "rule"))
-        out[cls.name] = BugClass(cls.name, _first_paragraph(cls.__doc__), check, (cls.source,), kind)
-    for name, (mech, check, refs, kind) in _NEW.items():
-        out[name] = BugClass(name, mech, check, refs, kind)
-    return out
+def _catalogue(
+    sampler: type[ChainSampler],
+    *,
+    check: str,
+    kind: Kind,
+    model: ModelFactory | None,
+    named_by: tuple[Scorer, ...] = _ROUNDS,
+    no_model_because: str = "",
+) -> BugClass:
+    """The record of a catalogue class: name, mechanism and source read from its sampler."""
+    return BugClass(
+        name=sampler.name,
+        mechanism=_first_paragraph(sampler.__doc__),
+        check=check,
+        sources=(sampler.source,),
+        kind=kind,
+        named_by=named_by,
+        model=model,
+        no_model_because=no_model_because,
+        sampler=sampler,
+    )
 
 
-CLASSES: dict[str, BugClass] = _build()
+def _tables(sampler: type[ChainSampler]) -> ModelFactory:
+    """The model of a settings/dtype catalogue class: the full rule on the rows its hooks compute."""
+    return lambda: law.CatalogueTables(sampler)
 
-#: user-style suite name -> class name (where they differ)
-ALIASES = {
-    "bonus_wrong_row": "bonus_from_previous_row",
-    "reused_uniform": "draft_uniform_reused_for_acceptance",
-    "continue_after_reject": "continue_after_rejection",
-    "shared_uniform": "same_uniform_all_positions",
-    "replacement_from_q_high_overlap": "replacement_from_q_when_close",
-    "replacement_from_p_low_overlap": "replacement_from_p_when_far",
-    "accepts_p_zero": "zero_guard_accepts",
-    "position_wrong_prefix": "kv_block_wrong_prefix",
-    "stale_cache_after_reject": "no_kv_rollback",
-    "no_reset_new_sequence": "state_not_reset",
-    "temperature_draft_only": "target_missing_temperature",
-    "min_p_draft_only": "target_missing_min_p",
-    "greedy_bonus_wrong_row": "bonus_from_previous_row",
-    "greedy_ignored": "greedy_ignored",
-    "float16_ratio": "float16_probabilities",
-    "unverified_after_8_tokens": "unverified_draft_tail",
-    "unverified_last_round": "last_round_unverified",
-    "realign_missing_last_token": "context_misses_last_token",
-    "residual_unnormalised": "residual_not_normalised",
-}
+
+def _knob_missing(knob: str) -> ModelFactory:
+    return lambda: law.TargetKnobMissing(knob)
+
+
+def _replacement(name: str, rows: law.RowLaw) -> ModelFactory:
+    return lambda: law.Replacement(name, rows)
+
+
+def _switch(name: str, fallback: Literal["p", "q"], *, below: bool) -> ModelFactory:
+    return lambda: law.ResidualSwitch(name, fallback, below=below)
+
+
+def _order(name: str, steps: tuple[str, ...]) -> ModelFactory:
+    return lambda: law.TargetOrder(name, steps)
+
+
+def _state(
+    name: str, when: Literal["after_rejection", "flat"], *, lo: float = EPS, hi: float = 1 - EPS
+) -> ModelFactory:
+    return lambda: law.StateMismatch(name, when, lo=lo, hi=hi)
+
+
+RECORDS: tuple[BugClass, ...] = (
+    # -- settings and dtype: the rows a round uses are not the law the request asks for
+    _catalogue(
+        cat.RawQReported,
+        check="the q handed to the verifier: it must be the processed (top-k/top-p) law drafts came from",
+        kind="settings",
+        model=_tables(cat.RawQReported),
+    ),
+    _catalogue(
+        cat.TargetDefaultParams,
+        check="the target's sampling settings: they are not the request's",
+        kind="settings",
+        model=_tables(cat.TargetDefaultParams),
+    ),
+    _catalogue(
+        cat.MinPBonusOnly,
+        check="min-p / logit bias: applied to the bonus row only, not to verified positions",
+        kind="settings",
+        model=_tables(cat.MinPBonusOnly),
+    ),
+    _catalogue(
+        cat.TopKTopPOrder,
+        check="the order of top-k and top-p in the speculative path (draft and target)",
+        kind="settings",
+        model=_tables(cat.TopKTopPOrder),
+    ),
+    _catalogue(
+        cat.Bf16Draft,
+        check="the dtype drafts are sampled in versus the dtype of q in the ratio",
+        kind="settings",
+        model=_tables(cat.Bf16Draft),
+    ),
+    _catalogue(
+        cat.TemperatureTwice,
+        check="temperature: applied twice to the rows (sampler and verifier)",
+        kind="settings",
+        model=_tables(cat.TemperatureTwice),
+    ),
+    _catalogue(
+        cat.DraftSettingsNotForwarded,
+        check="the draft's settings: it samples with defaults but reports q at the request's",
+        kind="settings",
+        model=_tables(cat.DraftSettingsNotForwarded),
+    ),
+    BugClass(
+        name="target_missing_temperature",
+        mechanism="Temperature is applied to the draft only; the target is sampled at temperature 1.",
+        check="the target's sampling pipeline: apply the request's temperature",
+        sources=("vllm-project/vllm#9834",),
+        kind="settings",
+        named_by=_ROUNDS,
+        model=_knob_missing("temperature"),
+    ),
+    BugClass(
+        name="target_missing_top_k",
+        mechanism="top-k is applied to the draft only; the target keeps its whole vocabulary.",
+        check="the target's sampling pipeline: apply top-k",
+        sources=("vllm-project/vllm#15063",),
+        kind="settings",
+        named_by=_ROUNDS,
+        model=_knob_missing("top_k"),
+    ),
+    BugClass(
+        name="target_missing_top_p",
+        mechanism="top-p is applied to the draft only; the target keeps its tail.",
+        check="the target's sampling pipeline: apply top-p",
+        sources=("vllm-project/vllm#15063",),
+        kind="settings",
+        named_by=_ROUNDS,
+        model=_knob_missing("top_p"),
+    ),
+    BugClass(
+        name="target_missing_min_p",
+        mechanism="min-p is applied to the draft only; the target keeps its low-probability tail.",
+        check="the target's sampling pipeline: apply min-p",
+        sources=("vllm-project/vllm#42744",),
+        kind="settings",
+        named_by=_ROUNDS,
+        model=_knob_missing("min_p"),
+    ),
+    BugClass(
+        name="top_p_before_temperature",
+        mechanism="The target chooses the top-p nucleus before applying temperature.",
+        check="the order of the target's sampling steps: temperature, then top-k, top-p, min-p",
+        sources=("sgl-project/sglang#36173",),
+        kind="settings",
+        named_by=("rounds", "penalty"),
+        model=_order("top_p_before_temperature", ("top_p", "temperature", "top_k", "min_p")),
+    ),
+    BugClass(
+        name="top_p_before_top_k_target",
+        mechanism="The target applies top-p before top-k (the draft in the right order).",
+        check="the order of the target's sampling steps: top-k before top-p",
+        sources=("sgl-project/sglang#36173",),
+        kind="settings",
+        named_by=("rounds", "penalty"),
+        model=_order("top_p_before_top_k_target", ("temperature", "top_p", "top_k", "min_p")),
+    ),
+    BugClass(
+        name="temperature_in_ratio_only",
+        mechanism=(
+            "Temperature is used only inside the acceptance ratio; drafts, residual and bonus use untempered rows."
+        ),
+        check="every row of the round (drafts, ratio, residual, bonus) must use the tempered law",
+        sources=("ohdearquant/lattice#388",),
+        kind="settings",
+        named_by=_ROUNDS,
+        model=law.TemperatureInRatioOnly,
+    ),
+    # -- acceptance: the test that keeps a draft
+    _catalogue(
+        cat.AlwaysAccept,
+        check="the acceptance count / mask: every draft is kept",
+        kind="rule",
+        model=law.AlwaysAccept,
+    ),
+    _catalogue(
+        cat.UniformZero,
+        check="the acceptance uniform: it is constant (0), not drawn",
+        kind="rule",
+        model=law.UniformZero,
+    ),
+    BugClass(
+        name="zero_guard_accepts",
+        mechanism="A division guard reads p(x) = 0 as ratio 1, so drafts the target forbids are kept.",
+        check="the guard around p/q: a draft with p(x) = 0 must be rejected",
+        sources=("sgl-project/sglang#35771 (same boundary)",),
+        kind="rule",
+        named_by=_ROUNDS,
+        model=law.ZeroGuard,
+    ),
+    BugClass(
+        name="inverted_ratio",
+        mechanism="Drafts are kept with probability min(1, q(x)/p(x)): the ratio is inverted.",
+        check="the acceptance ratio: p(x) / q(x), target over draft",
+        sources=("structural mutant (user-style suite)",),
+        kind="rule",
+        named_by=_ROUNDS,
+        model=law.InvertedRatio,
+    ),
+    _catalogue(
+        cat.OrAccept,
+        check="the acceptance condition: an exact-match fast path OR-ed with the ratio test",
+        kind="rule",
+        model=law.OrAccept,
+    ),
+    _catalogue(
+        cat.OffByOneTargetRow,
+        check="the target row the ratio reads: row j for draft j, not row j + 1",
+        kind="rule",
+        model=law.OffByOneTargetRow,
+    ),
+    _catalogue(
+        cat.SameUniformAllPositions,
+        check="the acceptance uniforms: one per position, not one per round",
+        kind="rule",
+        model=law.SameUniform,
+    ),
+    BugClass(
+        name="draft_uniform_reused_for_acceptance",
+        mechanism=(
+            "The uniform that drew the draft by inverse CDF is reused in the acceptance test, so acceptance "
+            "depends on where x fell in q's CDF."
+        ),
+        check="the random draws: the acceptance uniform must be fresh, not the draft's",
+        sources=("vllm-project/vllm#47386",),
+        kind="rule",
+        named_by=_ROUNDS,
+        model=law.DraftUniformForAcceptance,
+    ),
+    _catalogue(
+        cat.SharedNoise,
+        check="the random streams: draft, acceptance and recovery share one noise source",
+        kind="rule",
+        model=law.SharedNoise,
+    ),
+    _catalogue(
+        cat.ReuseAcceptUniform,
+        check="the uniform of the residual draw: it reuses the acceptance uniform",
+        kind="rule",
+        model=law.ReuseAcceptUniform,
+    ),
+    # -- replacement and drafts: the law of the token after a rejection, and of the drafts
+    _catalogue(
+        cat.ResidualSoftmax,
+        check="the renormalisation of max(0, p - q): divide by its sum, never softmax it",
+        kind="rule",
+        model=_replacement("residual_softmax", law.softmaxed_residual),
+    ),
+    _catalogue(
+        cat.ReplacementFromP,
+        check="the replacement after a rejection: it must come from (p - q)+, not p",
+        kind="rule",
+        model=_replacement("replacement_from_p", law.target_row),
+    ),
+    _catalogue(
+        cat.ReplacementFromQ,
+        check="the replacement after a rejection: it must come from (p - q)+, not q",
+        kind="rule",
+        model=_replacement("replacement_from_q", law.draft_row),
+    ),
+    _catalogue(
+        cat.ResidualWrongSign,
+        check="the residual: max(0, p - q), operands swapped",
+        kind="rule",
+        model=_replacement("residual_wrong_sign", law.swapped_residual),
+    ),
+    BugClass(
+        name="residual_unclipped",
+        mechanism=(
+            "The residual is |p - q| instead of max(0, p - q): tokens the draft over-weights get replacement mass."
+        ),
+        check="the residual: clip at zero, max(0, p - q), never abs",
+        sources=("structural mutant (user-style suite)",),
+        kind="rule",
+        named_by=_ROUNDS,
+        model=_replacement("residual_unclipped", law.unclipped_residual),
+    ),
+    _catalogue(
+        cat.ResidualNotNormalised,
+        check="the residual draw: (p - q)+ must be normalised (or u scaled by its mass)",
+        kind="rule",
+        model=_replacement("residual_not_normalised", law.unnormalised_residual),
+    ),
+    BugClass(
+        name="replacement_from_q_when_close",
+        mechanism="A fallback draws the replacement from q when the residual mass is small ('draft ~ target').",
+        check="the fallback of the residual: when (p - q)+ is tiny it must still be used (or p when it is exactly 0)",
+        sources=("structural mutant (user-style suite)",),
+        kind="rule",
+        named_by=_ROUNDS,
+        model=_switch("replacement_from_q_when_close", "q", below=True),
+    ),
+    BugClass(
+        name="replacement_from_p_when_far",
+        mechanism="A shortcut draws the replacement from p when the residual mass is large ('draft useless').",
+        check="the shortcut in the residual: it is only exact when q = 0 on the residual's support",
+        sources=("ShopeeLLM/Spec-RL#14",),
+        kind="rule",
+        named_by=_ROUNDS,
+        model=_switch("replacement_from_p_when_far", "p", below=False),
+    ),
+    _catalogue(
+        cat.DedupGreedyRatio,
+        check="a deterministic (top-1) proposal verified with p/q_draft and p without x",
+        kind="rule",
+        model=law.DedupGreedyRatio,
+    ),
+    _catalogue(
+        cat.ArgmaxDraftSoftQ,
+        check="how draft tokens are chosen: argmax drafts need the one-hot rule, not p/q",
+        kind="rule",
+        model=law.ArgmaxDraft,
+    ),
+    BugClass(
+        name="drafts_unconditioned",
+        mechanism="All drafts are sampled from q(. | prefix) while each ratio uses q(. | prefix + drafts so far).",
+        check="the draft loop: each draft must be sampled from the row of the prefix extended by the drafts before it",
+        sources=("structural mutant (user-style suite)",),
+        kind="rule",
+        named_by=_ROUNDS,
+        model=law.DraftsUnconditioned,
+    ),
+    BugClass(
+        name="recycled_drafts",
+        mechanism="Drafts left over after a rejection (drawn after the rejected token) are proposed again next round.",
+        check="draft caching across rounds: discard drafts after a rejection",
+        sources=("structural mutant (user-style suite)",),
+        kind="state",
+        named_by=_ROUNDS,
+        model=law.RecycledDrafts,
+    ),
+    # -- bonus: the token after a fully accepted round
+    _catalogue(
+        cat.BonusFromPreviousRow,
+        check="the index of the bonus row: it must be row gamma, not gamma - 1",
+        kind="rule",
+        model=law.BonusPreviousRow,
+        named_by=("rounds", "greedy"),
+    ),
+    BugClass(
+        name="bonus_from_q",
+        mechanism="When every draft is kept, the bonus is one more draft sample from q instead of a draw from p_gamma.",
+        check="the bonus token: draw it from the target row gamma",
+        sources=("structural mutant (user-style suite)",),
+        kind="rule",
+        named_by=_ROUNDS,
+        model=law.BonusFromQ,
+    ),
+    BugClass(
+        name="bonus_argmax",
+        mechanism="When every draft is kept, the bonus is argmax p_gamma instead of a sample.",
+        check="the bonus token: sample it, do not take the argmax",
+        sources=("structural mutant (user-style suite)",),
+        kind="rule",
+        named_by=_ROUNDS,
+        model=law.BonusArgmax,
+    ),
+    # -- round structure and state
+    _catalogue(
+        cat.RejectOneLate,
+        check="the rejection branch: the rejected draft is emitted before its replacement",
+        kind="structure",
+        model=law.RejectOneLate,
+    ),
+    _catalogue(
+        cat.ContinueAfterRejection,
+        check="the loop over drafts: it must stop (break) at the first rejection",
+        kind="structure",
+        model=law.ContinueAfterRejection,
+    ),
+    _catalogue(
+        cat.NoKVRollback,
+        check="the cache / context after a rejection: roll back the rejected draft and append the replacement",
+        kind="state",
+        model=_state("no_kv_rollback", "after_rejection"),
+    ),
+    BugClass(
+        name="kv_block_wrong_prefix",
+        mechanism=(
+            "At some rounds (a KV block boundary) the verification pass is run on a prefix other than the true one."
+        ),
+        check="the prefix handed to the target at block boundaries (off by one token)",
+        sources=("huggingface/transformers#30042",),
+        kind="state",
+        named_by=_ROUNDS,
+        model=_state("kv_block_wrong_prefix", "flat", hi=0.2),
+    ),
+    BugClass(
+        name="cache_key_position_only",
+        mechanism="Cached target rows are keyed on the absolute position only, so rows of another prefix are reused.",
+        check="the cache key of target rows: the whole prefix, not the position",
+        sources=("ml-explore/mlx-lm#1423",),
+        kind="state",
+        named_by=_ROUNDS,
+        model=_state("cache_key_position_only", "flat", lo=0.2),
+    ),
+    BugClass(
+        name="state_not_reset",
+        mechanism=(
+            "State is not reset between sequences: a new sequence is decoded as a continuation of the previous one."
+        ),
+        check="the reset of the context / cache when a new request starts",
+        sources=("vllm-project/vllm#39273",),
+        kind="state",
+        named_by=("rounds", "exact/reproducibility"),
+        model=law.StateNotReset,
+    ),
+    BugClass(
+        name="float16_probabilities",
+        mechanism=(
+            "The verifier casts p and q to float16: ratio, acceptance uniform, residual and its cumulative sum "
+            "are half precision, so small masses vanish from the sum and the clamped inverse CDF can emit the "
+            "last id."
+        ),
+        check=(
+            "the dtype of the verification arithmetic: float32 or float64 for p, q, the ratio, the residual and its CDF"
+        ),
+        sources=("deepseek-ai/DeepSpec#31 (reduced-precision sampling; the same family as bf16_draft_sampling)",),
+        kind="rule",
+        named_by=_ROUNDS,
+        model=law.Float16Arithmetic,
+    ),
+    # -- no round model: named by an exact check or a token scorer
+    _catalogue(
+        cat.InclusiveCompare,
+        check="the acceptance comparison: it must be strict, accept iff u < p/q",
+        kind="rule",
+        model=None,
+        named_by=("exact/boundary",),
+        no_model_because=_BOUNDARY_ONLY,
+    ),
+    BugClass(
+        name="repetition_penalty_draft_only",
+        mechanism=(
+            "The repetition penalty is applied to the draft only; the target's law ignores it, so the output "
+            "follows the unpenalised target."
+        ),
+        check="the target's logits processors: the penalty must be applied to the verified rows and the bonus row",
+        sources=("sgl-project/sglang#21258 (penalty lost on the speculative path)",),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
+        name="repetition_penalty_stale_history",
+        mechanism=(
+            "The penalty's history is the prefix at the start of the round for every row: the drafts before a row "
+            "are not counted as seen."
+        ),
+        check="the history handed to the penalty at each verified position: prefix + the drafts before it",
+        sources=("vllm-project/vllm#19482 (penalties must see the drafts)",),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
+        name="greedy_residual_argmax",
+        mechanism="On a greedy mismatch the emitted token is argmax max(0, p - q) instead of argmax p.",
+        check="the greedy rejection branch: emit argmax p",
+        sources=("structural mutant (user-style suite)",),
+        kind="greedy",
+        named_by=("greedy",),
+        model=None,
+        no_model_because=_GREEDY_ONLY,
+    ),
+    BugClass(
+        name="greedy_tie_highest_id",
+        mechanism="The target's argmax breaks exact ties towards the highest id.",
+        check="argmax tie-breaking: lowest id",
+        sources=("vllm-project/vllm#7627",),
+        kind="greedy",
+        named_by=("greedy",),
+        model=None,
+        no_model_because=_GREEDY_ONLY,
+    ),
+    BugClass(
+        name="greedy_tie_accepts_draft",
+        mechanism="A draft tied for the target's maximum is kept even when a lower id ties with it.",
+        check="the greedy match: x must equal argmax p (lowest id), not merely reach max p",
+        sources=("huggingface/transformers#39421",),
+        kind="greedy",
+        named_by=("greedy",),
+        model=None,
+        no_model_because=_GREEDY_ONLY,
+    ),
+    BugClass(
+        name="greedy_near_acceptance",
+        mechanism="'Near-greedy' acceptance keeps a draft whose p(x) is within a factor of max p.",
+        check="the greedy match: exact argmax equality",
+        sources=("NVIDIA/TensorRT-LLM (relaxed acceptance)",),
+        kind="greedy",
+        named_by=("greedy",),
+        model=None,
+        no_model_because=_GREEDY_ONLY,
+    ),
+    BugClass(
+        name="greedy_ignored",
+        mechanism="Temperature 0 is ignored: the implementation samples from the raw rows.",
+        check="the greedy branch: temperature 0 must decode by argmax",
+        sources=("vllm-project/vllm#16899",),
+        kind="greedy",
+        named_by=("greedy",),
+        model=None,
+        no_model_because=_GREEDY_ONLY,
+    ),
+    BugClass(
+        name="unverified_draft_tail",
+        mechanism=(
+            "From some point of the sequence on, draft samples are appended without verification (the draft is "
+            "trusted once it has 'warmed up')."
+        ),
+        check="the generation loop: every emitted token must come out of a verification pass",
+        sources=("structural mutant (user-style suite)",),
+        kind="structure",
+        named_by=("stream",),
+        model=None,
+        no_model_because=_STREAM_ONLY,
+    ),
+    BugClass(
+        name="last_round_unverified",
+        mechanism=(
+            "When fewer than gamma + 1 tokens remain, the rest are filled with draft samples instead of a last, "
+            "shorter verified round."
+        ),
+        check="the end of the loop: the last round must verify its (fewer) drafts like any other",
+        sources=("structural mutant (user-style suite)",),
+        kind="structure",
+        named_by=("stream",),
+        model=None,
+        no_model_because=_STREAM_ONLY,
+    ),
+    BugClass(
+        name="context_misses_last_token",
+        mechanism=(
+            "From the second round on, the context (or cache) handed to the models lacks the last emitted token: "
+            "the bonus or replacement token is never fed back."
+        ),
+        check="what the next round is conditioned on: prefix + every emitted token, the last one included",
+        sources=("huggingface/transformers#30042 (cache position not advanced in assisted decoding)",),
+        kind="state",
+        named_by=("stream",),
+        model=None,
+        no_model_because=_STREAM_ONLY,
+    ),
+    BugClass(
+        name="greedy_as_low_temperature",
+        mechanism=(
+            "Temperature 0 is emulated by a tiny temperature, which splits exact ties instead of taking the lowest id."
+        ),
+        check="the greedy branch: argmax with lowest-id ties, not temperature 1e-3",
+        sources=("vllm-project/vllm#7627",),
+        kind="greedy",
+        named_by=("greedy",),
+        model=None,
+        no_model_because=_GREEDY_ONLY,
+    ),
+)
+
+CLASSES: dict[str, BugClass] = {r.name: r for r in RECORDS}
 
 
 def bug_class(name: str) -> BugClass:
     return CLASSES[name]
+
+
+def round_models() -> list[RoundModel]:
+    """Every candidate model of the round scorer, fresh: the reference first, then each record's."""
+    return [RoundModel(), *(r.model() for r in RECORDS if r.model is not None)]

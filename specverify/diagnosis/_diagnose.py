@@ -15,8 +15,7 @@ import dataclasses
 import numpy as np
 from scipy import stats
 
-from . import _bug_models
-from ._classes import CLASSES
+from ._classes import CLASSES, round_models
 from ._score import KINDS, g_statistic, score_unit
 
 __all__ = ["Candidate", "Diagnosis", "diagnose_rounds", "NOT_KNOWN"]
@@ -125,7 +124,7 @@ class Diagnosis:
 def _variants():
     """Every model, grid-parameter models once per grid value (name, model, penalty nats)."""
     out = []
-    for m in _bug_models.models():
+    for m in round_models():
         grid = getattr(m, "GRID", None)
         if grid:
             for t in grid:

@@ -19,11 +19,14 @@ whose weights vanish fall back to p, as the textbook code does.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..dists import SamplingSettings, probs_from_logits
+
+if TYPE_CHECKING:  # annotations only: the evidence module sits beside this one
+    from ._evidence import RoundEvidence
 
 __all__ = ["Chunk", "Tables", "RoundModel", "EPS"]
 
@@ -41,7 +44,7 @@ class Tables:
     Pb: np.ndarray
     Qs: np.ndarray
     Qr: np.ndarray
-    extra: dict = dataclasses.field(default_factory=dict)  # 'P...' target-like, 'Q...' draft-like tables
+    extra: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # 'P...' target-like, 'Q...' draft-like
 
 
 @dataclasses.dataclass
@@ -56,14 +59,17 @@ class Chunk:
     Qr: np.ndarray  # [n, g, V]
     Qb: np.ndarray  # [n, V] draft row at the bonus position
     spare: np.ndarray  # [n, g]
-    extra: dict = dataclasses.field(default_factory=dict)  # gathered like P (names 'P...') or Qr
+    extra: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # gathered like P (names 'P...') or Qr
 
-    def at(self, A, j=None):
+    def at(self, A: np.ndarray, j: np.ndarray | None = None) -> np.ndarray:
         """A[i, j_i, x_i] for the position j_i of each round (default: every position)."""
         n, g = self.X.shape
+        out: np.ndarray
         if j is None:
-            return np.take_along_axis(A[:, :g], self.X[:, :, None], axis=2)[:, :, 0]
-        return A[np.arange(n), j, self.X[np.arange(n), j]]
+            out = np.take_along_axis(A[:, :g], self.X[:, :, None], axis=2)[:, :, 0]
+        else:
+            out = A[np.arange(n), j, self.X[np.arange(n), j]]
+        return out
 
 
 #: how the audited implementation treats 0/0 (a draft with q(x) = p(x) = 0): ``u < p/q`` rejects
@@ -72,7 +78,7 @@ class Chunk:
 NAN_KEEP = [False]
 
 
-def ratio(px, qx):
+def ratio(px: np.ndarray, qx: np.ndarray) -> np.ndarray:
     """min(1, p(x) / q(x)); at q(x) = 0 (a draft q could not have drawn) p/0 = inf keeps the draft
     when p(x) > 0, and 0/0 keeps or rejects it by the unit's convention (:data:`NAN_KEEP`)."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -80,23 +86,23 @@ def ratio(px, qx):
         return np.where(qx > 0, np.minimum(1.0, px / np.where(qx > 0, qx, 1.0)), at_zero)
 
 
-def normalise(w, fallback):
+def normalise(w: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     """Rows of w divided by their sums; rows without mass take the fallback row."""
     s = w.sum(-1, keepdims=True)
     return np.where(s > 0, w / np.where(s > 0, s, 1.0), fallback)
 
 
-def residual(p, q):
+def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return normalise(np.maximum(p - q, 0.0), p)
 
 
-def interval_law(cdf_lo, cdf_hi, lo, hi):
+def interval_law(cdf_lo: np.ndarray, cdf_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Law of the inverse-CDF token when u ~ U(lo, hi): token i owns [cdf_lo_i, cdf_hi_i)."""
     width = np.clip(np.minimum(cdf_hi, hi[:, None]) - np.maximum(cdf_lo, lo[:, None]), 0.0, None)
     return normalise(width, np.full_like(cdf_hi, 1.0 / cdf_hi.shape[-1]))
 
 
-def cdf_bounds(w):
+def cdf_bounds(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) cumulative bounds of every token of normalised rows w [n, V], id order."""
     hi = np.cumsum(w, -1)
     hi[:, -1] = 1.0
@@ -108,7 +114,7 @@ class RoundModel:
 
     name = "target"
 
-    def tables(self, pair, settings, base: Tables) -> Tables:
+    def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
         return base
 
     def draft_law(self, c: Chunk) -> np.ndarray:
@@ -122,17 +128,18 @@ class RoundModel:
         return residual(c.P[rows, j], c.Qr[rows, j])
 
     def bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
-        return c.Pb[rows]
+        out: np.ndarray = c.Pb[rows]
+        return out
 
-    def nonstandard(self, ev) -> np.ndarray:
+    def nonstandard(self, ev: RoundEvidence) -> np.ndarray:
         """[R] probability that a round's block is not drafts[:k] + [y]: impossible when correct."""
         return np.full(len(ev.k), EPS)
 
-    def mismatch(self, ev) -> np.ndarray:
+    def mismatch(self, ev: RoundEvidence) -> np.ndarray:
         """[R] probability that a round's verification pass saw another prefix than the true one."""
         return np.full(len(ev.k), EPS)
 
-    def fit(self, ev) -> None:
+    def fit(self, ev: RoundEvidence) -> None:
         """Fit the model's free parameter (if any) to a unit's evidence."""
 
 
@@ -145,7 +152,7 @@ def settings_without(s: SamplingSettings | None, knob: str) -> SamplingSettings:
     return SamplingSettings(**d)
 
 
-def pipeline(logits, s: SamplingSettings | None, steps) -> np.ndarray:
+def pipeline(logits: np.ndarray, s: SamplingSettings | None, steps: tuple[str, ...]) -> np.ndarray:
     """softmax of the logits after the named steps, in the given order (one knob at a time, each
     step through specverify's own pipeline, so only the order differs from the reference)."""
     s = s or SamplingSettings()
@@ -161,7 +168,8 @@ def pipeline(logits, s: SamplingSettings | None, steps) -> np.ndarray:
         x = np.where(keep, x, -np.inf)
     x = np.where(np.isfinite(x), x, -np.inf)
     z = np.exp(x - x.max(-1, keepdims=True))
-    return z / z.sum(-1, keepdims=True)
+    out: np.ndarray = z / z.sum(-1, keepdims=True)
+    return out
 
 
 ORDER = ("temperature", "top_k", "top_p", "min_p")
