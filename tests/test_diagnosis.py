@@ -7,7 +7,7 @@ so each); two bugs outside the catalogue must get "not a known class", the refer
 import numpy as np
 import pytest
 
-from specverify.audit import run as audit_run
+from specverify.audit.pipeline import run as audit_run
 from specverify.audit.front.report import render_html
 from specverify.audit.sources.adapters import SamplerAdapter
 from specverify.catalogue import BUGS, ChainSampler

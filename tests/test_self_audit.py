@@ -738,7 +738,7 @@ def test_evidence_signature_check(monkeypatch):
     """I4's check catches an auditor that hands the settings to any sixth parameter (before issue 19)."""
     import inspect
 
-    from specverify.audit import adapters
+    from specverify.audit.sources import adapters
 
     m = si.Misbehaviour("round", "probs", "signature", "optional")
     bare = bare_verdict("round", "probs", SMALL)
@@ -761,7 +761,7 @@ def test_evidence_internal_error_checks(monkeypatch, capfd):
 
 def test_evidence_workers_check(monkeypatch):
     """I8's check catches an auditor whose batches depend on the process that samples them."""
-    from specverify.audit import collect
+    from specverify.audit.pipeline import collect
 
     m = si.Misbehaviour("round", "probs")
     assert not consistency_violations(run_audit(m, SMALL)[0], run_audit(m, SMALL, workers=2)[0], "workers=2")
@@ -776,7 +776,7 @@ def test_evidence_workers_check(monkeypatch):
 
 def test_evidence_reproducibility_check(monkeypatch):
     """I5's check catches an auditor without the seeded-reproducibility check."""
-    from specverify.audit import exact_checks, run
+    from specverify.audit.pipeline import exact_checks, run
 
     cfg = dataclasses.replace(SMALL, exact_checks=True)
     m = si.Misbehaviour("generator", "probs", "seeds", "global_numpy")

@@ -25,6 +25,9 @@ _LAZY = {
     "audit_lm": ".sources.lm_audit",
     "common_shape_generator": ".sources.lm_audit",
     "greedy_equivalence": ".sources.lm_audit",
+    "audit_lm_pairs": ".sources.lm_audit",
+    "lm_pairs": ".sources.lm_audit",
+    "LMAuditConfig": ".pipeline.config",
     "http_generator": ".sources.http_adapter",
 }
 
@@ -47,6 +50,9 @@ __all__ = [
     "SubprocessAdapter",
     "audit",
     "audit_lm",
+    "audit_lm_pairs",
+    "lm_pairs",
+    "LMAuditConfig",
     "common_shape_generator",
     "greedy_equivalence",
     "http_generator",

@@ -9,7 +9,8 @@ the deviation (or leaves none significant on the cells); otherwise the answer is
 class". Three token-by-token scorers cover what has no round tables: a failed greedy check on
 raw rows (:func:`diagnose_greedy`: the deterministic law of each greedy class), units whose laws
 depend on the history (:func:`diagnose_penalty`: penalty classes on rebuilt prefixes) and
-black-box generators (:func:`diagnose_stream`: stream classes on rebuilt prefixes).
+black-box generators (:func:`diagnose_stream`: stream classes on rebuilt prefixes), and generators
+audited against a language model's computed law (:func:`diagnose_lm`: settings not applied, drafts kept).
 
     from specverify.diagnosis import diagnose_audit, diagnose_rounds, CLASSES
 
@@ -21,6 +22,7 @@ from ._classes import CLASSES, RECORDS, BugClass
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import RoundEvidence, round_evidence
 from ._greedy import diagnose_greedy
+from ._lm import LMStreamUnit, diagnose_lm
 from ._penalty import diagnose_penalty
 from ._stream import diagnose_stream
 
@@ -29,6 +31,8 @@ __all__ = [
     "diagnose_audit",
     "diagnose_rounds",
     "diagnose_greedy",
+    "diagnose_lm",
+    "LMStreamUnit",
     "diagnose_penalty",
     "diagnose_stream",
     "round_evidence",

@@ -33,7 +33,7 @@ __all__ = ["BugClass", "Kind", "Scorer", "RECORDS", "CLASSES", "bug_class", "rou
 Kind = Literal["rule", "settings", "state", "greedy", "structure"]
 #: who can name a class: the round scorer (``_diagnose``), the token scorers (``_greedy``,
 #: ``_penalty``, ``_stream``) or the signature of an exact check (``_audit``)
-Scorer = Literal["rounds", "greedy", "penalty", "stream", "exact/boundary", "exact/reproducibility"]
+Scorer = Literal["rounds", "greedy", "penalty", "stream", "lm", "exact/boundary", "exact/reproducibility"]
 #: builds a fresh round model (models carry fitted parameters, so each diagnosis gets its own)
 ModelFactory = Callable[[], RoundModel]
 
@@ -57,6 +57,7 @@ _ROUNDS: tuple[Scorer, ...] = ("rounds",)
 _GREEDY_ONLY = "a greedy run is deterministic: the greedy scorer gives each token's law (_greedy.greedy_laws)"
 _PENALTY_ONLY = "a penalised unit has no table of laws: the penalty scorer rebuilds each token's (_penalty)"
 _BOUNDARY_ONLY = "invisible to sampling (P(u = 0) is 2^-53): named by the exact boundary check's signature (_audit)"
+_LM_ONLY = "a request-level class of LM audits: the LM scorer recomputes each token's law from its prefix (_lm)"
 _STREAM_ONLY = "a black-box generator shows no rounds: the stream scorer rebuilds each token's law (_stream)"
 
 
@@ -151,6 +152,7 @@ RECORDS: tuple[BugClass, ...] = (
         check="temperature: applied twice to the rows (sampler and verifier)",
         kind="settings",
         model=_tables(cat.TemperatureTwice),
+        named_by=("rounds", "lm"),
     ),
     _catalogue(
         cat.DraftSettingsNotForwarded,
@@ -229,6 +231,7 @@ RECORDS: tuple[BugClass, ...] = (
         check="the acceptance count / mask: every draft is kept",
         kind="rule",
         model=law.AlwaysAccept,
+        named_by=("rounds", "lm"),
     ),
     _catalogue(
         cat.UniformZero,
@@ -571,7 +574,7 @@ RECORDS: tuple[BugClass, ...] = (
         check="the generation loop: every emitted token must come out of a verification pass",
         sources=("structural mutant (user-style suite)",),
         kind="structure",
-        named_by=("stream",),
+        named_by=("stream", "lm"),
         model=None,
         no_model_because=_STREAM_ONLY,
     ),
@@ -584,7 +587,7 @@ RECORDS: tuple[BugClass, ...] = (
         check="the end of the loop: the last round must verify its (fewer) drafts like any other",
         sources=("structural mutant (user-style suite)",),
         kind="structure",
-        named_by=("stream",),
+        named_by=("stream", "lm"),
         model=None,
         no_model_because=_STREAM_ONLY,
     ),
@@ -612,6 +615,97 @@ RECORDS: tuple[BugClass, ...] = (
         named_by=("greedy",),
         model=None,
         no_model_because=_GREEDY_ONLY,
+    ),
+    BugClass(
+        name="temperature_ignored",
+        mechanism=(
+            "The request's temperature is not applied on the speculative path: the output is exactly the "
+            "target's law without it, as if the request had left it at its default."
+        ),
+        check="the request's temperature on the speculative path: it must reach both draft and target rows",
+        sources=("huggingface/transformers#28166 (assisted generation and the request's temperature)",),
+        kind="settings",
+        named_by=("lm",),
+        model=None,
+        no_model_because=_LM_ONLY,
+    ),
+    BugClass(
+        name="top_k_ignored",
+        mechanism=(
+            "The request's top-k is not applied on the speculative path: the output is exactly the "
+            "target's law without it, as if the request had left it at its default."
+        ),
+        check="the request's top-k on the speculative path: verified rows are filtered as without speculation",
+        sources=("sgl-project/sglang#10617 (sampling parameters not applied with EAGLE)",),
+        kind="settings",
+        named_by=("lm",),
+        model=None,
+        no_model_because=_LM_ONLY,
+    ),
+    BugClass(
+        name="top_p_ignored",
+        mechanism=(
+            "The request's top-p is not applied on the speculative path: the output is exactly the "
+            "target's law without it, as if the request had left it at its default."
+        ),
+        check="the request's top-p on the speculative path: verified rows are filtered as without speculation",
+        sources=("sgl-project/sglang#10617 (sampling parameters not applied with EAGLE)",),
+        kind="settings",
+        named_by=("lm",),
+        model=None,
+        no_model_because=_LM_ONLY,
+    ),
+    BugClass(
+        name="min_p_ignored",
+        mechanism=(
+            "The request's min-p is not applied on the speculative path: the output is exactly the "
+            "target's law without it, as if the request had left it at its default."
+        ),
+        check="the request's min-p under speculation: it must filter the verified rows as without speculation",
+        sources=("sgl-project/sglang#10617 (min_p and logit_bias not applied with EAGLE)",),
+        kind="settings",
+        named_by=("lm",),
+        model=None,
+        no_model_because=_LM_ONLY,
+    ),
+    BugClass(
+        name="repetition_penalty_ignored",
+        mechanism=(
+            "The request's repetition-penalty is not applied on the speculative path: the output is exactly the "
+            "target's law without it, as if the request had left it at its default."
+        ),
+        check="the repetition penalty under speculation: every verified row needs it, over its whole prefix",
+        sources=("NVIDIA/TensorRT-LLM#17701 (penalties dropped by one-model speculation)",),
+        kind="settings",
+        named_by=("lm",),
+        model=None,
+        no_model_because=_LM_ONLY,
+    ),
+    BugClass(
+        name="presence_penalty_ignored",
+        mechanism=(
+            "The request's presence-penalty is not applied on the speculative path: the output is exactly the "
+            "target's law without it, as if the request had left it at its default."
+        ),
+        check="the presence penalty under speculation: every verified row needs it, over the generated tokens",
+        sources=("sgl-project/sglang#22049 (penalties not applied under speculative decoding)",),
+        kind="settings",
+        named_by=("lm",),
+        model=None,
+        no_model_because=_LM_ONLY,
+    ),
+    BugClass(
+        name="frequency_penalty_ignored",
+        mechanism=(
+            "The request's frequency-penalty is not applied on the speculative path: the output is exactly the "
+            "target's law without it, as if the request had left it at its default."
+        ),
+        check="the frequency penalty under speculation: every verified row needs it, over the generated tokens",
+        sources=("vllm-project/vllm#18902 (frequency penalty has no effect with speculative decoding)",),
+        kind="settings",
+        named_by=("lm",),
+        model=None,
+        no_model_because=_LM_ONLY,
     ),
 )
 

@@ -27,7 +27,7 @@ from ._models import EPS
 from ._score import _bands
 from ._tokens import TokenScores
 
-__all__ = ["diagnose_stream", "stream_units", "STREAM_TOKENS"]
+__all__ = ["diagnose_stream", "stream_units", "draft_laws", "cells_by_index", "STREAM_TOKENS", "STREAM_FACTS"]
 
 #: tokens scored per unit at most (the first ones): a stated sample size that keeps it to seconds
 STREAM_TOKENS = 20_000
@@ -88,10 +88,32 @@ def _gap_rows(gen, pair, n: int, idx: np.ndarray) -> np.ndarray:
 def _unit_laws(gen, pair, settings, n: int, idx: np.ndarray) -> tuple[dict, dict, dict]:
     """({class: law [n, V]}, {class: fitted parameter}, {class: its price in nats}) of the first n tokens."""
     T, D = pair.target_table(settings), pair.draft_table(settings)
-    y, r, L = gen.tokens[:n], gen.row[:n], int(idx.max()) + 1
-    t, d = T[r], D[r]
+    y, r = gen.tokens[:n], gen.row[:n]
+    laws, params, pay = draft_laws(T[r], D[r], y, idx)
+    # context_misses_last_token: a mixture over which token is missing
+    rows = _gap_rows(gen, pair, n, idx)
+    comp = T[rows]  # [n, GAP + 1, V]
+    wg, _ = _mixture(np.maximum(comp[np.arange(n), :, y], EPS))
+    laws["context_misses_last_token"] = np.einsum("c,ncv->nv", wg, comp)
+    top = int(np.argmax(wg[1:])) + 1
+    params["context_misses_last_token"] = (
+        f"{1 - wg[0]:.0%} of the mixture on prefixes missing an emitted token, mostly the one {top} back"
+    )
+    pay["context_misses_last_token"] = 0.5 * GAP * np.log(n)
+    return laws, params, pay
+
+
+def draft_laws(
+    t: np.ndarray, d: np.ndarray, y: np.ndarray, idx: np.ndarray
+) -> tuple[dict[str, np.ndarray], dict[str, str], dict[str, float]]:
+    """The target and the draft-tail classes of tokens ``y`` [n] whose target and draft laws given
+    their true prefixes are ``t``, ``d`` [n, V] and whose index in their sequence is ``idx`` [n]:
+    ({class: law}, {class: fitted parameter}, {class: its price in nats})."""
+    n, L = len(y), int(idx.max()) + 1
     pt, pd = np.maximum(t[np.arange(n), y], EPS), np.maximum(d[np.arange(n), y], EPS)
-    laws, params, pay = {"target": t}, {}, {}
+    laws: dict[str, np.ndarray] = {"target": t}
+    params: dict[str, str] = {}
+    pay: dict[str, float] = {}
     # unverified_draft_tail: the change point k with the best likelihood
     gain = np.bincount(idx, weights=np.log(pd) - np.log(pt), minlength=L)
     tail_gain = np.cumsum(gain[::-1])[::-1]  # [L]: gain of switching to D from index k on
@@ -107,21 +129,11 @@ def _unit_laws(gen, pair, settings, n: int, idx: np.ndarray) -> tuple[dict, dict
     laws["last_round_unverified"] = t + w[idx][:, None] * (d - t)
     shown = ", ".join(f"{x:.2f}" for x in w[max(L - TAIL, 0) :])
     params["last_round_unverified"] = f"weight of q at the last {min(TAIL, L)} tokens: {shown}"
-    pay["last_round_unverified"] = 0.5 * min(TAIL, L) * np.log(n)
-    # context_misses_last_token: a mixture over which token is missing
-    rows = _gap_rows(gen, pair, n, idx)
-    comp = T[rows]  # [n, GAP + 1, V]
-    wg, _ = _mixture(np.maximum(comp[np.arange(n), :, y], EPS))
-    laws["context_misses_last_token"] = np.einsum("c,ncv->nv", wg, comp)
-    top = int(np.argmax(wg[1:])) + 1
-    params["context_misses_last_token"] = (
-        f"{1 - wg[0]:.0%} of the mixture on prefixes missing an emitted token, mostly the one {top} back"
-    )
-    pay["context_misses_last_token"] = 0.5 * GAP * np.log(n)
+    pay["last_round_unverified"] = float(0.5 * min(TAIL, L) * np.log(n))
     return laws, params, pay
 
 
-def _cells(idx: np.ndarray, t: np.ndarray) -> np.ndarray:
+def cells_by_index(idx: np.ndarray, t: np.ndarray) -> np.ndarray:
     """[n, V] cell of every (token, candidate id): index band (first 8, middle, last 8) x target band."""
     L = int(idx.max()) + 1
     band = np.where(idx < 8, 0, np.where(idx >= L - 8, 2, 1))
@@ -137,7 +149,7 @@ def diagnose_stream(units, *, min_llr: float = 10.0, min_explained: float = 0.9)
         n = min(len(gen.tokens), STREAM_TOKENS)
         idx = _index_in_sequence(gen.sequence[:n])
         laws, par, pay = _unit_laws(gen, pair, settings, n, idx)
-        acc.add_unit(label, laws, gen.tokens[:n], _cells(idx, laws["target"]), pay=pay, params=par)
+        acc.add_unit(label, laws, gen.tokens[:n], cells_by_index(idx, laws["target"]), pay=pay, params=par)
     ranked, tokens, params = acc.ranked(), acc.tokens, acc.params
     top = ranked[0]
     known = top.qualifies(min_llr, min_explained)
@@ -147,7 +159,7 @@ def diagnose_stream(units, *, min_llr: float = 10.0, min_explained: float = 0.9)
     ]
     if known:
         unit = max(top.llr_by_unit, key=top.llr_by_unit.get)  # type: ignore[arg-type]
-        facts.append(f"{_FACTS[top.name]} (strongest in {unit}: {params[top.name][unit]})")
+        facts.append(f"{STREAM_FACTS[top.name]} (strongest in {unit}: {params[top.name][unit]})")
     method = (
         f"law of each of {tokens:,} generated tokens under each stream class, from its rebuilt prefix (at most "
         f"{STREAM_TOKENS:,} per unit); fitted parameters paid for in nats; events floored at probability 1e-9"
@@ -155,7 +167,7 @@ def diagnose_stream(units, *, min_llr: float = 10.0, min_explained: float = 0.9)
     return Diagnosis(top.name if known else NOT_KNOWN, ranked, facts, method, min_llr, min_explained, tokens)
 
 
-_FACTS = {
+STREAM_FACTS = {
     "unverified_draft_tail": "from a fixed token on, tokens follow the draft's law q, not the target's",
     "last_round_unverified": "only the last tokens of each sequence deviate, and there they follow the draft's law q",
     "context_misses_last_token": "tokens follow the target's law given a prefix with one emitted token missing",

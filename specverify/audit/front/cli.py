@@ -7,6 +7,7 @@ docs/adapters.md for the shapes an implementation may take.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import inspect
@@ -17,12 +18,22 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ...errors import SpecVerifyError
-from ...stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED
+from ...stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED, CheckOutcome, Verdict
+
+if TYPE_CHECKING:  # the CLI imports what an audit needs only when it runs one
+    from rich.console import Console
+
+    from ...dists import SamplingSettings
+    from ..pipeline.config import AuditConfig, Rule
+    from ..sources.adapters import Adapter, SubprocessAdapter
+    from ..sources.http_adapter import HttpGenerate
 
 #: the verdict's exit codes; 2 is a usage error and 4 an internal error (specverify.cli), never verdicts
-EXIT = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3, UNSUPPORTED: 5}
+EXIT: dict[str, int] = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3, UNSUPPORTED: 5}
 EXIT_USAGE = 2
 
 CHECKS = """checks run by an audit:
@@ -57,13 +68,19 @@ SIGNATURES = {
 
 ENDPOINT_LENGTH = 4  # tokens per request of an endpoint audit
 
+#: what is audited: a shape of docs/adapters.md, a --cmd process, an --endpoint, or a catalogue entry
+Shape = Literal["round", "kernel", "generator", "cmd", "endpoint", "catalogue"]
+#: the sampling settings the options name (None: the audit's defaults)
+Settings = tuple["SamplingSettings", ...] | None
+_P = TypeVar("_P", bound=argparse.ArgumentParser)
+
 
 class UsageError(SpecVerifyError):
     """A bad option: exit code 2 with one line, before any sampling."""
 
 
 # long: the audit command's argument declarations, one statement per option, kept as one listing
-def add_commands(sub):
+def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
     a = sub.add_parser(
         "audit",
         help="audit an implementation; exit 0 PASS, 1 FAIL, 2 usage error, 3 INCONCLUSIVE, 5 UNSUPPORTED",
@@ -196,19 +213,20 @@ def add_commands(sub):
 # Validation: everything that can be checked before sampling is checked here.
 
 
-def _shape(args) -> str:
-    for k in ("round", "kernel", "generator", "cmd", "endpoint"):
+def _shape(args: argparse.Namespace) -> Shape:
+    shapes: tuple[Shape, ...] = ("round", "kernel", "generator", "cmd", "endpoint")
+    for k in shapes:
         if getattr(args, k) is not None:
             return k
     return "catalogue"
 
 
-def _in_unit_interval(name, x, example):
+def _in_unit_interval(name: str, x: float, example: str) -> None:
     if not (0 < x < 1):  # also false for NaN
         raise UsageError(f"--{name} {x:g} is outside (0, 1); pass a rate such as {example}")
 
 
-def _writable(opt, path):
+def _writable(opt: str, path: str) -> None:
     if not path or not path.strip():
         raise UsageError(f"{opt} is empty; pass a file name")
     if os.path.isdir(path):
@@ -220,7 +238,7 @@ def _writable(opt, path):
         raise UsageError(f"{opt} {path!r}: the folder {folder!r} is not writable; pass another path")
 
 
-def _binds(fn, n: int, **kw) -> bool | None:
+def _binds(fn: Callable[..., Any], n: int, **kw: Any) -> bool | None:
     """Whether fn can be called with n positional arguments and ``kw`` (None: the signature is not visible)."""
     try:
         sig = inspect.signature(fn)
@@ -233,7 +251,7 @@ def _binds(fn, n: int, **kw) -> bool | None:
     return True
 
 
-def _round_call(fn) -> tuple[int, dict]:
+def _round_call(fn: Callable[..., Any]) -> tuple[int, dict[str, Any]]:
     """How a round step is called under SETTINGS_RULE: (positional count, keyword arguments)."""
     from ...harness import settings_arguments
     from ..sources.adapters import settings_parameter
@@ -242,7 +260,7 @@ def _round_call(fn) -> tuple[int, dict]:
     return 5 + len(extra), kw
 
 
-def _check_signature(kind: str, fn, spec: str, logits: bool):
+def _check_signature(kind: str, fn: Callable[..., Any], spec: str, logits: bool) -> None:
     plain, with_logits = SIGNATURES[kind]
     want = with_logits if (logits and kind != "generator") else plain
     n, kw = _round_call(fn) if kind == "round" else (want.count(",") + 1, {})
@@ -270,7 +288,7 @@ def _check_signature(kind: str, fn, spec: str, logits: bool):
     )
 
 
-def _check_cmd(cmd: str):
+def _check_cmd(cmd: str) -> None:
     try:
         argv = shlex.split(cmd)
     except ValueError as exc:
@@ -290,7 +308,7 @@ def _check_cmd(cmd: str):
         raise UsageError(f"--cmd: no program {prog!r} on PATH; install it or pass its full path")
 
 
-def _check_url(opt, url) -> str:
+def _check_url(opt: str, url: str) -> str:
     """The server's base URL: ``url`` itself, or with the path that `specverify serve` prints
     (/v1/completions, or /v1) taken off."""
     if not url.strip():
@@ -303,7 +321,7 @@ def _check_url(opt, url) -> str:
     return base
 
 
-def _parse_model(spec: str):
+def _parse_model(spec: str) -> tuple[Literal["builtin"], int, int] | tuple[Literal["dir"], str, None]:
     """('builtin', vocab, seed) or ('dir', path, None)."""
     if spec.split(":")[0] == "builtin":
         parts = spec.split(":")
@@ -329,7 +347,7 @@ def _parse_model(spec: str):
     return "dir", spec, None
 
 
-def _settings(args):
+def _settings(args: argparse.Namespace) -> Settings:
     """The settings the options name, or None: the audit's defaults (its own grid for --logits)."""
     from ...dists import SamplingSettings
 
@@ -346,7 +364,7 @@ def _settings(args):
         raise UsageError(f"{opt.get(first, first)}: {exc}") from exc
 
 
-def validate(args):
+def validate(args: argparse.Namespace) -> tuple[Settings, Callable[..., Any] | None]:
     """Every check that needs no sampling; raises UsageError with the problem and its fix."""
     _check_numbers(args)
     settings = _settings(args)
@@ -366,7 +384,7 @@ def validate(args):
     return settings, None
 
 
-def _check_numbers(args):
+def _check_numbers(args: argparse.Namespace) -> None:
     """Rates, sizes, budgets and timeouts in their ranges."""
     _in_unit_interval("alpha", args.alpha, "1e-6")
     _in_unit_interval("beta", args.beta, "1e-3")
@@ -400,7 +418,7 @@ def _check_numbers(args):
         raise UsageError(f"--seed {args.seed} is negative; pass a seed >= 0")
 
 
-def _check_targets(args, shape):
+def _check_targets(args: argparse.Namespace, shape: Shape) -> None:
     """What is audited: non-empty specs, a runnable --cmd, endpoints and --model."""
     for k in ("round", "kernel", "generator"):
         v = getattr(args, k)
@@ -438,7 +456,7 @@ def _check_resumable(path: str) -> None:
         raise UsageError(f"--resume: the checkpoint {path!r} is empty; delete it and run without --resume")
 
 
-def _check_shape_options(args, shape):
+def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
     """Options that only some shapes can use."""
     if args.full_rule and shape not in ("kernel", "round"):
         what = {
@@ -476,21 +494,24 @@ def _check_shape_options(args, shape):
 # ---------------------------------------------------------------------------------------------
 
 
-def _adapter(args, fn):
+def _adapter(args: argparse.Namespace, fn: Callable[..., Any] | None) -> Adapter:
     from ...catalogue import BUGS, DECOYS, ChainSampler
     from ..sources.adapters import GeneratorAdapter, KernelAdapter, RoundAdapter, SamplerAdapter, SubprocessAdapter
 
     t = args.call_timeout
-    rule = "full" if args.full_rule else None
+    rule: Rule | None = "full" if args.full_rule else None
     if args.round:
+        assert fn is not None  # validate() loads the callable of --round, --kernel and --generator
         return RoundAdapter(
             fn, logits=args.logits, greedy=args.greedy, rule=rule, call_timeout=t, spec=args.round.strip()
         )
     if args.kernel:
+        assert fn is not None
         return KernelAdapter(
             fn, one_hot=args.one_hot, logits=args.logits, rule=rule, call_timeout=t, spec=args.kernel.strip()
         )
     if args.generator:
+        assert fn is not None
         return GeneratorAdapter(fn, logits=args.logits, greedy=args.greedy, call_timeout=t, spec=args.generator.strip())
     if args.cmd:
         return SubprocessAdapter(args.cmd, call_timeout=t, logits=args.logits)
@@ -506,7 +527,7 @@ def _adapter(args, fn):
     return SamplerAdapter(table[name]())
 
 
-def _config(args, settings):
+def _config(args: argparse.Namespace, settings: Settings) -> AuditConfig:
     """The audit's options, one AuditConfig field per CLI option (a new option: one field, one line here)."""
     from ..pipeline.config import AuditConfig
 
@@ -533,10 +554,10 @@ def _config(args, settings):
 #: below this many columns (an 80-column terminal, a pipe, a CI log) each check is a line with its
 #: summary wrapped beneath it; a table's summary column would be a dozen characters wide there
 WIDE_TERMINAL = 120
-_COLOR = {PASS: "green", FAIL: "red", UNSUPPORTED: "magenta"}
+_COLOR: dict[str, str] = {PASS: "green", FAIL: "red", UNSUPPORTED: "magenta"}
 
 
-def _figures(c) -> str:
+def _figures(c: CheckOutcome) -> str:
     """kind, n and (not on FAIL rows, where the deviation was found) the TV the check could detect."""
     parts = [c.kind] + ([f"n {c.n:,}"] if c.n else [])
     if c.eps and c.status != FAIL and math.isfinite(c.eps):
@@ -544,7 +565,7 @@ def _figures(c) -> str:
     return ", ".join(parts)
 
 
-def _print_check_lines(v, console) -> None:
+def _print_check_lines(v: Verdict, console: Console) -> None:
     import textwrap
 
     from rich.markup import escape
@@ -561,7 +582,7 @@ def _print_check_lines(v, console) -> None:
             console.print(pad + escape(line), soft_wrap=True, highlight=False)
 
 
-def _print_check_table(v, console) -> None:
+def _print_check_table(v: Verdict, console: Console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -580,7 +601,7 @@ def _print_check_table(v, console) -> None:
     console.print(table)
 
 
-def print_verdict(v, console=None):
+def print_verdict(v: Verdict, console: Console | None = None) -> None:
     """The checks (a table on wide terminals, one line each with the summary beneath on narrow ones
     and in pipes), the diagnosis lead of a FAIL, then the headline."""
     from rich.console import Console
@@ -593,7 +614,7 @@ def print_verdict(v, console=None):
     console.print(escape(v.headline()), soft_wrap=True)
 
 
-def _write_outputs(v, args) -> bool:
+def _write_outputs(v: Verdict, args: argparse.Namespace) -> bool:
     ok = True
     if args.json:
         try:
@@ -621,14 +642,14 @@ def _write_outputs(v, args) -> bool:
     return ok
 
 
-def _endpoint_prompts(vocab: int, seed: int, n: int = 8, length: int = 3):
+def _endpoint_prompts(vocab: int, seed: int, n: int = 8, length: int = 3) -> list[list[int]]:
     import numpy as np
 
     rng = np.random.default_rng([seed, 7])
     return [rng.integers(0, vocab, length).tolist() for _ in range(n)]
 
 
-def _preflight(url, timeout):
+def _preflight(url: str, timeout: float) -> Any:
     """GET /v1/models; returns its JSON (or None) and raises UsageError when nothing answers."""
     import urllib.error
     import urllib.request
@@ -643,7 +664,7 @@ def _preflight(url, timeout):
         raise UsageError(f"nothing answers at {url} ({reason}); start the server or fix the URL") from exc
 
 
-def _audit_endpoint(args, settings):
+def _audit_endpoint(args: argparse.Namespace, settings: Settings) -> Verdict:
     from ..pipeline.run import DEFAULT_SETTINGS
     from ..sources.http_adapter import http_generator
 
@@ -654,7 +675,7 @@ def _audit_endpoint(args, settings):
     gen = http_generator(args.endpoint, timeout=args.call_timeout, temperature_last=args.temperature_last)
     if args.baseline_endpoint:
         return _audit_against_baseline(args, info, gen, settings)
-    kind, a, b = _parse_model(args.model or "builtin")
+    model = _parse_model(args.model or "builtin")
     try:
         import torch
 
@@ -664,7 +685,7 @@ def _audit_endpoint(args, settings):
     except ImportError as exc:
         raise UsageError(f"auditing an endpoint needs transformers ({exc}); pip install 'specverify[models]'") from exc
     torch.set_num_threads(1)
-    target = load_local(a) if kind == "dir" else default_models(vocab=a, seed=b)[0]
+    target = load_local(model[1]) if model[0] == "dir" else default_models(vocab=model[1], seed=model[2])[0]
     vocab = int(target.config.vocab_size)
     try:
         served = int(info["data"][0]["vocab_size"])
@@ -693,12 +714,14 @@ def _audit_endpoint(args, settings):
     )
 
 
-def _audit_against_baseline(args, info, gen, settings):
+def _audit_against_baseline(
+    args: argparse.Namespace, info: Any, gen: HttpGenerate, settings: tuple[SamplingSettings, ...]
+) -> Verdict:
     """--baseline-endpoint: the two endpoints' samples compared (two-sample tests), no model needed."""
     from ..sources.http_adapter import http_generator, two_sample_endpoints
 
     info_b = _preflight(args.baseline_endpoint, args.call_timeout)
-    vocab = None
+    vocab: int | None = None
     for i in (info, info_b):
         with contextlib.suppress(TypeError, KeyError, IndexError, ValueError):
             vocab = vocab or int(i["data"][0]["vocab_size"])
@@ -719,7 +742,7 @@ def _audit_against_baseline(args, info, gen, settings):
     )
 
 
-def _start_cmd(adapter) -> None:
+def _start_cmd(adapter: SubprocessAdapter) -> None:
     """A --cmd process that cannot answer its hello is a usage error (the command is wrong), before sampling."""
     from ...errors import ImplementationError
 
@@ -729,13 +752,14 @@ def _start_cmd(adapter) -> None:
         raise UsageError(f"--cmd: {exc}; run the command by hand to see why (docs/protocol.md)") from exc
 
 
-def run_audit(args) -> int:
+def run_audit(args: argparse.Namespace) -> int:
     from ..pipeline.run import audit
+    from ..sources.adapters import SubprocessAdapter
 
     if args.list_checks:
         print(CHECKS)
         return 0
-    adapter = None
+    adapter: Adapter | None = None
     try:
         settings, fn = validate(args)
         if args.endpoint:
@@ -743,7 +767,7 @@ def run_audit(args) -> int:
         else:
             cfg = _config(args, settings)
             adapter = _adapter(args, fn)
-            if args.cmd:
+            if isinstance(adapter, SubprocessAdapter):  # --cmd
                 _start_cmd(adapter)
             v = audit(adapter, cfg)
     except SpecVerifyError as exc:
@@ -758,7 +782,7 @@ def run_audit(args) -> int:
     return EXIT[v.status]
 
 
-def run_selftest(args) -> int:
+def run_selftest(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
@@ -773,7 +797,8 @@ def run_selftest(args) -> int:
     except UsageError as exc:
         print(f"specverify: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    rows, ok = [], True
+    rows: list[tuple[str, str, str, str, int, float, bool, str]] = []
+    ok = True
     for cls in [*BUGS, *DECOYS]:
         t = time.perf_counter()
         v = audit(SamplerAdapter(cls()), eps=args.eps, seed=args.seed)

@@ -23,11 +23,19 @@ import html
 import io
 import json
 import math
+import os
 import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
-from ...stats import FAIL, INCONCLUSIVE, PASS
+from ...stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, Verdict
+
+if TYPE_CHECKING:  # matplotlib is optional and loaded only to draw
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["write_html", "render_html", "plain_statement", "check_figure"]
 
@@ -61,7 +69,7 @@ _WHITEBOX_WORDS = [  # (stratum prefix, what its failure says), for a declared f
 ]
 
 
-def _fig_to_b64(fig) -> str:
+def _fig_to_b64(fig: Figure) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
@@ -72,7 +80,7 @@ def _fig_to_b64(fig) -> str:
 
 
 # -- the statement in plain words --------------------------------------------------------------
-def _component(text: str) -> dict | None:
+def _component(text: str) -> dict[str, Any] | None:
     """A test's name, p-value, exactness and worst cells from its recorded str(GofResult)."""
     m = _COMPONENT.match(text or "")
     if not m:
@@ -96,7 +104,7 @@ def _count(x: float) -> str:
     return f"{x:,.0f}" if abs(x - round(x)) < 1e-9 else f"{x:,.1f}"
 
 
-def _cells_words(cells) -> str:
+def _cells_words(cells: Iterable[tuple[str, float, float]]) -> str:
     """'mass bin 31/32 was seen 425 times where 27.3 were expected; ...' (cells merged by label)."""
     merged: dict[str, list[float]] = {}
     for lab, o, e in cells:
@@ -110,7 +118,7 @@ def _cells_words(cells) -> str:
     )
 
 
-def _top_cells(wb: dict, k: int = MARKED) -> list[tuple[str, float, float]]:
+def _top_cells(wb: dict[str, Any], k: int = MARKED) -> list[tuple[str, float, float]]:
     """The k cells of the recorded bins with the largest standardized residual (the test's order)."""
     o, e = np.asarray(wb.get("observed") or [], dtype=float), np.asarray(wb.get("expected") or [], dtype=float)
     labels = wb.get("labels") or [f"cell {j + 1}" for j in range(len(o))]
@@ -146,7 +154,7 @@ def _test_words(test: str) -> str:
     return next((w for k, w in _TEST_WORDS.items() if test.startswith(k)), test)
 
 
-def _plain_eprocess(c, unit: str, *, pooled: bool = True) -> str:
+def _plain_eprocess(c: CheckOutcome, unit: str, *, pooled: bool = True) -> str:
     """The sequential e-process stopped the unit (conclude_unit: no fixed-sample stratum failed);
     ``pooled``: add the pooled bins' largest moves (small: the deviation shows context by context)."""
     d = c.details
@@ -162,7 +170,7 @@ def _plain_eprocess(c, unit: str, *, pooled: bool = True) -> str:
     )
 
 
-def _plain_whitebox(c, unit: str, name: str, body: str) -> str:
+def _plain_whitebox(c: CheckOutcome, unit: str, name: str, body: str) -> str:
     """A white-box stratum of a declared full rule failed: what that stratum says, with its cells."""
     entry = next((w for w in c.details.get("whitebox", []) if w["stratum"] == name), None)
     comp = _component(entry["result"]) if entry else None
@@ -179,7 +187,7 @@ def _plain_whitebox(c, unit: str, name: str, body: str) -> str:
     return f"{lead}: in {unit}, {body}"
 
 
-def _plain_stream(c, unit: str, stratum: str | None, body: str) -> str:
+def _plain_stream(c: CheckOutcome, unit: str, stratum: str | None, body: str) -> str:
     """A stratum of the emitted tokens failed: its worst test's cells (all bins when it is the
     sorted-mass test of the recorded worst stratum)."""
     d = c.details
@@ -199,7 +207,7 @@ def _plain_stream(c, unit: str, stratum: str | None, body: str) -> str:
     )
 
 
-def _plain_check(v, c) -> str:
+def _plain_check(v: Verdict, c: CheckOutcome) -> str:
     """The plain statement of one failed check (located as the headline locates it)."""
     _, stratum, body = dataclasses.replace(v, checks=[c]).first_failure() or (c, None, c.summary)
     if c.kind == "exact" or not isinstance(c.details, dict):
@@ -212,7 +220,7 @@ def _plain_check(v, c) -> str:
     return _plain_stream(c, unit, stratum, body)
 
 
-def _plain_fail(v) -> str:
+def _plain_fail(v: Verdict) -> str:
     first = v.first_failure()
     if first is None:
         return v.headline()
@@ -221,7 +229,7 @@ def _plain_fail(v) -> str:
     # an e-process or exact-check FAIL names no cells that moved: the strongest failure with a p-value does
     other = min(
         (x for x in failed if x.pvalue is not None and isinstance(x.details, dict)),
-        key=lambda x: x.pvalue,
+        key=lambda x: math.inf if x.pvalue is None else x.pvalue,  # never None here (filtered above)
         default=None,
     )
     eprocess = c.pvalue is None and c.kind == "statistical" and isinstance(c.details, dict)
@@ -234,7 +242,7 @@ def _plain_fail(v) -> str:
     return text + _explain(text) + tail
 
 
-def plain_statement(v) -> str:
+def plain_statement(v: Verdict) -> str:
     """The verdict in plain words: for a FAIL what failed, where, and the cells that moved most."""
     if v.status == FAIL:
         return _plain_fail(v)
@@ -268,7 +276,7 @@ def plain_statement(v) -> str:
 
 
 # -- plots ---------------------------------------------------------------------------------------
-def _bin_numbers(wb: dict, n: int) -> list[str] | None:
+def _bin_numbers(wb: dict[str, Any], n: int) -> list[str] | None:
     """Tick labels numbering the plotted cells as the evidence does ("mass bin k/B" -> k)."""
     labels = wb.get("labels")
     if labels and len(labels) == n:
@@ -282,11 +290,11 @@ def _bin_numbers(wb: dict, n: int) -> list[str] | None:
     return None
 
 
-def _ratio_format(y: float, _pos=None) -> str:
+def _ratio_format(y: float, _pos: int | None = None) -> str:
     return f"{y:g}" if y >= 1 else f"1/{1 / y:g}"
 
 
-def _panel_ratio(ax, d: dict, emphasize: bool) -> None:
+def _panel_ratio(ax: Axes, d: dict[str, Any], emphasize: bool) -> None:
     """Observed / expected per sorted-mass bin of the worst stratum (log scale), with the band that
     chance alone gives (expected +- 2 sd) and the most deviating bins marked, as the statement names
     them; in red (``emphasize``) only where this stratum's test rejected, since some bins of a
@@ -317,7 +325,15 @@ def _panel_ratio(ax, d: dict, emphasize: bool) -> None:
     _ratio_axes(ax, d.get("worst_stratum"), ticks)
 
 
-def _mark_bins(ax, marked: list[int], shown, o, e, names: list[str], red) -> None:
+def _mark_bins(
+    ax: Axes,
+    marked: list[int],
+    shown: npt.NDArray[np.float64],
+    o: npt.NDArray[np.float64],
+    e: npt.NDArray[np.float64],
+    names: list[str],
+    red: npt.NDArray[np.bool_],
+) -> None:
     """Label the marked bins with their counts and standardized residual; neighbours on the same
     side of 1 are staggered so that their labels do not overlap."""
     last: dict[bool, tuple[int, int]] = {}  # side -> (bin, level) of the previous mark there
@@ -343,7 +359,7 @@ def _mark_bins(ax, marked: list[int], shown, o, e, names: list[str], red) -> Non
         )
 
 
-def _ratio_axes(ax, stratum, ticks: list[str] | None) -> None:
+def _ratio_axes(ax: Axes, stratum: str | None, ticks: list[str] | None) -> None:
     from matplotlib.ticker import FuncFormatter
 
     ax.set_yscale("log", base=2)
@@ -362,7 +378,7 @@ def _ratio_axes(ax, stratum, ticks: list[str] | None) -> None:
     ax.legend(fontsize=7, loc="upper left")
 
 
-def _panel_pit(ax, h: np.ndarray) -> None:
+def _panel_pit(ax: Axes, h: npt.NDArray[Any]) -> None:
     ax.bar(np.arange(len(h)) / len(h), h, 1 / len(h), align="edge", color="#4477aa", label="observed")
     ax.axhline(h.sum() / len(h), color="k", lw=1, label="expected (flat)")
     ax.set_title("PIT histogram, all tokens (flat under H0)", fontsize=8)
@@ -370,7 +386,7 @@ def _panel_pit(ax, h: np.ndarray) -> None:
     ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
 
 
-def _panel_accepted(ax, acc: dict) -> None:
+def _panel_accepted(ax: Axes, acc: dict[str, Any]) -> None:
     """Observed share of rounds per number of accepted drafts, with the full rule's law overlaid."""
     ah = np.asarray(acc["accepted_hist"], dtype=float)
     k, share = np.arange(len(ah)), ah / ah.sum()
@@ -395,7 +411,7 @@ def _panel_accepted(ax, acc: dict) -> None:
     ax.legend(fontsize=7, loc="upper left" if share[0] < share[-1] else "upper right")
 
 
-def _panel_speedup(ax, acc: dict) -> None:
+def _panel_speedup(ax: Axes, acc: dict[str, Any]) -> None:
     from ...theory import expected_speedup, expected_tokens_per_round
 
     gamma = len(acc["per_position_alpha"])
@@ -420,7 +436,7 @@ def _panel_speedup(ax, acc: dict) -> None:
     ax.legend(fontsize=6)
 
 
-def _no_bins(ax) -> None:
+def _no_bins(ax: Axes) -> None:
     ax.axis("off")
     ax.text(
         0.5, 0.5,
@@ -429,7 +445,7 @@ def _no_bins(ax) -> None:
     )  # fmt: skip
 
 
-def check_figure(d: dict, *, emphasize: bool = False):
+def check_figure(d: dict[str, Any], *, emphasize: bool = False) -> Figure | None:
     """The matplotlib figure of a check's details (None when it recorded no plot data): the
     observed / expected ratio per bin over the full width, then the PIT histogram, the accepted
     drafts per round with the expected law, and the speedup model. ``emphasize``: the plotted stratum
@@ -458,7 +474,7 @@ def check_figure(d: dict, *, emphasize: bool = False):
     return fig
 
 
-def _figure_alt(name: str, d: dict) -> str:
+def _figure_alt(name: str, d: dict[str, Any]) -> str:
     """The figure's text alternative: what each panel shows (and which bins are marked)."""
     wb, acc = d.get("worst_stratum_bins") or {}, d.get("acceptance") or {}
     parts = []
@@ -471,7 +487,7 @@ def _figure_alt(name: str, d: dict) -> str:
     return f"plots for {name}: " + "; ".join(parts + ["PIT histogram", "tokens per round as speedup"])
 
 
-def _plots(v) -> list[tuple[str, str, str]]:
+def _plots(v: Verdict) -> list[tuple[str, str, str]]:
     """(check name, alt text, PNG as base64) per check that recorded plot data."""
     if not _has_matplotlib():
         return []
@@ -490,7 +506,7 @@ def _plots(v) -> list[tuple[str, str, str]]:
 
 
 # -- the page ------------------------------------------------------------------------------------
-def _evidence_items(v) -> list[str]:
+def _evidence_items(v: Verdict) -> list[str]:
     seen, items = set(), []
     for e in v.evidence:
         if e not in seen:
@@ -499,7 +515,7 @@ def _evidence_items(v) -> list[str]:
     return items
 
 
-def _diagnosis_html(v) -> str:
+def _diagnosis_html(v: Verdict) -> str:
     """The diagnosis of a FAIL, first on the page: the class, what to check, the facts, and the
     ranked candidates with their likelihood ratios and the reports they were modelled on."""
     d = v.diagnosis or {}
@@ -526,7 +542,7 @@ def _diagnosis_html(v) -> str:
     )
 
 
-def _check_rows(v) -> str:
+def _check_rows(v: Verdict) -> str:
     """The checks table; a FAIL row has no detectable-TV figure (a FAIL rests on its evidence)."""
     esc = html.escape
     rows = []
@@ -542,7 +558,7 @@ def _check_rows(v) -> str:
     return "".join(rows)
 
 
-def _facts_html(v) -> str:
+def _facts_html(v: Verdict) -> str:
     facts = [
         ("status", v.status),
         ("false-fail rate alpha", f"{v.alpha:g}"),
@@ -575,7 +591,7 @@ pre{background:#f6f6f6;padding:1em;overflow:auto;max-height:30em}img{max-width:1
 """
 
 
-def render_html(v) -> str:
+def render_html(v: Verdict) -> str:
     esc = html.escape
     plots = _plots(v)
     imgs = "".join(f"<h4>{esc(n)}</h4><img alt='{esc(alt)}' src='data:image/png;base64,{b}'>" for n, alt, b in plots)
@@ -615,7 +631,7 @@ def _has_matplotlib() -> bool:
     return True
 
 
-def write_html(v, path) -> None:
+def write_html(v: Verdict, path: str | os.PathLike[str]) -> None:
     doc = render_html(v)  # render first: a failed render leaves no half-written file
     with open(path, "w", encoding="utf-8") as f:
         f.write(doc)

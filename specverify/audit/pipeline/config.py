@@ -9,12 +9,23 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Literal
 
 from ...dists import SamplingSettings
 from ...stats import DEFAULT_BINS, DEFAULT_COMPONENTS, min_samples_for_tv
 
-__all__ = ["AuditConfig", "TestFamily", "GreedyTies", "Context", "Harness", "StrataRule", "PairKind", "Rule"]
+__all__ = [
+    "AuditConfig",
+    "LMAuditConfig",
+    "TestFamily",
+    "GreedyTies",
+    "Context",
+    "Harness",
+    "StrataRule",
+    "PairKind",
+    "Rule",
+]
 
 #: the greedy reference on exact ties of the top logit: the lowest id (target-only greedy) or any tied token
 GreedyTies = Literal["lowest-id", "any"]
@@ -59,6 +70,34 @@ class AuditConfig:
     diagnose: bool = True  # rank root causes after a FAIL (seconds to a minute; never changes the verdict)
     greedy_ties: GreedyTies = "lowest-id"  # or 'any': a greedy output may take any exactly tied top token
     context: Context = "tables"  # round steps and generators: 'tables' (hashed order-2) or 'transformers' (tiny models)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LMAuditConfig:
+    """Every option of an audit against a language model's computed law (``audit_lm``,
+    ``audit_lm_pairs``, endpoints): the rates, settings and budget mean what they mean in
+    :class:`AuditConfig`; ``audit_lm(generate, model, **overrides)`` takes the field names as
+    keywords, and an unknown one is an error, never dropped."""
+
+    alpha: float = 1e-6
+    beta: float = 1e-3
+    eps: float = 0.05
+    budget_s: float = 600.0  # a cap: reaching it makes the verdict INCONCLUSIVE
+    seed: int = 0
+    gamma: int = 4  # the largest gamma in use: sequences default to 4 (gamma + 1) tokens
+    settings: tuple[SamplingSettings, ...] | None = None  # None: DEFAULT_SETTINGS
+    prompts: tuple[tuple[int, ...], ...] | None = None  # None: 8 seeded prompts of 2 to 5 ids
+    length: int | None = None  # tokens per sequence; None: 4 (gamma + 1)
+    max_sequences: int | None = None  # sequences per unit at most: fixed sizes instead of the plan
+    name: str = "generator"
+    call_timeout: float | None = 60.0  # seconds per call (per sequence of a batch call)
+    greedy_check: bool = True
+    target_greedy: Callable[[list[int], int], list[int]] | None = None  # the reference greedy, when not target-only
+    tie_tol: float = 1e-4  # top-2 logit margin under which a greedy divergence is a near-tie
+    lossy_by_design: bool = False
+    looks: tuple[float, ...] = (1.0,)  # fractions of the plan tested in turn (alpha split over them)
+    logit_tol: float = 0.0  # bound on |engine logit - float64 logit| at filter boundaries
+    diagnose: bool = True  # rank root causes after a FAIL (never changes the verdict)
 
 
 @dataclasses.dataclass(frozen=True)

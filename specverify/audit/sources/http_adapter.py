@@ -19,29 +19,54 @@ import math
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
+import numpy.typing as npt
 
+from ...dists import SamplingSettings
 from ...errors import ImplementationError, ImplementationTimeout, MalformedOutputError, UnsupportedSettingError
-from ...stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, Verdict, binned_homogeneity_test, holm
+from ...stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, GofResult, Verdict, binned_homogeneity_test, holm
 
 __all__ = ["http_generator", "two_sample_endpoints", "two_sample_verdict", "parse_completion_ids"]
 
+#: a generator an endpoint is sampled through: generate(prompt, max_new_tokens, seed, settings) -> ids
+EndpointGenerate = Callable[[Sequence[int], int, int, SamplingSettings], Sequence[int]]
+#: one setting's two samples, ([n, length] tokens of the first endpoint, of the second), or
+#: (name, error) of the first endpoint that failed
+EndpointSamples = Sequence[npt.NDArray[Any]] | tuple[str, Exception]
 
-def _post(url, payload, timeout):
+
+class HttpGenerate(Protocol):
+    """What :func:`http_generator` returns: ``generate(prompt, max_new_tokens, seed, settings) -> ids``
+    with ``batch(prompts, max_new_tokens, seeds, settings) -> [ids]`` and ``batch_size``."""
+
+    __name__: str
+    batch: Callable[[Sequence[Sequence[int]], int, Sequence[int | None], SamplingSettings], list[list[int]]]
+    batch_size: int
+
+    def __call__(
+        self, prompt: Sequence[int], max_new_tokens: int, seed: int | None, settings: SamplingSettings
+    ) -> list[int]: ...
+
+
+def _post(url: str, payload: dict[str, Any], timeout: float) -> bytes:
     data = json.dumps(payload).encode()
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
-        return r.read()
+        body: bytes = r.read()
+        return body
 
 
-def _payload(model, prompt, max_new_tokens, seed, settings, n: int = 1) -> dict:
+def _payload(
+    model: str, prompt: Sequence[int], max_new_tokens: int, seed: int | None, settings: SamplingSettings, n: int = 1
+) -> dict[str, Any]:
     """A /v1/completions body: token-id prompt, every sampling setting explicit, and the full length
     by ``ignore_eos`` (not ``min_tokens``, which bans the end-of-sequence token and so changes the
     law sampled from)."""
-    body = {
+    body: dict[str, Any] = {
         "model": model,
         "prompt": [int(t) for t in prompt],
         "max_tokens": int(max_new_tokens),
@@ -62,7 +87,7 @@ def _payload(model, prompt, max_new_tokens, seed, settings, n: int = 1) -> dict:
     return body
 
 
-def _post_with_retries(url, payload, *, timeout, retries, backoff) -> bytes:
+def _post_with_retries(url: str, payload: dict[str, Any], *, timeout: float, retries: int, backoff: float) -> bytes:
     """The raw body; timeouts and 5xx are retried with exponential backoff, 4xx are not (the
     request itself is wrong, or the setting is refused: an unsupported setting when it says so)."""
     for attempt in range(retries + 1):
@@ -96,9 +121,10 @@ def parse_completion_ids(raw: bytes, url: str = "the endpoint") -> list[list[int
         ) from exc
 
 
-def _groups(prompts, seeds, per_request: int):
+def _groups(prompts: Sequence[Sequence[int]], seeds: Sequence[int | None], per_request: int) -> list[tuple[int, int]]:
     """Runs of one prompt, at most ``per_request`` long: one request with ``n`` completions each."""
-    out, i = [], 0
+    out: list[tuple[int, int]] = []
+    i = 0
     while i < len(prompts):
         j = i + 1
         while j < len(prompts) and j - i < per_request and list(prompts[j]) == list(prompts[i]):
@@ -118,9 +144,9 @@ def http_generator(
     concurrency: int = 1,
     completions_per_request: int = 1,
     seeded: bool = True,
-    on_response=None,
+    on_response: Callable[[dict[str, Any], bytes], object] | None = None,
     temperature_last: bool = False,
-):
+) -> HttpGenerate:
     """``generate(prompt, n, seed, settings)`` over ``POST {base_url}/v1/completions``.
 
     ``generate.batch(prompts, n, seeds, settings)`` (used by :func:`audit_lm`) sends up to
@@ -132,7 +158,9 @@ def http_generator(
     (settings whose law depends on the order and that the server cannot follow are unsupported)."""
     url = base_url.rstrip("/") + "/v1/completions"
 
-    def one(prompt, n_new, seed, settings, n=1):
+    def one(
+        prompt: Sequence[int], n_new: int, seed: int | None, settings: SamplingSettings, n: int = 1
+    ) -> list[list[int]]:
         settings.require_conventions(who=url, temperature_last=temperature_last)
         body = _payload(model, prompt, n_new, seed if seeded else None, settings, n)
         raw = _post_with_retries(url, body, timeout=timeout, retries=retries, backoff=backoff)
@@ -146,26 +174,33 @@ def http_generator(
             )
         return ids
 
-    def generate(prompt, max_new_tokens, seed, settings):
+    def generate(prompt: Sequence[int], max_new_tokens: int, seed: int | None, settings: SamplingSettings) -> list[int]:
         return one(prompt, max_new_tokens, seed, settings)[0]
 
-    def batch(prompts, max_new_tokens, seeds, settings):
+    def batch(
+        prompts: Sequence[Sequence[int]], max_new_tokens: int, seeds: Sequence[int | None], settings: SamplingSettings
+    ) -> list[list[int]]:
         groups = _groups(prompts, seeds, max(1, completions_per_request))
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             futs = [pool.submit(one, prompts[i], max_new_tokens, seeds[i], settings, j - i) for i, j in groups]
             return [ids for f in futs for ids in f.result()]
 
-    gen: Any = generate  # a function with attributes: .batch, .batch_size
+    gen = cast(HttpGenerate, generate)  # a function with attributes: .batch, .batch_size
     gen.batch = batch
     gen.batch_size = max(1, concurrency) * max(1, completions_per_request)
     gen.__name__ = f"http:{base_url}"
     return gen
 
 
-def _sample_both(endpoints, prompts, length, settings):
+def _sample_both(
+    endpoints: Sequence[tuple[EndpointGenerate, npt.NDArray[np.int64], str]],
+    prompts: Sequence[Sequence[int]],
+    length: int,
+    settings: SamplingSettings,
+) -> EndpointSamples:
     """[A, B]: [n, length] tokens from each (generator, seeds, name), prompts in rotation; or
     (name, error) of the first endpoint that failed."""
-    out = []
+    out: list[npt.NDArray[Any]] = []
     for gen, seeds, name in endpoints:
         try:
             out.append(
@@ -182,11 +217,11 @@ def _sample_both(endpoints, prompts, length, settings):
 
 
 def two_sample_endpoints(
-    gen_spec,
-    gen_ref,
+    gen_spec: EndpointGenerate,
+    gen_ref: EndpointGenerate,
     *,
-    prompts,
-    settings,
+    prompts: Sequence[Sequence[int]],
+    settings: SamplingSettings | Sequence[SamplingSettings],
     vocab_size: int | None = None,
     n_sequences: int = 400,
     length: int = 4,
@@ -203,12 +238,12 @@ def two_sample_endpoints(
     samples are compared by :func:`two_sample_verdict`.
     """
     t0 = time.perf_counter()
-    settings = tuple(settings) if isinstance(settings, (list, tuple)) else (settings,)
-    if not prompts or n_sequences < 1 or length < 1 or not settings:
+    grid = tuple(settings) if isinstance(settings, (list, tuple)) else (cast(SamplingSettings, settings),)
+    if not prompts or n_sequences < 1 or length < 1 or not grid:
         raise ValueError("need at least one prompt, one setting, n_sequences >= 1 and length >= 1")
     rng = np.random.default_rng(seed)
-    samples = []
-    for s in settings:
+    samples: list[EndpointSamples] = []
+    for s in grid:
         seeds = rng.integers(2**31, size=(2, n_sequences))
         samples.append(
             _sample_both(((gen_spec, seeds[0], names[0]), (gen_ref, seeds[1], names[1])), prompts, length, s)
@@ -216,7 +251,7 @@ def two_sample_endpoints(
     prompt_index = np.arange(n_sequences) % len(prompts)
     v = two_sample_verdict(
         samples,
-        settings=settings,
+        settings=grid,
         prompt_index=prompt_index,
         n_prompts=len(prompts),
         vocab_size=vocab_size,
@@ -230,7 +265,9 @@ def two_sample_endpoints(
     return v
 
 
-def _output_problem(label, A, B, n_sequences, length, vocab_size):
+def _output_problem(
+    label: str, A: npt.NDArray[Any], B: npt.NDArray[Any], n_sequences: int, length: int, vocab_size: int | None
+) -> str | None:
     """A message when a sample is malformed (short, negative or out-of-vocabulary ids), else None."""
     if A.shape != (n_sequences, length) or B.shape != (n_sequences, length) or (A < 0).any() or (B < 0).any():
         return f"{label}: an endpoint returned fewer than {length} tokens or a negative id"
@@ -241,10 +278,10 @@ def _output_problem(label, A, B, n_sequences, length, vocab_size):
 
 # long: a 15-line docstring with the power formula, and the verdict's fields written out by name
 def two_sample_verdict(
-    samples,
+    samples: Sequence[EndpointSamples],
     *,
-    settings,
-    prompt_index,
+    settings: Sequence[SamplingSettings],
+    prompt_index: npt.ArrayLike,
     n_prompts: int,
     vocab_size: int | None = None,
     alpha: float = 1e-6,
@@ -269,13 +306,13 @@ def two_sample_verdict(
     """
     from ...stats import noncentrality_for_power
 
-    prompt_index = np.asarray(prompt_index)
-    n_sequences = len(prompt_index)
+    index = np.asarray(prompt_index)
+    n_sequences = len(index)
     length = max((x[0].shape[1] for x in samples if isinstance(x[0], np.ndarray) and x[0].ndim == 2), default=1)
     lam = noncentrality_for_power(n_bins - 1, alpha / (len(settings) * length), beta)
     eps_reached = math.sqrt(2 * lam / n_sequences) / 2
     checks, evidence, res, labels = _two_sample_tests(
-        samples, settings, prompt_index, n_prompts=n_prompts, length=length, vocab_size=vocab_size, n_bins=n_bins,
+        samples, settings, index, n_prompts=n_prompts, length=length, vocab_size=vocab_size, n_bins=n_bins,
         seed=seed,
     )  # fmt: skip
     adj: list[float] = list(holm([r.pvalue for r in res])) if res else []
@@ -317,9 +354,22 @@ def two_sample_verdict(
     )
 
 
-def _two_sample_tests(samples, settings, prompt_index, *, n_prompts, length, vocab_size, n_bins, seed):
+def _two_sample_tests(
+    samples: Sequence[EndpointSamples],
+    settings: Sequence[SamplingSettings],
+    prompt_index: npt.NDArray[Any],
+    *,
+    n_prompts: int,
+    length: int,
+    vocab_size: int | None,
+    n_bins: int,
+    seed: int,
+) -> tuple[list[CheckOutcome], list[str], list[GofResult], list[str]]:
     """(exact failures, their evidence, the per-position homogeneity tests, their labels)."""
-    checks, evidence, res, labels = [], [], [], []
+    checks: list[CheckOutcome] = []
+    evidence: list[str] = []
+    res: list[GofResult] = []
+    labels: list[str] = []
     for k, (s, pair) in enumerate(zip(settings, samples, strict=True)):
         label = f"settings[{k}] {s.short()}"
         if isinstance(pair, tuple) and isinstance(pair[1], Exception):
@@ -342,7 +392,19 @@ def _two_sample_tests(samples, settings, prompt_index, *, n_prompts, length, voc
     return checks, evidence, res, labels
 
 
-def _two_sample_outcome(lab, r, adjusted, *, alpha, eps, eps_reached, lam, n_sequences, n_bins, evidence):
+def _two_sample_outcome(
+    lab: str,
+    r: GofResult,
+    adjusted: float,
+    *,
+    alpha: float,
+    eps: float,
+    eps_reached: float,
+    lam: float,
+    n_sequences: int,
+    n_bins: int,
+    evidence: list[str],
+) -> CheckOutcome:
     if adjusted <= alpha:
         msg = f"{lab}: {r.test} p={r.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); {r}"
         evidence.append(msg)

@@ -4,13 +4,21 @@
 implementation: specverify's runner, transformers' assisted generation, an HTTP endpoint) and
 tests every generated token against the target's processed distribution given its prefix,
 computed by the auditor with one teacher-forced pass in float64 (docs/verdict.md: references compute
-in float64). It shares the table audit's defaults and plan (:mod:`specverify.audit.pipeline.plan`: alpha 1e-6,
-beta 1e-3, eps 0.05, :data:`DEFAULT_SETTINGS`, one test family per setting, sample size from the
-plan, the budget a cap that gives INCONCLUSIVE) and its conclusion (:mod:`specverify.audit.pipeline.conclude`).
+in float64). It runs the stages of the table audit with the LM's data: plan (units = setting x
+model pair, each with its :class:`~specverify.audit.pipeline.config.TestFamily`; alpha 1e-6, beta
+1e-3, eps 0.05, :data:`DEFAULT_SETTINGS`), collect (sequences per unit up to the plan; the budget
+a cap that gives INCONCLUSIVE), conclude (the default stream test, ``make_verdict``) and, after a
+FAIL, a diagnosis (:func:`specverify.diagnosis.diagnose_lm`: settings not applied, drafts kept
+unverified). Options are the fields of :class:`LMAuditConfig` (an unknown one is an error).
 Sequences are ``4 (gamma + 1)`` tokens by default, several rounds at the largest gamma in use, so
 bugs that appear from the second round on are in scope. The test is the default stream test on the
 pooled tokens (round positions are not visible to a black-box generator). A setting the
 implementation declines (it raises NotImplementedError) is reported as unsupported, never as a FAIL.
+
+``audit_lm_pairs`` audits a generator factory ``make_generate(target, draft)`` on model pairs that
+specverify builds (:func:`lm_pairs`: a low- and a high-overlap pair of tiny transformers models),
+because bugs of the rejection path hide under high overlap and bugs of the all-accepted path under
+low overlap; with the draft known, the diagnosis can also name draft-law mechanisms.
 
 ``greedy_equivalence`` compares greedy output with target-only greedy token for token; a
 divergence is excused only where the target's top-two logits are within ``tie_tol`` (a near-tie
@@ -24,38 +32,57 @@ input_ids, max_new_tokens, *, do_sample, temperature, top_p, top_k, seed)``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from scipy.stats import poisson_binom
 
 from ...dists import GREEDY, SamplingSettings
-from ...errors import ImplementationError, MalformedOutputError, UnsupportedSettingError
+from ...errors import ImplementationError, MalformedOutputError, SpecVerifyError, UnsupportedSettingError
+from ...harness import as_token_ids
 from ...lm.transformers_lm import CausalLM, KVSession
 from ...stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, StreamLaw, Verdict, default_stream_test
-from ..pipeline.conclude import UNSUPPORTED, failed_outcome, failure_of, make_verdict
-from ..pipeline.plan import DEFAULT_SETTINGS, TestFamily
+from ..pipeline.conclude import FINDING, UNSUPPORTED, failed_outcome, failure_of, make_verdict
+from ..pipeline.config import LMAuditConfig, TestFamily
+from ..pipeline.plan import DEFAULT_SETTINGS
 from .adapters import call_with_timeout
 
-__all__ = ["audit_lm", "greedy_equivalence", "batched_vs_incremental_logit_gap", "common_shape_generator"]
+__all__ = [
+    "LMAuditConfig",
+    "LMPair",
+    "audit_lm",
+    "audit_lm_pairs",
+    "lm_pairs",
+    "greedy_equivalence",
+    "batched_vs_incremental_logit_gap",
+    "common_shape_generator",
+]
 
 GREEDY_NAME = "greedy equivalence (tie-aware)"
+#: ``generate(prompt, max_new_tokens, seed, settings) -> token ids``
+Generate = Callable[..., Any]
+#: a model pair's kind: the caller's own target (draft unknown), or a pair specverify built
+LMPairKind = Literal["given", "low", "high"]
 
 
-def _auditor(model):
-    m = copy.deepcopy(model).to(torch.float64)
-    return CausalLM(m)
+def _auditor(model: torch.nn.Module) -> CausalLM:
+    return CausalLM(copy.deepcopy(model).to(torch.float64))
 
 
-def common_shape_generator(fn, target, draft=None):
+def common_shape_generator(
+    fn: Callable[..., Any], target: torch.nn.Module, draft: torch.nn.Module | None = None
+) -> Generate:
     """``generate(prompt, n, seed, settings)`` over ``fn(target, draft, input_ids, max_new_tokens, *,
     do_sample, temperature, top_p, top_k, seed)`` (input_ids a [1, L] LongTensor; the return value
     the whole sequence or only the new tokens, as a tensor or a list). Settings it cannot express
     (min-p, penalties) raise NotImplementedError, which the audit reports as unsupported."""
 
-    def generate(prompt, n, seed, s: SamplingSettings):
+    def generate(prompt: list[int], n: int, seed: int, s: SamplingSettings) -> Any:  # ids, checked by the audit
         if s.min_p or s.uses_history:
             raise NotImplementedError(f"the common shape has no min-p or penalties ({s.short()})")
         s.require_conventions(who="the common shape (transformers' conventions)")
@@ -80,22 +107,9 @@ def common_shape_generator(fn, target, draft=None):
     return generate
 
 
-def _call_batch(generate, prompts, length, seeds, s, *, timeout, name):
-    """``len(prompts)`` sequences: one ``generate.batch`` call when the generator has one (engines
-    that schedule requests together; the call gets ``timeout`` per sequence), else one call each."""
-    if hasattr(generate, "batch"):
-        t = timeout * len(prompts) if timeout else None
-        out = call_with_timeout(generate.batch, [list(p) for p in prompts], length, seeds, s, timeout=t, what=name)
-        if len(out) != len(prompts):
-            raise MalformedOutputError(f"{name}.batch returned {len(out)} sequences for {len(prompts)} prompts")
-        return [list(x) for x in out]
-    return [
-        list(call_with_timeout(generate, list(p), length, sd, s, timeout=timeout, what=name))
-        for p, sd in zip(prompts, seeds, strict=False)
-    ]
-
-
-def _laws(aud, prompts, seqs, s, logit_tol: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _laws(
+    aud: CausalLM, prompts: list[list[int]], seqs: list[list[int]], s: SamplingSettings, logit_tol: float
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per sequence: the law rows each token is tested against and marks [m, 2] (token at an
     ambiguous filter boundary, bound on the engine's mass there). With ``logit_tol`` the law of a
     position is its law restricted to the tokens kept under every perturbation within the
@@ -113,46 +127,200 @@ def _laws(aud, prompts, seqs, s, logit_tol: float) -> tuple[list[np.ndarray], li
     return rows, marks
 
 
-def _sample_setting(
-    generate, aud, prompts, s, *, length, need, rng, deadline, max_sequences, timeout, name, logit_tol=0.0,
-    start=((), (), 0, ()),
-):  # fmt: skip
-    """(tokens, law rows, sequences, error, unsupported, complete, marks) for one setting,
-    continuing from ``start`` = (tokens, law rows, sequences, marks) already collected. ``need``
-    counts tested tokens: those at an ambiguous filter boundary (``logit_tol``) do not count."""
-    toks, rows, i, marks = list(start[0]), list(start[1]), start[2], list(start[3])
+# -- pairs ------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LMPair:
+    """A target model and, when known, the draft the generator speculates with."""
+
+    target: torch.nn.Module
+    draft: torch.nn.Module | None = None
+    kind: LMPairKind = "given"
+
+
+def lm_pairs(vocab: int = 256, *, seed: int = 0) -> tuple[LMPair, LMPair]:
+    """A low- and a high-overlap pair of seeded tiny Llama models (2 layers, hidden 32), built from
+    configs: the high draft is the target plus 5% relative weight noise, the low draft an
+    independently seeded model of the same shape (as :func:`specverify.harness.make_model_pair`)."""
+    from ...lm.transformers_lm import build_model, perturbed_copy
+
+    def model(s: int) -> torch.nn.Module:
+        m: torch.nn.Module = build_model("llama", vocab=vocab, hidden=32, layers=2, heads=2, seed=s, lm_head_scale=6.0)
+        return m
+
+    target = model(seed)
+    return (
+        LMPair(target=target, draft=model(seed + 7919), kind="low"),
+        LMPair(target=target, draft=perturbed_copy(target, eps=0.05, seed=seed + 1), kind="high"),
+    )
+
+
+def _default_prompts(vocab: int, seed: int, n: int = 8) -> tuple[tuple[int, ...], ...]:
+    rng = np.random.default_rng([seed, 11])
+    return tuple(tuple(int(t) for t in rng.integers(0, vocab, int(rng.integers(2, 6)))) for _ in range(n))
+
+
+# -- plan -------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LMUnit:
+    """One (setting, model pair) cell of an LM audit and its test family."""
+
+    index: int
+    setting_index: int
+    settings: SamplingSettings
+    pair_index: int
+    kind: LMPairKind
+    family: TestFamily
+
+    @property
+    def label(self) -> str:
+        pair = "" if self.kind == "given" else f" / {self.kind}-overlap pair"
+        return f"settings[{self.setting_index}] {self.settings.short()}{pair}"
+
+
+def plan_lm(cfg: LMAuditConfig, pairs: Sequence[LMPair]) -> tuple[LMUnit, ...]:
+    """Units = settings x pairs; alpha split over units, looks, and the boundary test (union bound)."""
+    settings = cfg.settings if cfg.settings is not None else DEFAULT_SETTINGS
+    cells = [(i, s, j, p.kind) for i, s in enumerate(settings) for j, p in enumerate(pairs)]
+    tests = max(len(cells), 1) * len(cfg.looks) * (2 if cfg.logit_tol > 0 else 1)
+    fam = TestFamily(cfg.alpha / tests, cfg.beta, cfg.eps, strata=1, sequential=False)
+    return tuple(
+        LMUnit(index=u, setting_index=i, settings=s, pair_index=j, kind=k, family=fam)
+        for u, (i, s, j, k) in enumerate(cells)
+    )
+
+
+def _validated(cfg: LMAuditConfig) -> LMAuditConfig:
+    looks = tuple(cfg.looks)
+    if not looks or looks[-1] != 1.0 or any(b <= a for a, b in zip(looks, looks[1:])) or looks[0] <= 0:
+        raise ValueError(
+            f"looks={looks!r}: fractions of the planned sample, increasing, ending at 1.0 (e.g. (0.25, 0.5, 1.0))"
+        )
+    if not (np.isfinite(cfg.logit_tol) and cfg.logit_tol >= 0):
+        raise ValueError(f"logit_tol={cfg.logit_tol!r}: a bound on |engine logit - float64 logit|, finite and >= 0")
+    return dataclasses.replace(cfg, looks=looks, length=cfg.length or 4 * (cfg.gamma + 1))
+
+
+def _config(config: LMAuditConfig | None, overrides: dict[str, Any]) -> LMAuditConfig:
+    fields = {f.name for f in dataclasses.fields(LMAuditConfig)}
+    if unknown := sorted(set(overrides) - fields):
+        raise SpecVerifyError(
+            f"audit_lm() got the unknown option(s) {', '.join(unknown)}; the options are LMAuditConfig's fields: "
+            f"{', '.join(sorted(fields))}"
+        )
+    if "prompts" in overrides and overrides["prompts"] is not None:
+        overrides = {**overrides, "prompts": tuple(tuple(int(t) for t in p) for p in overrides["prompts"])}
+    if "settings" in overrides and overrides["settings"] is not None:
+        overrides = {**overrides, "settings": tuple(overrides["settings"])}
+    return _validated(dataclasses.replace(config or LMAuditConfig(), **overrides))
+
+
+# -- collect ----------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class LMSample:
+    """What one unit collected: the tokens, the law row each is tested against, boundary marks, and
+    the (prompt, sequence) pairs they came from (the diagnosis rebuilds prefixes from them)."""
+
+    tokens: list[int] = dataclasses.field(default_factory=list)
+    rows: list[np.ndarray] = dataclasses.field(default_factory=list)  # [len(seq), V] per sequence
+    marks: list[np.ndarray] = dataclasses.field(default_factory=list)  # [len(seq), 2] per sequence
+    prompts: list[list[int]] = dataclasses.field(default_factory=list)
+    sequences: list[list[int]] = dataclasses.field(default_factory=list)
+    error: str | None = None
+    unsupported: str | None = None
+    complete: bool = False
+    early: CheckOutcome | None = None  # a FAIL at a look before the last
+
+    @property
+    def tested(self) -> int:
+        """Tokens the stream test sees: all but those emitted at an ambiguous filter boundary."""
+        return _tested(self.tokens, self.marks)
+
+
+def _collect(
+    generate: Generate, aud: CausalLM, unit: LMUnit, cfg: LMAuditConfig, sample: LMSample, *, need: int,
+    rng: np.random.Generator, deadline: float,
+) -> None:  # fmt: skip
+    """Sample ``unit`` into ``sample`` until it holds ``need`` tested tokens, the deadline passes
+    (after at least one batch) or ``max_sequences`` is reached; a declined setting or an
+    implementation failure ends it."""
+    length, s, prompts = int(cfg.length or 0), unit.settings, cfg.prompts or ()
     size = max(1, int(getattr(generate, "batch_size", 1)))
-    while (short := need - _tested(toks, marks)) > 0:
-        if (time.monotonic() > deadline and toks) or (max_sequences and i >= max_sequences):
-            return toks, rows, i, None, None, False, marks
-        k = min(size, -(-short // length), (max_sequences - i) if max_sequences else size)
-        batch = [prompts[(i + j) % len(prompts)] for j in range(k)]
+    while (short := need - sample.tested) > 0:
+        i = len(sample.sequences)
+        if (time.monotonic() > deadline and sample.tokens) or (cfg.max_sequences and i >= cfg.max_sequences):
+            return
+        k = min(size, -(-short // length), (cfg.max_sequences - i) if cfg.max_sequences else size)
+        batch = [list(prompts[(i + j) % len(prompts)]) for j in range(k)]
         seeds = [int(rng.integers(2**31)) for _ in range(k)]
         try:
-            seqs = _call_batch(generate, batch, length, seeds, s, timeout=timeout, name=name)
+            seqs = _call_batch(generate, batch, length, seeds, s, timeout=cfg.call_timeout, name=cfg.name)
         except UnsupportedSettingError as exc:
-            return toks, rows, i, None, str(exc), False, marks
+            sample.unsupported = str(exc)
+            return
         except ImplementationError as exc:
-            return toks, rows, i, str(exc), None, False, marks
+            sample.error = str(exc)
+            return
         seqs = [[int(t) for t in seq[:length]] for seq in seqs]
-        for seq in seqs:
-            if len(seq) < length or any(t < 0 or t >= aud.vocab_size for t in seq):
-                bad = f"{name} returned {seq}; expected {length} ids in [0, {aud.vocab_size})"
-                return toks, rows, i, bad, None, False, marks
-        laws, seq_marks = _laws(aud, batch, seqs, s, logit_tol)
-        rows.extend(laws)
-        marks.extend(seq_marks)
-        toks.extend(t for seq in seqs for t in seq)
-        i += len(seqs)
-    return toks, rows, i, None, None, True, marks
+        if bad := next((q for q in seqs if len(q) < length or any(t < 0 or t >= aud.vocab_size for t in q)), None):
+            sample.error = f"{cfg.name} returned {bad}; expected {length} ids in [0, {aud.vocab_size})"
+            return
+        laws, marks = _laws(aud, batch, seqs, s, cfg.logit_tol)
+        sample.rows.extend(laws)
+        sample.marks.extend(marks)
+        sample.prompts.extend(batch)
+        sample.sequences.extend(seqs)
+        sample.tokens.extend(t for seq in seqs for t in seq)
+    sample.complete = True
 
 
-def _tested(toks, marks) -> int:
+def _collect_with_looks(
+    generate: Generate, aud: CausalLM, unit: LMUnit, cfg: LMAuditConfig, *, rng: np.random.Generator, deadline: float
+) -> LMSample:
+    """Sample one unit up to each look in turn (group-sequential); stop at the first look whose test FAILs."""
+    sample, need = LMSample(), unit.family.tokens_per_stratum()
+    for n_look, look in enumerate(cfg.looks, 1):
+        sample.complete = False
+        _collect(generate, aud, unit, cfg, sample, need=max(1, round(need * look)), rng=rng, deadline=deadline)
+        if sample.unsupported or sample.error or not sample.complete or n_look == len(cfg.looks):
+            return sample
+        c = _conclude_sample(unit, cfg, dataclasses.replace(sample, complete=False))
+        if c.status == FAIL:
+            stop = f" (stopped at look {n_look} of {len(cfg.looks)}: {len(sample.tokens):,} tokens)"
+            sample.early, sample.complete = dataclasses.replace(c, summary=c.summary + stop), False
+            return sample
+    raise AssertionError("looks end at 1.0")
+
+
+def _call_batch(
+    generate: Generate, prompts: list[list[int]], length: int, seeds: list[int], s: SamplingSettings, *,
+    timeout: float | None, name: str,
+) -> list[list[int]]:  # fmt: skip
+    """``len(prompts)`` sequences: one ``generate.batch`` call when the generator has one (engines
+    that schedule requests together; the call gets ``timeout`` per sequence), else one call each."""
+    if hasattr(generate, "batch"):
+        t = timeout * len(prompts) if timeout else None
+        out = call_with_timeout(generate.batch, [list(p) for p in prompts], length, seeds, s, timeout=t, what=name)
+        if len(out) != len(prompts):
+            raise MalformedOutputError(f"{name}.batch returned {len(out)} sequences for {len(prompts)} prompts")
+        return [as_token_ids(x, f"{name}.batch").tolist() for x in out]
+    return [
+        as_token_ids(call_with_timeout(generate, list(p), length, sd, s, timeout=timeout, what=name), name).tolist()
+        for p, sd in zip(prompts, seeds, strict=False)
+    ]
+
+
+def _tested(toks: list[int], marks: list[np.ndarray]) -> int:
     """Tokens the stream test sees: all but those emitted at an ambiguous filter boundary."""
     return len(toks) - int(sum(m[:, 0].sum() for m in marks))
 
 
-def _boundary_count(marks: np.ndarray, logit_tol: float) -> dict:
+def _boundary_count(marks: np.ndarray, logit_tol: float) -> dict[str, Any]:
     """The tokens emitted at ambiguous filter boundaries against the most the tolerance allows: a
     count stochastically below a Poisson-binomial of the per-position bounds (each bound holds
     given the past), so its upper tail is a valid p-value."""
@@ -169,7 +337,78 @@ def _boundary_count(marks: np.ndarray, logit_tol: float) -> dict:
     }
 
 
-def _boundary_outcome(label, fam: TestFamily, boundary: dict, n: int) -> CheckOutcome | None:
+# -- conclude ---------------------------------------------------------------------------------------
+
+
+def _conclude_sample(unit: LMUnit, cfg: LMAuditConfig, sample: LMSample) -> CheckOutcome:
+    """The unit's check: unsupported, an implementation failure (exact), the FAIL of an earlier
+    look, or the stream test. With ``logit_tol``, tokens at ambiguous filter boundaries are left
+    out of the stream test (their positions' laws are already restricted to the sure tokens) and
+    counted against their bound instead."""
+    label, fam = unit.label, unit.family
+    if sample.unsupported:
+        return CheckOutcome(
+            name=f"{label}: implementation", status=UNSUPPORTED, kind="exact", summary=sample.unsupported
+        )
+    if sample.error:
+        return CheckOutcome(
+            name=f"{label}: implementation", status=FAIL, kind="exact", summary=sample.error, details=FINDING
+        )
+    if sample.early is not None:
+        return sample.early
+    toks = np.asarray(sample.tokens)
+    keep = np.ones(len(toks), dtype=bool)
+    boundary = None
+    if cfg.logit_tol > 0 and sample.marks:
+        m = np.concatenate(sample.marks)
+        keep = m[:, 0] == 0
+        boundary = _boundary_count(m, cfg.logit_tol)
+        if (c := _boundary_outcome(label, fam, boundary, len(toks))) is not None:
+            return c
+    res = default_stream_test(
+        StreamLaw(np.concatenate(sample.rows)[keep]),
+        toks[keep],
+        np.arange(int(keep.sum())),
+        rng=np.random.default_rng([cfg.seed, unit.index]),
+        alpha=fam.alpha_fixed,
+        beta=fam.beta,
+        stratum="all generated tokens",
+    )
+    detail: dict[str, Any] = {
+        "components": [str(c) for c in res.components],
+        "sequences": len(sample.sequences),
+        "length": cfg.length,
+    }
+    note = ""
+    if boundary is not None:
+        detail["boundary"] = boundary
+        if boundary["excused"]:
+            note = (
+                f"; {boundary['excused']} more at filter boundaries within logit tolerance "
+                f"{cfg.logit_tol:g} left out (at most {boundary['at_most_expected']:.1f} expected)"
+            )
+    return _stream_outcome(label, fam, res, int(keep.sum()), sample.complete, cfg.eps, detail, note)
+
+
+def _stream_outcome(
+    label: str, fam: TestFamily, res: Any, n_tok: int, complete: bool, eps: float, detail: dict[str, Any], note: str
+) -> CheckOutcome:
+    """FAIL at the family's alpha, PASS when the sample reached eps, else INCONCLUSIVE."""
+    common: dict[str, Any] = dict(kind="statistical", pvalue=res.pvalue, eps=res.min_detectable_tv, n=n_tok)
+    common["details"] = detail
+    if res.pvalue <= fam.alpha_fixed:
+        return failed_outcome(label, failure_of("all generated tokens", res.worst, res.pvalue), note, **common)
+    if complete and res.min_detectable_tv <= eps * (1 + 1e-9):
+        summary = f"no deviation of TV >= {res.min_detectable_tv:.4f} over {n_tok:,} tokens"
+        return CheckOutcome(name=label, status=PASS, summary=summary + note, **common)
+    summary = (
+        f"not reached: eps {res.min_detectable_tv:.4f} > {eps:g} after "
+        f"{n_tok:,} tokens ({fam.tokens_per_stratum():,} planned); no deviation found"
+    )
+    return CheckOutcome(name=label, status=INCONCLUSIVE, summary=summary + note, **common)
+
+
+def _boundary_outcome(label: str, fam: TestFamily, boundary: dict[str, Any], n: int) -> CheckOutcome | None:
     """A FAIL when more tokens sit at ambiguous filter boundaries than logit errors within the
     tolerance explain (the engine keeps tokens its filters should drop)."""
     if boundary["pvalue"] > fam.alpha_fixed:
@@ -187,181 +426,111 @@ def _boundary_outcome(label, fam: TestFamily, boundary: dict, n: int) -> CheckOu
     )
 
 
-def _conclude_setting(
-    label, fam: TestFamily, toks, rows, n_seq, length, complete, eps, rng, marks=None, logit_tol=0.0
-) -> CheckOutcome:
-    """The setting's verdict; with ``logit_tol``, tokens at ambiguous filter boundaries are left
-    out of the stream test (their positions' laws are already restricted to the sure tokens) and
-    counted against their bound instead."""
-    toks = np.asarray(toks)
-    keep = np.ones(len(toks), dtype=bool)
-    boundary = None
-    if logit_tol > 0 and marks:
-        m = np.concatenate(marks)
-        keep = m[:, 0] == 0
-        boundary = _boundary_count(m, logit_tol)
-        if (c := _boundary_outcome(label, fam, boundary, len(toks))) is not None:
-            return c
-    law = StreamLaw(np.concatenate(rows)[keep])
-    res = default_stream_test(
-        law,
-        toks[keep],
-        np.arange(int(keep.sum())),
-        rng=rng,
-        alpha=fam.alpha_fixed,
-        beta=fam.beta,
-        stratum="all generated tokens",
-    )
-    detail = {"components": [str(c) for c in res.components], "sequences": n_seq, "length": length}
-    note = ""
-    if boundary is not None:
-        detail["boundary"] = boundary
-        if boundary["excused"]:
-            note = (
-                f"; {boundary['excused']} more at filter boundaries within logit tolerance "
-                f"{logit_tol:g} left out (at most {boundary['at_most_expected']:.1f} expected)"
-            )
-    return _stream_outcome(label, fam, res, int(keep.sum()), complete, eps, detail, note)
+# -- the audit --------------------------------------------------------------------------------------
 
 
-def _stream_outcome(label, fam: TestFamily, res, n_tok: int, complete, eps, detail, note) -> CheckOutcome:
-    """FAIL at the family's alpha, PASS when the sample reached eps, else INCONCLUSIVE."""
-    common = dict(name=label, kind="statistical", pvalue=res.pvalue, eps=res.min_detectable_tv, n=n_tok, details=detail)
-    if res.pvalue <= fam.alpha_fixed:
-        common.pop("name")
-        return failed_outcome(label, failure_of("all generated tokens", res.worst, res.pvalue), note, **common)
-    if complete and res.min_detectable_tv <= eps * (1 + 1e-9):
-        summary = f"no deviation of TV >= {res.min_detectable_tv:.4f} over {n_tok:,} tokens"
-        return CheckOutcome(status=PASS, summary=summary + note, **common)
-    summary = (
-        f"not reached: eps {res.min_detectable_tv:.4f} > {eps:g} after "
-        f"{n_tok:,} tokens ({fam.tokens_per_stratum():,} planned); no deviation found"
-    )
-    return CheckOutcome(status=INCONCLUSIVE, summary=summary + note, **common)
-
-
-def _collect_with_looks(generate, aud, prompts, s, label, fam, *, looks, need, eps, test_rng, length, **kw):
-    """Sample one setting up to each look in turn (group-sequential); stop at the first look whose
-    test FAILs. (tokens, laws, sequences, error, unsupported, complete, early FAIL or None, marks)."""
-    state: tuple = ((), (), 0, ())
-    tol = kw.get("logit_tol", 0.0)
-    for n_look, look in enumerate(looks, 1):
-        toks, rows, n_seq, err, unsup, complete, marks = _sample_setting(
-            generate, aud, prompts, s, length=length, need=max(1, round(need * look)), start=state, **kw
-        )
-        state = (toks, rows, n_seq, marks)
-        if unsup or err or not complete or n_look == len(looks):
-            return toks, rows, n_seq, err, unsup, complete, None, marks
-        c = _conclude_setting(label, fam, toks, rows, n_seq, length, False, eps, test_rng(), marks, tol)
-        if c.status == FAIL:
-            c.summary += f" (stopped at look {n_look} of {len(looks)}: {len(toks):,} tokens)"
-            return toks, rows, n_seq, err, unsup, False, c, marks
-    raise AssertionError("looks end at 1.0")
-
-
-# long: a 20-option keyword signature and its docstring; the body itself is about 30 lines
 def audit_lm(
-    generate,
-    target_model,
-    *,
-    prompts: list[list[int]],
-    settings=DEFAULT_SETTINGS,
-    length: int | None = None,
-    gamma: int = 4,
-    alpha: float = 1e-6,
-    beta: float = 1e-3,
-    eps: float = 0.05,
-    budget_s: float = 600.0,
-    seed: int = 0,
-    max_sequences: int | None = None,
-    name: str = "generator",
-    call_timeout: float | None = 60.0,
-    greedy_check: bool = True,
-    target_greedy=None,
-    tie_tol: float = 1e-4,
-    lossy_by_design: bool = False,
-    looks: tuple[float, ...] = (1.0,),
-    logit_tol: float = 0.0,
+    generate: Generate, target_model: torch.nn.Module, config: LMAuditConfig | None = None, /, **options: Any
 ) -> Verdict:
-    """Audit ``generate`` against ``target_model`` (module docstring). ``settings=()`` with
-    ``greedy_check=True`` is a greedy-only audit. ``looks`` (fractions of the planned sample,
-    e.g. ``(0.25, 0.5, 1.0)``) tests each setting at several sample sizes and stops at the first
-    FAIL, with alpha split over the looks: a gross bug is found with a quarter of the tokens, at
-    the price of a slightly larger planned sample for a PASS. ``logit_tol`` bounds |engine logit -
-    float64 logit| (an engine in float16 or bfloat16, or with a low-precision KV cache): a token
-    whose inclusion by top-k, top-p or min-p flips within it is left out of the test and counted
-    against the most such tokens the tolerance allows (a second test: alpha is halved)."""
+    """Audit ``generate`` against ``target_model`` (module docstring); ``options`` are fields of
+    :class:`LMAuditConfig`. ``settings=()`` with ``greedy_check=True`` is a greedy-only audit."""
+    cfg = _config(config, options)
+    if cfg.prompts is None:
+        cfg = dataclasses.replace(cfg, prompts=_default_prompts(_vocab(target_model), cfg.seed))
+    return _run(lambda pair: generate, (LMPair(target=target_model),), cfg)
+
+
+def audit_lm_pairs(
+    make_generate: Callable[[torch.nn.Module, torch.nn.Module], Generate],
+    pairs: Sequence[LMPair] | None = None,
+    config: LMAuditConfig | None = None,
+    /,
+    **options: Any,
+) -> Verdict:
+    """Audit the generator ``make_generate(target, draft)`` builds, on each pair (default
+    :func:`lm_pairs`: low and high overlap; one target for both). Units are settings x pairs;
+    the greedy check runs on the first pair."""
+    pairs = tuple(pairs) if pairs is not None else lm_pairs()
+    if not pairs or any(p.draft is None for p in pairs) or len({id(p.target) for p in pairs}) != 1:
+        raise SpecVerifyError(
+            "audit_lm_pairs needs pairs that share one target and each have a draft (lm_pairs() builds such pairs)"
+        )
+    cfg = _config(config, options)
+    if cfg.prompts is None:
+        cfg = dataclasses.replace(cfg, prompts=_default_prompts(_vocab(pairs[0].target), cfg.seed))
+    return _run(lambda pair: make_generate(pair.target, pair.draft), pairs, cfg)  # type: ignore[arg-type]
+
+
+def _vocab(model: torch.nn.Module) -> int:
+    return int(model.get_output_embeddings().weight.shape[0])  # type: ignore[operator]
+
+
+def _run(make: Callable[[LMPair], Generate], pairs: Sequence[LMPair], cfg: LMAuditConfig) -> Verdict:
+    """plan -> collect -> conclude -> verdict -> diagnosis, over the units of ``pairs``."""
     t0 = time.monotonic()
-    length = length or 4 * (gamma + 1)
-    aud = _auditor(target_model)
-    looks = _checked_looks(looks)
-    # Each setting is tested at every look: alpha is split over settings and looks (union bound).
-    if not (np.isfinite(logit_tol) and logit_tol >= 0):
-        raise ValueError(f"logit_tol={logit_tol!r}: a bound on |engine logit - float64 logit|, finite and >= 0")
-    tests = max(len(settings), 1) * len(looks) * (2 if logit_tol > 0 else 1)
-    fam = TestFamily(alpha / tests, beta, eps, strata=1, sequential=False)
-    need = fam.tokens_per_stratum()
-    rng = np.random.default_rng(seed)
-    checks, total = [], 0
-    for idx, s in enumerate(settings):
-        c, n = _setting_outcome(
-            generate, aud, prompts, s, f"settings[{idx}] {s.short()}", fam, looks=looks, length=length, need=need,
-            rng=rng, eps=eps, test_rng=lambda idx=idx: np.random.default_rng([seed, idx]),
-            deadline=t0 + budget_s * (idx + 1) / len(settings), max_sequences=max_sequences, timeout=call_timeout,
-            name=name, logit_tol=logit_tol,
-        )  # fmt: skip
-        checks.append(c)
-        total += n
-    if greedy_check:
-        checks.append(
-            greedy_equivalence(
-                generate,
-                target_model,
-                prompts=prompts[:8],
-                length=max(length, 16),
-                name=name,
-                tie_tol=tie_tol,
-                target_greedy=target_greedy,
-                call_timeout=call_timeout,
-            )  # fmt: skip
-        )
-    evidence = [c.summary for c in checks if c.status == FAIL]
-    return make_verdict(
-        checks, evidence, alpha=alpha, beta=beta, eps=eps, seed=seed, needed=_needed(checks, need, length),
-        samples=total, seconds=time.monotonic() - t0, subject=name, lossy_by_design=lossy_by_design,
+    aud = _auditor(pairs[0].target)
+    units = plan_lm(cfg, pairs)
+    gens = [make(p) for p in pairs]
+    rng = np.random.default_rng(cfg.seed)
+    checks, samples = [], {}
+    for u in units:
+        deadline = t0 + cfg.budget_s * (u.index + 1) / len(units)
+        samples[u.index] = _collect_with_looks(gens[u.pair_index], aud, u, cfg, rng=rng, deadline=deadline)
+        checks.append(dataclasses.replace(_conclude_sample(u, cfg, samples[u.index]), check_id=f"unit/{u.index}"))
+    if cfg.greedy_check:
+        checks.append(_greedy_check(gens[0], pairs[0].target, cfg))
+    v = make_verdict(
+        checks, [c.summary for c in checks if c.status == FAIL], alpha=cfg.alpha, beta=cfg.beta, eps=cfg.eps,
+        seed=cfg.seed, needed=_needed(checks, units, cfg), samples=sum(len(s.tokens) for s in samples.values()),
+        seconds=time.monotonic() - t0, subject=cfg.name, lossy_by_design=cfg.lossy_by_design,
     )  # fmt: skip
+    if v.status == FAIL and cfg.diagnose and any(c.status == FAIL and c.details != FINDING for c in checks):
+        v.diagnosis = _diagnosis(aud, pairs, units, samples, cfg)
+    return v
 
 
-def _checked_looks(looks) -> tuple[float, ...]:
-    looks = tuple(looks)
-    if not looks or looks[-1] != 1.0 or any(b <= a for a, b in zip(looks, looks[1:])) or looks[0] <= 0:
-        raise ValueError(
-            f"looks={looks!r}: fractions of the planned sample, increasing, ending at 1.0 (e.g. (0.25, 0.5, 1.0))"
-        )
-    return looks
+def _greedy_check(generate: Generate, target: torch.nn.Module, cfg: LMAuditConfig) -> CheckOutcome:
+    out = greedy_equivalence(
+        generate, target, prompts=[list(p) for p in (cfg.prompts or ())][:8], length=max(int(cfg.length or 0), 16),
+        name=cfg.name, tie_tol=cfg.tie_tol, target_greedy=cfg.target_greedy, call_timeout=cfg.call_timeout,
+    )  # fmt: skip
+    return dataclasses.replace(out, check_id="exact/greedy")
 
 
-def _setting_outcome(generate, aud, prompts, s, label, fam, *, length, eps, test_rng, **kw) -> tuple[CheckOutcome, int]:
-    """The check of one setting (and the tokens it tested): unsupported, an implementation
-    failure (exact), or the stream test at the look that decided it."""
-    toks, rows, n_seq, err, unsup, complete, early, marks = _collect_with_looks(
-        generate, aud, prompts, s, label, fam, length=length, eps=eps, test_rng=test_rng, **kw
-    )
-    if unsup:
-        return CheckOutcome(name=f"{label}: implementation", status=UNSUPPORTED, kind="exact", summary=unsup), 0
-    if err:
-        return CheckOutcome(name=f"{label}: implementation", status=FAIL, kind="exact", summary=err), 0
-    tol = kw.get("logit_tol", 0.0)
-    return early or _conclude_setting(
-        label, fam, toks, rows, n_seq, length, complete, eps, test_rng(), marks, tol
-    ), len(toks)
+def _diagnosis(
+    aud: CausalLM, pairs: Sequence[LMPair], units: Sequence[LMUnit], samples: dict[int, LMSample], cfg: LMAuditConfig
+) -> dict[str, Any] | None:
+    """The FAIL's diagnosis from the sequences the audit holds; its own failure is reported, never
+    raised (the verdict stands on the statistics alone)."""
+    from ...diagnosis import LMStreamUnit, diagnose_lm
+
+    drafts = {i: _auditor(p.draft) if p.draft is not None else None for i, p in enumerate(pairs)}
+    evidence = [
+        LMStreamUnit(
+            label=u.label,
+            settings=u.settings,
+            prompts=samples[u.index].prompts,
+            sequences=samples[u.index].sequences,
+            target=aud,
+            draft=drafts[u.pair_index],
+            gamma=cfg.gamma,
+        )  # fmt: skip
+        for u in units
+        if samples[u.index].sequences and not u.settings.is_greedy
+    ]
+    try:
+        d = diagnose_lm(evidence)
+    except Exception as exc:  # noqa: BLE001 - the verdict must not depend on the diagnosis
+        return {"version": 1, "verdict": "unavailable", "lead": "", "facts": [], "error": repr(exc)}
+    return d.to_dict() if d is not None else None
 
 
-def _needed(checks, need: int, length: int) -> dict | None:
-    """What would settle an INCONCLUSIVE: the planned tokens per setting."""
+def _needed(checks: list[CheckOutcome], units: Sequence[LMUnit], cfg: LMAuditConfig) -> dict[str, Any] | None:
+    """What would settle an INCONCLUSIVE: the planned tokens per unit, in the caller's terms."""
     short = [c for c in checks if c.status == INCONCLUSIVE]
-    if not short:
+    if not short or not units:
         return None
+    need, length = units[0].family.tokens_per_stratum(), int(cfg.length or 1)
     tested = sum(c.n or 0 for c in short)
     total = sum((c.n or 0) + (c.details or {}).get("boundary", {}).get("excused", 0) for c in short)
     per_seq = length * (tested / total if total and tested else 1.0)  # tokens at filter boundaries do not count
@@ -374,7 +543,7 @@ def _needed(checks, need: int, length: int) -> dict | None:
     }
 
 
-def batched_vs_incremental_logit_gap(model, prompt: list[int], continuation: list[int]) -> float:
+def batched_vs_incremental_logit_gap(model: torch.nn.Module, prompt: list[int], continuation: list[int]) -> float:
     """max |logit| difference between one pass over prompt + continuation and a cached
     one-token-at-a-time pass: the numerical noise that can flip a near-tie."""
     full = CausalLM(model).logits(list(prompt) + list(continuation))
@@ -387,24 +556,24 @@ def batched_vs_incremental_logit_gap(model, prompt: list[int], continuation: lis
 
 
 def greedy_equivalence(
-    generate, target_model, *, prompts, length=16, name="generator", tie_tol=1e-4, target_greedy=None, call_timeout=None
-) -> CheckOutcome:
+    generate: Generate, target_model: torch.nn.Module, *, prompts: Sequence[Sequence[int]], length: int = 16,
+    name: str = "generator", tie_tol: float = 1e-4, target_greedy: Callable[[list[int], int], list[int]] | None = None,
+    call_timeout: float | None = None,
+) -> CheckOutcome:  # fmt: skip
     """Token-for-token comparison with target-only greedy, tie-aware (see the module docstring)."""
     from ...runners import target_only_generate
 
     lm = CausalLM(target_model)
     divergences, gaps, excused = [], [], 0
-    for prompt in prompts:
+    for prompt in map(list, prompts):
         want = (
             target_greedy(prompt, length)
             if target_greedy
             else target_only_generate(target_model, list(prompt), length, GREEDY, torch.Generator()).tokens
         )
         try:
-            got = [
-                int(t)
-                for t in call_with_timeout(generate, list(prompt), length, 0, GREEDY, timeout=call_timeout, what=name)
-            ][:length]
+            raw = call_with_timeout(generate, list(prompt), length, 0, GREEDY, timeout=call_timeout, what=name)
+            got = as_token_ids(raw, name).tolist()[:length]
         except UnsupportedSettingError as exc:
             return CheckOutcome(name=GREEDY_NAME, status=UNSUPPORTED, kind="exact", summary=str(exc))
         except ImplementationError as exc:

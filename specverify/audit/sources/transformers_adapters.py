@@ -12,15 +12,24 @@ top-k 50 when sampling); presence and frequency penalties do not exist in transf
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Literal
+
 import torch
 
 from ...dists import SamplingSettings
 from ...errors import InvalidSettingsError
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 __all__ = ["hf_generator", "hf_kwargs"]
 
+#: the transformers decoding features hf_generator runs
+HFMode = Literal["assisted", "prompt_lookup", "early_exit", "target_only"]
 
-def hf_kwargs(s: SamplingSettings) -> dict:
+
+def hf_kwargs(s: SamplingSettings) -> dict[str, object]:
     if s.presence_penalty or s.frequency_penalty:
         raise InvalidSettingsError(
             "transformers has no presence/frequency penalty; audit those with specverify's runner"
@@ -38,13 +47,20 @@ def hf_kwargs(s: SamplingSettings) -> dict:
     return kw
 
 
-def hf_generator(target, *, mode: str = "assisted", assistant=None, gamma: int = 4, exit_layer: int = 1):
+def hf_generator(
+    target: PreTrainedModel,
+    *,
+    mode: HFMode = "assisted",
+    assistant: PreTrainedModel | None = None,
+    gamma: int = 4,
+    exit_layer: int = 1,
+) -> Callable[[Sequence[int], int, int, SamplingSettings], list[int]]:
     from transformers import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     device = next(target.parameters()).device
 
-    def generate(prompt, max_new_tokens, seed, settings):
+    def generate(prompt: Sequence[int], max_new_tokens: int, seed: int, settings: SamplingSettings) -> list[int]:
         torch.manual_seed(seed)
         kw = hf_kwargs(settings)
         if mode == "assisted":
@@ -76,7 +92,8 @@ def hf_generator(target, *, mode: str = "assisted", assistant=None, gamma: int =
                 eos_token_id=None,
                 **kw,
             )
-        return out[0, len(prompt) :].tolist()
+        ids: list[int] = out[0, len(prompt) :].tolist()
+        return ids
 
     generate.__name__ = f"transformers-{mode}"
     return generate

@@ -1,0 +1,120 @@
+"""LM audits run the table audit's stages: a plan by pair kind when specverify builds the models,
+typed options, and a diagnosis after a FAIL (settings dropped on the speculative path, drafts kept
+unverified), each case modelled on a real report. Fixed seeds: each verdict is deterministic."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from specverify import SamplingSettings
+from specverify.audit import audit_lm, audit_lm_pairs, lm_pairs
+from specverify.diagnosis import NOT_KNOWN
+from specverify.dists import probs_from_logits
+from specverify.errors import SpecVerifyError
+from specverify.lm.transformers_lm import CausalLM, KVSession
+from specverify.runners import speculative_generate
+
+torch.set_num_threads(1)
+SETTING = (SamplingSettings(temperature=0.9, min_p=0.1),)
+FAST = dict(settings=SETTING, eps=0.2, greedy_check=False, seed=1)
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return lm_pairs(vocab=128, seed=0)
+
+
+def runner(target, draft, *, drop: str | None = None):
+    """specverify's chain runner; ``drop`` resets one knob of the request before it runs."""
+
+    def generate(prompt, n, seed, s):
+        if drop:
+            s = dataclasses.replace(s, **{drop: SamplingSettings().to_dict()[drop]})
+        return speculative_generate(target, draft, prompt, n, s, torch.Generator().manual_seed(seed), gamma=4).tokens
+
+    return generate
+
+
+def always_accept(target, draft, gamma: int = 4):
+    """Keeps every draft, then one target token per round (no verification at all)."""
+    T, D = CausalLM(target), CausalLM(draft)
+
+    def generate(prompt, n, seed, s):
+        rng, out = np.random.default_rng(seed), []
+        while len(out) < n:
+            for model in [D] * gamma + [T]:
+                row = probs_from_logits(model.logits(list(prompt) + out)[-1].double().numpy(), s)
+                out.append(int(rng.choice(len(row), p=row)))
+        return out[:n]
+
+    return generate
+
+
+def test_a_correct_runner_passes_on_both_overlaps(pairs):
+    v = audit_lm_pairs(runner, pairs, **FAST)
+    assert v.status == "PASS", v.headline()
+    assert [c.name for c in v.checks] == [
+        "settings[0] temperature=0.9,min_p=0.1 / low-overlap pair",
+        "settings[0] temperature=0.9,min_p=0.1 / high-overlap pair",
+    ]
+    assert v.diagnosis is None
+
+
+def test_min_p_dropped_on_the_speculative_path_is_named(pairs):
+    # sgl-project/sglang#10617: min_p (and logit_bias) not applied with EAGLE. The caller's own model,
+    # draft unknown to the auditor: the settings classes need the target alone.
+    t, d = pairs[1].target, pairs[1].draft
+    v = audit_lm(runner(t, d, drop="min_p"), t, **FAST)
+    assert v.status == "FAIL"
+    assert v.diagnosis["verdict"] == "min_p_ignored", v.diagnosis["lead"]
+    assert v.diagnosis["lead"].startswith("Diagnosis: most likely min_p_ignored")
+    assert "min-p not applied" in " ".join(v.diagnosis["facts"])
+
+
+def test_a_temperature_not_forwarded_is_named(pairs):
+    # huggingface/transformers#28166-like: the request's temperature does not reach the speculative path.
+    v = audit_lm_pairs(lambda t, d: runner(t, d, drop="temperature"), pairs, **FAST)
+    assert v.status == "FAIL"
+    assert v.diagnosis["verdict"] == "temperature_ignored", v.diagnosis["lead"]
+
+
+def test_drafts_kept_unverified_are_named_with_the_draft_known(pairs):
+    v = audit_lm_pairs(always_accept, pairs, **FAST)
+    assert v.status == "FAIL"
+    assert v.diagnosis["verdict"] == "always_accept", v.diagnosis["lead"]
+    assert "rounds of 4 drafts + 1" in v.diagnosis["candidates"][0]["parameter"]
+
+
+def test_a_bug_outside_every_class_is_not_a_known_class(pairs, monkeypatch):
+    # the caches keep rejected drafts (ml-explore/mlx-lm#846): no class of the LM scorer models it
+    monkeypatch.setattr(KVSession, "rollback", lambda self, n: None)
+    v = audit_lm_pairs(runner, pairs, **FAST)
+    assert v.status == "FAIL"
+    assert v.diagnosis["verdict"] == NOT_KNOWN, v.diagnosis["lead"]
+    assert v.diagnosis["lead"].startswith("Diagnosis: not a known class")
+
+
+def test_float_ids_are_malformed_output_not_truncated(pairs):
+    t = pairs[0].target
+
+    def floats(prompt, n, seed, s):
+        return [1.0 + 0.5] * n
+
+    v = audit_lm(floats, t, **FAST)
+    assert v.status == "FAIL"
+    assert "dtype" in v.checks[0].summary or "float" in v.checks[0].summary, v.checks[0].summary
+    assert v.diagnosis is None  # the implementation's own failure needs no ranking of root causes
+
+
+def test_an_unknown_option_is_an_error_that_names_the_options(pairs):
+    with pytest.raises(SpecVerifyError, match=r"unknown option\(s\) promtps.*prompts"):
+        audit_lm(runner(pairs[0].target, pairs[0].draft), pairs[0].target, promtps=[[1, 2]])
+
+
+def test_pairs_without_a_draft_or_a_shared_target_are_refused(pairs):
+    with pytest.raises(SpecVerifyError, match="share one target and each have a draft"):
+        audit_lm_pairs(runner, (dataclasses.replace(pairs[0], draft=None),))
