@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from ..stats import GofResult, StreamLaw, tv_interval, zero_mass_failure
 
 __all__ = ["plain_pearson_stream_test", "vllm_position_chi2"]
 
 
-def plain_pearson_stream_test(law: StreamLaw, tokens, rows) -> GofResult:
+def plain_pearson_stream_test(law: StreamLaw, tokens: npt.ArrayLike, rows: npt.ArrayLike) -> GofResult:
     """Pearson over every (row, token) cell with positive probability, no pooling, chi-square
     p-value: the textbook test with the sparse-vocabulary blind spot. For comparison only."""
     from scipy import stats
@@ -46,7 +47,7 @@ def plain_pearson_stream_test(law: StreamLaw, tokens, rows) -> GofResult:
     )
 
 
-def vllm_position_chi2(law: StreamLaw, tokens, rows) -> tuple[bool, GofResult]:
+def vllm_position_chi2(law: StreamLaw, tokens: npt.ArrayLike, rows: npt.ArrayLike) -> tuple[bool, GofResult]:
     """The way vLLM tests (MRV2 probabilistic rejection sampler): per position, Pearson with
     cells of expected count < 5 merged into one 'other' cell, rejecting when
     X^2 > df + 10 sqrt(2 df). Returns (rejected, result). For comparison only.

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 
-def main(*, tokens: int = 64, prompts: int = 4, printer=print):
+def main(*, tokens: int = 64, prompts: int = 4, printer: Callable[[str], object] = print) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -43,7 +43,7 @@ def main(*, tokens: int = 64, prompts: int = 4, printer=print):
         hf_target = hf_generator(target, mode="target_only")
         hf_assisted = hf_generator(target, mode="assisted", assistant=draft, gamma=4)
         forms: dict[
-            str, Callable[..., list]
+            str, Callable[..., list[int]]
         ] = {  # each form is called only inside this iteration, with this iteration's settings s
             "target-only (specverify)": lambda p, g, s=s: target_only_generate(target, p, tokens, s, g).tokens,
             "speculative (specverify)": lambda p, g, s=s: (
@@ -52,7 +52,7 @@ def main(*, tokens: int = 64, prompts: int = 4, printer=print):
             "target-only (transformers)": lambda p, g, s=s, f=hf_target: f(p, tokens, 0, s),
             "assisted (transformers)": lambda p, g, s=s, f=hf_assisted: f(p, tokens, 0, s),
         }
-        rates = {}
+        rates: dict[str, float] = {}
         for name, fn in forms.items():
             fn(ps[0], torch.Generator().manual_seed(0))  # warm-up
             t = time.perf_counter()

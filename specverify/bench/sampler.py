@@ -19,16 +19,20 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from ..algorithms import fused_kernel_available, numpy_fallback, verify_chain, verify_chain_batch
 
 
-def literal_article_round(ps, qs, proposed, rand) -> list[int]:
+def literal_article_round(
+    ps: list[list[float]], qs: list[list[float]], proposed: list[int], rand: Callable[[], float]
+) -> list[int]:
     """The article's loop, line for line (ps, qs: lists of Python lists)."""
 
-    def sample(d, u):
+    def sample(d: list[float], u: float) -> int:
         acc = 0.0
         for i in range(len(d)):
             acc += d[i]
@@ -36,7 +40,7 @@ def literal_article_round(ps, qs, proposed, rand) -> list[int]:
                 return i
         return len(d) - 1
 
-    out = []
+    out: list[int] = []
     gamma = len(proposed)
     for i in range(gamma):
         x = proposed[i]
@@ -75,7 +79,9 @@ def copy_bandwidth(nbytes: int = 1 << 28, repeats: int = 5) -> float:
     return 2 * nbytes / best
 
 
-def _inputs(rng, b, g, v, alpha_mix=0.6):
+def _inputs(
+    rng: np.random.Generator, b: int, g: int, v: int, alpha_mix: float = 0.6
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.int64]]:
     # Draft rows close to target rows so that rounds stop at varied positions.
     p = rng.random((b, g + 1, v), dtype=np.float32)
     p **= 4  # peaked-ish
@@ -89,7 +95,7 @@ def _inputs(rng, b, g, v, alpha_mix=0.6):
     return p, q, x.astype(np.int64)
 
 
-def _time(fn, min_time=0.5):
+def _time(fn: Callable[[], object], min_time: float = 0.5) -> float:
     fn()  # warm-up
     n, t0 = 0, time.perf_counter()
     while True:
@@ -100,7 +106,16 @@ def _time(fn, min_time=0.5):
             return el / n
 
 
-def run(vocabs=(32_768, 131_072), gammas=(4, 8), batch=1024, *, slow_rounds=16, seed=0, torch_too=True, printer=print):
+def run(
+    vocabs: Sequence[int] = (32_768, 131_072),
+    gammas: Sequence[int] = (4, 8),
+    batch: int = 1024,
+    *,
+    slow_rounds: int = 16,
+    seed: int = 0,
+    torch_too: bool = True,
+    printer: Callable[[str], object] = print,
+) -> tuple[float, list[BenchRow]]:
     rng = np.random.default_rng(seed)
     bw = copy_bandwidth()
     printer(f"copy bandwidth: {bw / 1e9:.1f} GB/s (read + write)")
@@ -111,7 +126,9 @@ def run(vocabs=(32_768, 131_072), gammas=(4, 8), batch=1024, *, slow_rounds=16, 
     return bw, rows
 
 
-def _bench_case(rng, v, g, batch, bw, *, slow_rounds, torch_too) -> list[BenchRow]:
+def _bench_case(
+    rng: np.random.Generator, v: int, g: int, batch: int, bw: float, *, slow_rounds: int, torch_too: bool
+) -> list[BenchRow]:
     """The forms timed on one (vocabulary, gamma); the inputs are freed on return."""
     p, q, x = _inputs(rng, batch, g, v)
     ua, uf = rng.random((batch, g)), rng.random(batch)
@@ -122,11 +139,11 @@ def _bench_case(rng, v, g, batch, bw, *, slow_rounds, torch_too) -> list[BenchRo
     lx = [x[i].tolist() for i in range(slow_rounds)]
     r = np.random.default_rng(1)
 
-    def literal():
+    def literal() -> None:
         for i in range(slow_rounds):
             literal_article_round(lp[i], lq[i], lx[i], r.random)
 
-    def scalar():
+    def scalar() -> None:
         for i in range(slow_rounds):
             verify_chain(lp[i], lq[i], lx[i], ua[i], uf[i])
 
@@ -148,7 +165,7 @@ def _bench_case(rng, v, g, batch, bw, *, slow_rounds, torch_too) -> list[BenchRo
     return [BenchRow(v, g, batch, form, 1 / t, t_lit / t, t / bound) for form, t in times.items()]
 
 
-def print_table(rows, printer=print):
+def print_table(rows: Sequence[BenchRow], printer: Callable[[str], object] = print) -> None:
     from rich.console import Console
     from rich.table import Table
 

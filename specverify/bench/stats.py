@@ -23,17 +23,19 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from ..catalogue import BUGS
-from ..harness import concat_generations, run_sampler
-from ..lm.synthetic import make_markov_pair, make_positional_pair
+from ..dists import SamplingSettings
+from ..harness import ChainSampler, Generation, concat_generations, run_sampler
+from ..lm.synthetic import TablePair, make_markov_pair, make_positional_pair
 from ..stats import StreamLaw, holm, stratified_stream_test, whitebox_round_tests
 from .baselines import vllm_position_chi2
 
 
-def _detect_vllm(law, g, gamma):
+def _detect_vllm(law: StreamLaw, g: Generation, gamma: int) -> bool:
     from scipy import stats
 
     for pos in np.unique(g.position):
@@ -44,10 +46,19 @@ def _detect_vllm(law, g, gamma):
     return False
 
 
-def _detect_default(law, g, seed, pair=None, settings=None, cls=None, gamma=4):
+def _detect_default(
+    law: StreamLaw,
+    g: Generation,
+    seed: int,
+    pair: TablePair | None = None,
+    settings: SamplingSettings | None = None,
+    cls: type[ChainSampler] | None = None,
+    gamma: int = 4,
+) -> bool:
     res, adj = stratified_stream_test(law, g.tokens, g.row, g.position, rng=np.random.default_rng(seed), alpha=1e-6)
     pvals = [r.pvalue for r in res]
     if cls is not None and getattr(cls, "rule", None) == "full" and cls.harness == "kernel":
+        assert pair is not None, "the white-box tests read the pair's tables: pass it with cls"
         wb = whitebox_round_tests(
             g.tokens,
             g.position,
@@ -64,17 +75,21 @@ def _detect_default(law, g, seed, pair=None, settings=None, cls=None, gamma=4):
     return bool(holm(pvals).min() <= 1e-6)
 
 
-def samples_to_detect(cls, *, vocab=4096, gamma=4, cap=256_000, seed=0):
-    pair = (make_markov_pair if cls.harness == "sequence" else make_positional_pair)(
-        vocab, **({} if cls.harness == "sequence" else {"gamma": gamma}), alpha=0.7, seed=seed
+def samples_to_detect(
+    cls: type[ChainSampler], *, vocab: int = 4096, gamma: int = 4, cap: int = 256_000, seed: int = 0
+) -> dict[str, tuple[int, int] | None]:
+    pair: TablePair = (
+        make_markov_pair(vocab, alpha=0.7, seed=seed)
+        if cls.harness == "sequence"
+        else make_positional_pair(vocab, gamma=gamma, alpha=0.7, seed=seed)
     )
     settings = cls.needs
     law = StreamLaw(pair.target_table(settings))
     rng = np.random.default_rng(seed)
     sampler = cls()
-    parts = []
+    parts: list[Generation] = []
     n = 0
-    found = {"vllm": None, "default": None}
+    found: dict[str, tuple[int, int] | None] = {"vllm": None, "default": None}
     size = 1
     while size <= cap and (found["vllm"] is None or found["default"] is None):
         add = size - n
@@ -89,7 +104,9 @@ def samples_to_detect(cls, *, vocab=4096, gamma=4, cap=256_000, seed=0):
     return found
 
 
-def main(vocab=4096, quick=False, seeds=None, printer=print):
+def main(
+    vocab: int = 4096, quick: bool = False, seeds: int | None = None, printer: Callable[[str], object] = print
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -126,7 +143,7 @@ def main(vocab=4096, quick=False, seeds=None, printer=print):
         if b <= cap:
             worst = min(worst, ratio)
 
-        def show(x):
+        def show(x: float) -> str:
             return f"> {cap:,}" if x > cap else f"{x:,.0f}"
 
         bound = "> " if a > cap else ""

@@ -4,10 +4,15 @@ typical acceptance FAILs labelled lossy by design, with its deviation computed e
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import numpy as np
+import numpy.typing as npt
 
 from ..algorithms.multi_draft import Pairing, draw_candidates, node_outcome_law, verify_node_procedural
+from ..dists import SamplingSettings
 from ..harness import ChainSampler, RoundOutput
+from ..lm.synthetic import TablePair
 
 __all__ = ["TreeSampler", "first_token_deviation"]
 
@@ -18,7 +23,7 @@ class TreeSampler(ChainSampler):
 
     harness = "sequence"
 
-    def __init__(self, pairing: Pairing, branching=(2, 2)):
+    def __init__(self, pairing: Pairing, branching: Sequence[int] = (2, 2)) -> None:
         self.pairing = pairing
         self.branching = tuple(branching)
         self.name = f"tree:{pairing.name}"
@@ -26,7 +31,14 @@ class TreeSampler(ChainSampler):
         self.lossy_by_design = pairing.lossy_by_design
         self.source = pairing.source
 
-    def round(self, pair, ctx, gamma, rng, settings=None):
+    def round(
+        self,
+        pair: TablePair,
+        ctx: npt.NDArray[np.int64],
+        gamma: int,
+        rng: np.random.Generator,
+        settings: SamplingSettings | None = None,
+    ) -> RoundOutput:
         P, Q = pair.target_table(settings), pair.draft_table(settings)
         depth = len(self.branching)
         b = len(ctx)
@@ -52,14 +64,14 @@ class TreeSampler(ChainSampler):
         ar = np.arange(b)
         return RoundOutput(tokens, n_acc, np.zeros((b, max(1, depth)), dtype=np.int64), tokens[ar, n_acc])
 
-    def exact_deviation(self, pair, settings):
+    def exact_deviation(self, pair: TablePair, settings: SamplingSettings | None) -> tuple[float, float]:
         """(mean, max) over contexts of the exact TV between the first emitted token's law and p."""
         P, Q = pair.target_table(settings), pair.draft_table(settings)
         tvs = [first_token_deviation(self.pairing, P[c], Q[c], self.branching[0]) for c in range(P.shape[0])]
         return float(np.mean(tvs)), float(np.max(tvs))
 
 
-def first_token_deviation(pairing: Pairing, p, q, k: int) -> float:
+def first_token_deviation(pairing: Pairing, p: Iterable[float], q: Iterable[float], k: int) -> float:
     """Exact TV between the law of the first emitted token and p, at one node (float64)."""
     from ..algorithms.multi_draft import candidate_law
 

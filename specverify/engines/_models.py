@@ -20,7 +20,12 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # all imported lazily: the package imports without them
+    import gguf
+    import numpy.typing as npt
+    from transformers import PreTrainedModel
 
 __all__ = ["EngineModels", "build_engine_models", "load_float64", "write_gguf", "MODEL_SPEC"]
 
@@ -61,7 +66,7 @@ class EngineModels:
         return self.draft_low if overlap == "low" else self.draft_high
 
 
-def _llama(*, layers: int, seed: int, head_scale: float):
+def _llama(*, layers: int, seed: int, head_scale: float) -> PreTrainedModel:
     from ..lm.transformers_lm import build_model
 
     s = MODEL_SPEC
@@ -97,7 +102,7 @@ def _save_tokenizer(path: Path, vocab: int) -> None:
     )
 
 
-def _save(model, path: Path) -> None:
+def _save(model: PreTrainedModel, path: Path) -> None:
     model.save_pretrained(path, safe_serialization=True)
     _save_tokenizer(path, MODEL_SPEC["vocab"])
 
@@ -121,7 +126,7 @@ def _save_eagle(draft_low: Path, path: Path) -> None:
     _save_tokenizer(path, MODEL_SPEC["vocab"])
 
 
-def build_engine_models(root: str | os.PathLike, *, overwrite: bool = False) -> EngineModels:
+def build_engine_models(root: str | os.PathLike[str], *, overwrite: bool = False) -> EngineModels:
     """Build (or reuse) the seeded model directories under ``root``; see the module docstring."""
     from ..lm.transformers_lm import perturbed_copy
 
@@ -149,7 +154,7 @@ def build_engine_models(root: str | os.PathLike, *, overwrite: bool = False) -> 
     return out
 
 
-def load_float64(path: str | os.PathLike):
+def load_float64(path: str | os.PathLike[str]) -> PreTrainedModel:
     """The model at ``path`` in float64 (the auditor's copy: laws are computed in float64)."""
     import torch
 
@@ -158,12 +163,13 @@ def load_float64(path: str | os.PathLike):
     return load_local(str(path), dtype=torch.float64)
 
 
-def _permute_rotary(x, n_heads: int):
+def _permute_rotary(x: npt.NDArray[Any], n_heads: int) -> npt.NDArray[Any]:
     """transformers' rotary layout of q/k rows -> GGML's (interleaved pairs)."""
-    return x.reshape(n_heads, 2, x.shape[0] // n_heads // 2, *x.shape[1:]).swapaxes(1, 2).reshape(x.shape)
+    out: npt.NDArray[Any] = x.reshape(n_heads, 2, x.shape[0] // n_heads // 2, *x.shape[1:]).swapaxes(1, 2)
+    return out.reshape(x.shape)
 
 
-def _gguf_header(w, cfg: dict, f16: bool) -> None:
+def _gguf_header(w: gguf.GGUFWriter, cfg: dict[str, Any], f16: bool) -> None:
     import gguf
 
     h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
@@ -206,7 +212,7 @@ _GGUF_LAYER = {
 }
 
 
-def write_gguf(model_dir: str | os.PathLike, out_path: str | os.PathLike, *, f16: bool = False) -> Path:
+def write_gguf(model_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], *, f16: bool = False) -> Path:
     """Write the Llama in ``model_dir`` as a GGUF file for llama.cpp (needs the ``gguf`` package)."""
     import gguf
     import numpy as np
@@ -219,9 +225,9 @@ def write_gguf(model_dir: str | os.PathLike, out_path: str | os.PathLike, *, f16
     w.add_name(model_dir.name)
     _gguf_header(w, cfg, f16)
 
-    def put(name, x):
-        x = np.ascontiguousarray(x.astype(np.float32))
-        w.add_tensor(name, x.astype(np.float16) if f16 and x.ndim == 2 else x)
+    def put(name: str, x: npt.NDArray[Any]) -> None:
+        x32 = np.ascontiguousarray(x.astype(np.float32))
+        w.add_tensor(name, x32.astype(np.float16) if f16 and x32.ndim == 2 else x32)
 
     put("token_embd.weight", sd["model.embed_tokens.weight"])
     for i in range(cfg["num_hidden_layers"]):

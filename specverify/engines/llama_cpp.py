@@ -25,8 +25,11 @@ draft, so the same seed gives the same tokens with or without speculation.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..dists import SamplingSettings
 from ..errors import MalformedOutputError
@@ -34,7 +37,7 @@ from ..errors import MalformedOutputError
 __all__ = ["LlamaCppEngine", "GreedyDraft", "completion_kwargs", "generate_kwargs", "ids_from_text"]
 
 
-def completion_kwargs(s: SamplingSettings) -> dict:
+def completion_kwargs(s: SamplingSettings) -> dict[str, float | int]:
     """specverify's settings as ``Llama.create_completion`` keywords (temperature 0 is greedy)."""
     if s.is_greedy:
         return {"temperature": 0.0, "top_k": 1, "top_p": 1.0, "min_p": 0.0, "repeat_penalty": 1.0}
@@ -50,7 +53,7 @@ def completion_kwargs(s: SamplingSettings) -> dict:
     }
 
 
-def generate_kwargs(s: SamplingSettings) -> dict:
+def generate_kwargs(s: SamplingSettings) -> dict[str, float | int]:
     """The same settings as ``Llama.generate`` keywords (its names differ: ``temp``)."""
     kw = completion_kwargs(s)
     kw["temp"] = kw.pop("temperature")
@@ -68,7 +71,7 @@ def ids_from_text(text: str) -> list[int]:
         ) from exc
 
 
-def _draft_base():
+def _draft_base() -> Any:
     from llama_cpp.llama_speculative import LlamaDraftModel
 
     return LlamaDraftModel
@@ -78,18 +81,18 @@ class GreedyDraft:
     """A second GGUF model proposing ``k`` greedy tokens (llama-cpp-python's ``LlamaDraftModel``
     protocol: called with the ids so far, returns the proposed ids)."""
 
-    def __new__(cls, path, k: int, *, n_threads: int = 1):
+    def __new__(cls, path: str | os.PathLike[str], k: int, *, n_threads: int = 1) -> Any:
         base = _draft_base()
 
         class _Draft(base):  # type: ignore[valid-type,misc]
-            def __init__(self):
+            def __init__(self) -> None:
                 from llama_cpp import Llama
 
                 self.k = k
                 self.model = Llama(model_path=str(path), n_ctx=512, n_threads=n_threads, verbose=False)
 
-            def __call__(self, input_ids, **kwargs):
-                out = []
+            def __call__(self, input_ids: Sequence[int], **kwargs: Any) -> npt.NDArray[np.intc]:
+                out: list[int] = []
                 for tok in self.model.generate([int(t) for t in input_ids], top_k=1, temp=0.0, reset=True):
                     out.append(tok)
                     if len(out) >= self.k:
@@ -103,8 +106,14 @@ class LlamaCppEngine:
     """One ``llama_cpp.Llama`` over a GGUF target, optionally with a drafter (module docstring)."""
 
     def __init__(
-        self, gguf_path, *, draft: str | os.PathLike | None = None, k: int = 3, n_threads: int = 1, seed: int = 0
-    ):
+        self,
+        gguf_path: str | os.PathLike[str],
+        *,
+        draft: str | os.PathLike[str] | None = None,
+        k: int = 3,
+        n_threads: int = 1,
+        seed: int = 0,
+    ) -> None:
         from llama_cpp import Llama
 
         drafter = None
@@ -125,7 +134,7 @@ class LlamaCppEngine:
             verbose=False,
         )
 
-    def run(self, prompt, n: int, seed: int | None, s: SamplingSettings) -> list[int]:
+    def run(self, prompt: Sequence[int], n: int, seed: int | None, s: SamplingSettings) -> list[int]:
         """``n`` tokens from ``Llama.generate`` (where llama-cpp-python speculates; it never stops at
         an end-of-sequence token, so every sequence has its full length). ``seed=None`` resets the
         engine to llama.cpp's default seed, a fresh random one per call, as for a caller who never
@@ -140,15 +149,19 @@ class LlamaCppEngine:
                 break
         return out
 
-    def generator(self, *, seeded: bool = True, name: str | None = None, audit_batch: int = 64):
+    def generator(
+        self, *, seeded: bool = True, name: str | None = None, audit_batch: int = 64
+    ) -> Callable[[Sequence[int], int, int | None, SamplingSettings], list[int]]:
         """``generate`` for :func:`~specverify.audit.audit_lm`. The engine takes one request at a
         time (batch size 1); ``generate.batch`` runs ``audit_batch`` of them in turn so that the
         auditor computes their laws in one pass."""
 
-        def generate(prompt, n, seed, s):
+        def generate(prompt: Sequence[int], n: int, seed: int | None, s: SamplingSettings) -> list[int]:
             return self.run(prompt, n, seed if seeded else None, s)
 
-        def batch(prompts, n, seeds, s):
+        def batch(
+            prompts: Sequence[Sequence[int]], n: int, seeds: Sequence[int | None], s: SamplingSettings
+        ) -> list[list[int]]:
             return [generate(p, n, sd, s) for p, sd in zip(prompts, seeds, strict=True)]
 
         generate.__name__ = name or f"llama.cpp[{self.method}]"
@@ -156,7 +169,7 @@ class LlamaCppEngine:
         generate.batch_size = audit_batch  # type: ignore[attr-defined]
         return generate
 
-    def logits(self, ids) -> np.ndarray:
+    def logits(self, ids: Sequence[int]) -> npt.NDArray[np.float64]:
         """[len(ids), V] logits of one pass over ``ids`` (the engine keeps every row: ``logits_all``)."""
         self.llm.reset()
         self.llm.eval([int(t) for t in ids])

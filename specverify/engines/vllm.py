@@ -29,18 +29,23 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..dists import SamplingSettings
 from ..errors import ImplementationError, UnsupportedSettingError
+from ._models import EngineModels
+
+if TYPE_CHECKING:  # vLLM is imported lazily: this module imports without it
+    from vllm import LLM, SamplingParams
 
 __all__ = ["VLLMOffline", "sampling_params_kwargs", "speculative_config", "serve", "SPEC_METHODS"]
 
 SPEC_METHODS = ("none", "ngram", "draft", "eagle")
 
 
-def sampling_params_kwargs(s: SamplingSettings) -> dict:
+def sampling_params_kwargs(s: SamplingSettings) -> dict[str, float | int]:
     """specverify's settings as ``SamplingParams`` keywords (temperature 0 is vLLM's greedy)."""
     if s.is_greedy:
         return {"temperature": 0.0}
@@ -64,7 +69,9 @@ def _refusal(exc: Exception, s: SamplingSettings) -> Exception:
     return ImplementationError(f"vLLM refused the request for {s.short()}: {exc}")
 
 
-def speculative_config(method: str, k: int, models=None, *, overlap: str = "high") -> dict | None:
+def speculative_config(
+    method: str, k: int, models: EngineModels | None = None, *, overlap: str = "high"
+) -> dict[str, Any] | None:
     """vLLM's ``speculative_config`` for a method of :data:`SPEC_METHODS` with ``k`` drafted tokens
     (``models``: the :class:`~specverify.engines.EngineModels`; ``overlap`` picks the draft)."""
     if method == "none":
@@ -88,18 +95,18 @@ class VLLMOffline:
 
     def __init__(
         self,
-        model_dir,
+        model_dir: str | os.PathLike[str],
         *,
-        speculative_config: dict | None = None,
+        speculative_config: dict[str, Any] | None = None,
         dtype: str = "float32",
         seed: int = 0,
         max_model_len: int = 512,
         enforce_eager: bool = True,
         memory_fraction: float = 0.25,
         in_process: bool = False,
-        patches: tuple = (),
-        **llm_kwargs,
-    ):
+        patches: tuple[Callable[[], object], ...] = (),
+        **llm_kwargs: Any,
+    ) -> None:
         if in_process:  # engine core and worker in this process, so that `patches` reach them
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
             llm_kwargs.setdefault("distributed_executor_backend", "uni")
@@ -107,7 +114,7 @@ class VLLMOffline:
             patch()
         from vllm import LLM
 
-        kw = dict(
+        kw: dict[str, Any] = dict(
             model=str(model_dir),
             skip_tokenizer_init=True,
             dtype=dtype,
@@ -126,9 +133,9 @@ class VLLMOffline:
         self.speculative = speculative_config
         self._kwargs = kw
         self.crashes: list[str] = []  # one entry per engine death (the engine is rebuilt after each)
-        self.llm = LLM(**kw)
+        self.llm: LLM | None = LLM(**kw)
 
-    def _engine(self):
+    def _engine(self) -> LLM:
         """The live engine; a fresh one after a crash, so that one crash costs one setting."""
         if self.llm is None:
             from vllm import LLM
@@ -136,7 +143,7 @@ class VLLMOffline:
             self.llm = LLM(**self._kwargs)
         return self.llm
 
-    def _params(self, n: int, seed: int | None, s: SamplingSettings):
+    def _params(self, n: int, seed: int | None, s: SamplingSettings) -> SamplingParams:
         from vllm import SamplingParams
 
         try:
@@ -151,7 +158,9 @@ class VLLMOffline:
         except ValueError as exc:  # VLLMValidationError subclasses ValueError
             raise _refusal(exc, s) from exc
 
-    def run(self, prompts, n: int, seeds, s: SamplingSettings) -> list[list[int]]:
+    def run(
+        self, prompts: Sequence[Sequence[int]], n: int, seeds: Sequence[int | None], s: SamplingSettings
+    ) -> list[list[int]]:
         """One ``LLM.generate`` call: ``len(prompts)`` requests scheduled together."""
         from vllm.inputs import TokensPrompt
 
@@ -175,7 +184,7 @@ class VLLMOffline:
             ) from exc
         return [list(o.outputs[0].token_ids) for o in outs]
 
-    def prompt_logprobs(self, prompt, top: int = 20) -> list[dict[int, float] | None]:
+    def prompt_logprobs(self, prompt: Sequence[int], top: int = 20) -> list[dict[int, float] | None]:
         """vLLM's log-probabilities of each prompt position's ``top`` tokens and of the prompt token
         itself (entry 0 is None): for checking the engine's logits against transformers'."""
         from vllm import SamplingParams
@@ -187,28 +196,34 @@ class VLLMOffline:
         )[0]
         return [None if d is None else {int(k): float(v.logprob) for k, v in d.items()} for d in out.prompt_logprobs]
 
-    def generator(self, *, batch_size: int = 64, seeded: bool = True, name: str | None = None):
+    def generator(
+        self, *, batch_size: int = 64, seeded: bool = True, name: str | None = None
+    ) -> Callable[[Sequence[int], int, int | None, SamplingSettings], list[int]]:
         """``generate`` for :func:`~specverify.audit.audit_lm`, with ``.batch`` and ``.batch_size``."""
 
-        def batch(prompts, n, seeds, s):
+        def batch(
+            prompts: Sequence[Sequence[int]], n: int, seeds: Sequence[int | None], s: SamplingSettings
+        ) -> list[list[int]]:
             seeds = list(seeds) if seeded else [None] * len(prompts)
-            out = []
+            out: list[list[int]] = []
             for i in range(0, len(prompts), batch_size):
                 out.extend(self.run(prompts[i : i + batch_size], n, seeds[i : i + batch_size], s))
             return out
 
-        def generate(prompt, n, seed, s):
+        def generate(prompt: Sequence[int], n: int, seed: int | None, s: SamplingSettings) -> list[int]:
             return batch([prompt], n, [seed], s)[0]
 
         gen: Any = generate  # a function with attributes: .batch, .batch_size
         gen.batch = batch
         gen.batch_size = batch_size
         gen.__name__ = name or f"vllm[{(self.speculative or {}).get('method', 'none')}]"
-        return gen
+        return generate
 
-    def spec_metrics(self) -> dict:
+    def spec_metrics(self) -> dict[str, Any]:
         """vLLM's own speculative-decoding counters (drafts proposed / accepted), where it has them."""
-        out = {}
+        out: dict[str, Any] = {}
+        if self.llm is None:  # dead since its last crash, not rebuilt yet: no counters
+            return out
         with contextlib.suppress(Exception):
             for m in self.llm.get_metrics():
                 if "spec_decode" in m.name:
@@ -219,19 +234,20 @@ class VLLMOffline:
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 @contextlib.contextmanager
 def serve(
-    model_dir,
+    model_dir: str | os.PathLike[str],
     *,
-    speculative: dict | None = None,
+    speculative: dict[str, Any] | None = None,
     python: str | None = None,
     port: int | None = None,
     startup_timeout: float = 300.0,
-    log: str | os.PathLike | None = None,
-):
+    log: str | os.PathLike[str] | None = None,
+) -> Iterator[str]:
     """Run vLLM's OpenAI server on 127.0.0.1 for the duration of the block; yields its base URL."""
     port = port or _free_port()
     cmd = [
@@ -274,7 +290,7 @@ def serve(
             out.close()
 
 
-def _wait_healthy(url: str, proc, timeout: float) -> None:
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         if proc.poll() is not None:
@@ -286,6 +302,6 @@ def _wait_healthy(url: str, proc, timeout: float) -> None:
     raise ImplementationError(f"the vLLM server at {url} was not healthy after {timeout:g} s")
 
 
-def model_name(model_dir) -> str:
+def model_name(model_dir: str | os.PathLike[str]) -> str:
     """The name the server registers a local model under (its path, as given)."""
     return str(Path(model_dir))

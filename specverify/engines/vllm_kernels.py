@@ -20,12 +20,18 @@ drafter, the logits fed to the kernels, the scheduler).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:  # torch and vLLM are imported lazily
+    import torch
 
 __all__ = ["cpu_rejection_kernel", "cpu_rejection_kernel_one_hot", "triton_rejection_kernel"]
 
 
-def _ops():
+def _ops() -> Any:
     import torch
     from vllm.platforms import current_platform
 
@@ -34,7 +40,12 @@ def _ops():
     return torch.ops._C
 
 
-def _inputs(draft_tokens, draft_probs, target_probs, generator):
+def _inputs(
+    draft_tokens: npt.ArrayLike,
+    draft_probs: npt.ArrayLike | None,
+    target_probs: npt.ArrayLike,
+    generator: np.random.Generator,
+) -> dict[str, Any]:
     import torch
 
     x = torch.as_tensor(np.array(draft_tokens, dtype=np.int64))  # [B, g]
@@ -56,7 +67,12 @@ def _inputs(draft_tokens, draft_probs, target_probs, generator):
     }
 
 
-def _run(draft_tokens, draft_probs, target_probs, generator) -> np.ndarray:
+def _run(
+    draft_tokens: npt.ArrayLike,
+    draft_probs: npt.ArrayLike | None,
+    target_probs: npt.ArrayLike,
+    generator: np.random.Generator,
+) -> npt.NDArray[np.int64]:
     import torch
 
     ops = _ops()
@@ -74,17 +90,29 @@ def _run(draft_tokens, draft_probs, target_probs, generator) -> np.ndarray:
     return out.numpy()
 
 
-def cpu_rejection_kernel(draft_tokens, draft_probs, target_probs, generator):
+def cpu_rejection_kernel(
+    draft_tokens: npt.ArrayLike, draft_probs: npt.ArrayLike, target_probs: npt.ArrayLike, generator: np.random.Generator
+) -> npt.NDArray[np.int64]:
     """vLLM's CPU kernels with draft probabilities (``draft_sample_method="probabilistic"``)."""
     return _run(draft_tokens, draft_probs, target_probs, generator)
 
 
-def cpu_rejection_kernel_one_hot(draft_tokens, draft_probs, target_probs, generator):
+def cpu_rejection_kernel_one_hot(
+    draft_tokens: npt.ArrayLike,
+    draft_probs: npt.ArrayLike | None,
+    target_probs: npt.ArrayLike,
+    generator: np.random.Generator,
+) -> npt.NDArray[np.int64]:
     """vLLM's CPU kernels without draft probabilities (n-gram and greedy drafts)."""
     return _run(draft_tokens, None, target_probs, generator)
 
 
-def triton_rejection_kernel(draft_tokens, draft_probs, target_probs, generator):
+def triton_rejection_kernel(
+    draft_tokens: npt.ArrayLike,
+    draft_probs: npt.ArrayLike | None,
+    target_probs: npt.ArrayLike,
+    generator: np.random.Generator,
+) -> npt.NDArray[np.int64]:
     """The same call on a CUDA device through vLLM's own ``rejection_sample`` (Triton kernels);
     used by gpu_runs/vllm_engines.py. Needs a GPU build of vLLM."""
     import torch
@@ -105,10 +133,11 @@ def triton_rejection_kernel(draft_tokens, draft_probs, target_probs, generator):
         a["bonus"].reshape(b, 1).to(dev),
         meta,
     )
-    return out.to(torch.int64).cpu().numpy()
+    tokens: npt.NDArray[np.int64] = out.to(torch.int64).cpu().numpy()
+    return tokens
 
 
-def _greedy_free_metadata(b: int, device):
+def _greedy_free_metadata(b: int, device: torch.device) -> Any:
     """A SamplingMetadata with every request random at temperature 1 and no filters."""
     import torch
     from vllm.v1.sample.metadata import SamplingMetadata

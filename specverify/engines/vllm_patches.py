@@ -13,10 +13,22 @@ kernel overrides: run the engine in-process, ``VLLM_ENABLE_V1_MULTIPROCESSING=0`
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported lazily, as vLLM is
+    import torch
+
 __all__ = ["expand_kernel_fixed", "apply_expand_fix"]
 
 
-def expand_kernel_fixed(output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None):  # noqa: N803
+def expand_kernel_fixed(
+    output: torch.Tensor,
+    input_val: torch.Tensor,
+    cu_num_tokens: torch.Tensor,
+    replace_from: float,
+    replace_to: float,
+    MAX_NUM_TOKENS: int | None = None,  # noqa: N803 (vLLM's parameter name)
+) -> None:
     """output[t] = input_val[request of t] (replace_from -> replace_to), like vLLM's Triton kernel."""
     import torch
 

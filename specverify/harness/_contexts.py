@@ -24,12 +24,14 @@ Row of a prefix (shapes: V vocabulary, M rows, k = order):
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from ..dists import GREEDY, SamplingSettings, probs_from_logits, token_counts
 from ..lm.synthetic import TablePair, llm_like_logits, tune_draft_noise
+from ._records import Generation
 
 __all__ = ["ContextPair", "PAIR_KINDS", "make_context_pair", "greedy_raw_run"]
 
@@ -53,22 +55,24 @@ class ContextPair(TablePair):
     kind: str = "custom"
     salt: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for t in (self.target_logits, self.draft_logits):
             t.flags.writeable = False
-        self._rows: dict = {}  # (length, window) -> row: the hash is the driver's hot spot
+        self._rows: dict[
+            tuple[int, tuple[int, ...]], int
+        ] = {}  # (length, window) -> row: the hash is the driver's hot spot
 
     # the base methods are lru_cache wrappers, which mypy cannot match a plain method against
-    def target_table(self, settings: SamplingSettings | None = None) -> np.ndarray:  # type: ignore[override]
+    def target_table(self, settings: SamplingSettings | None = None) -> npt.NDArray[np.float64]:  # type: ignore[override]
         """[M, V] processed target probabilities, read-only (rows handed over are views of it)."""
         return _frozen(super().target_table(settings))
 
-    def draft_table(self, settings: SamplingSettings | None = None) -> np.ndarray:  # type: ignore[override]
+    def draft_table(self, settings: SamplingSettings | None = None) -> npt.NDArray[np.float64]:  # type: ignore[override]
         return _frozen(super().draft_table(settings))
 
     @property
     def n_rows(self) -> int:
-        return self.target_logits.shape[0]
+        return int(self.target_logits.shape[0])
 
     @property
     def start_context(self) -> int:
@@ -78,7 +82,7 @@ class ContextPair(TablePair):
         pos = "+position" if self.positional else ""
         return f"{self.kind} (order {self.order}{pos}, mean acceptance {self.mean_acceptance():.2f})"
 
-    def row_of(self, prefix) -> int:
+    def row_of(self, prefix: Sequence[int]) -> int:
         """Row of the law of the token that follows ``prefix`` (a sequence of ids)."""
         key = (len(prefix), tuple(prefix[-self.order :]) if self.order else ())
         row = self._rows.get(key)
@@ -88,10 +92,10 @@ class ContextPair(TablePair):
             row = self._rows[key] = self._row_of(key[0], key[1])
         return row
 
-    def rows_along(self, seq, start: int, stop: int) -> list[int]:
+    def rows_along(self, seq: Sequence[int], start: int, stop: int) -> list[int]:
         """Rows of the prefixes ``seq[:t]`` for t in [start, stop)."""
         k, rows, get = self.order, self._rows, self._rows.get
-        out = []
+        out: list[int] = []
         for t in range(start, stop):
             key = (t, tuple(seq[max(0, t - k) : t]) if k else ())
             row = get(key)
@@ -100,7 +104,7 @@ class ContextPair(TablePair):
             out.append(row)
         return out
 
-    def _row_of(self, length: int, last: tuple) -> int:
+    def _row_of(self, length: int, last: tuple[int, ...]) -> int:
         v, k = self.vocab_size, self.order
         window = [v] * (k - len(last)) + [int(t) for t in last]
         if not self.positional and (v + 1) ** k <= self.n_rows:
@@ -113,11 +117,14 @@ class ContextPair(TablePair):
             h = _splitmix64(h ^ (t + 1))
         return _splitmix64(h) % self.n_rows
 
-    def law_logits(self, prefix, *, draft: bool = False) -> np.ndarray:
+    def law_logits(self, prefix: Sequence[int], *, draft: bool = False) -> npt.NDArray[np.float64]:
         """Raw logits [V] (read-only) for the token after ``prefix``."""
-        return (self.draft_logits if draft else self.target_logits)[self.row_of(prefix)]
+        row: npt.NDArray[np.float64] = (self.draft_logits if draft else self.target_logits)[self.row_of(prefix)]
+        return row
 
-    def law_probs(self, prefix, settings: SamplingSettings | None, *, draft: bool = False) -> np.ndarray:
+    def law_probs(
+        self, prefix: Sequence[int], settings: SamplingSettings | None, *, draft: bool = False
+    ) -> npt.NDArray[np.float64]:
         """Processed probabilities [V] for the token after ``prefix`` under ``settings``; laws that
         depend on the history (a repetition penalty) are computed from ``prefix``."""
         if settings is not None and settings.uses_history:
@@ -126,15 +133,22 @@ class ContextPair(TablePair):
                 self.law_logits(prefix, draft=draft), settings, seen_counts=seen, output_counts=seen
             )
         table = self.draft_table(settings) if draft else self.target_table(settings)
-        return table[self.row_of(prefix)]
+        row: npt.NDArray[np.float64] = table[self.row_of(prefix)]
+        return row
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
+def _frozen(a: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     a.flags.writeable = False
     return a
 
 
-def _mask_rows(rng, target, draft, rows, frac):
+def _mask_rows(
+    rng: np.random.Generator,
+    target: npt.NDArray[np.float64],
+    draft: npt.NDArray[np.float64],
+    rows: npt.NDArray[np.int64],
+    frac: float,
+) -> None:
     """Target and draft each lose a different ``frac`` of the vocabulary on ``rows``."""
     v = target.shape[1]
     for r in rows:
@@ -142,7 +156,12 @@ def _mask_rows(rng, target, draft, rows, frac):
         draft[r, rng.choice(v, int(frac * v), replace=False)] = -np.inf
 
 
-def _disjoint_rows(rng, target, draft, rows):
+def _disjoint_rows(
+    rng: np.random.Generator,
+    target: npt.NDArray[np.float64],
+    draft: npt.NDArray[np.float64],
+    rows: npt.NDArray[np.int64],
+) -> None:
     v = target.shape[1]
     for r in rows:
         half = rng.permutation(v)
@@ -150,10 +169,10 @@ def _disjoint_rows(rng, target, draft, rows):
         draft[r, half[v // 2 :]] = -np.inf
 
 
-def _greedy_rows(rng, target, draft):
+def _greedy_rows(rng: np.random.Generator, target: npt.NDArray[np.float64], draft: npt.NDArray[np.float64]) -> None:
     """Exact ties, near ties and argmax disagreements on raw rows (see the module docstring)."""
     m, v = target.shape
-    kind = rng.choice(4, m, p=[0.8, 0.08, 0.04, 0.08])  # plain, exact tie, near tie, draft disagrees
+    kind = rng.choice(4, (m,), p=[0.8, 0.08, 0.04, 0.08])  # plain, exact tie, near tie, draft disagrees
     for r in range(m):
         order = np.argsort(-target[r], kind="stable")
         a, b = sorted(order[:2].tolist())
@@ -210,7 +229,12 @@ def make_context_pair(
 GREEDY_RUN_SEQUENCES, GREEDY_RUN_SALT = 200, 99
 
 
-def greedy_raw_run(generate: Any, vocab: int, gamma: int, seed: int) -> tuple[ContextPair, Any]:
+def greedy_raw_run(
+    generate: Callable[[ContextPair, int, int, np.random.Generator, SamplingSettings], Generation],
+    vocab: int,
+    gamma: int,
+    seed: int,
+) -> tuple[ContextPair, Generation]:
     """(pair, Generation) of the exact greedy check on raw rows (ties, near ties, draft disagreements),
     seeded: ``generate(pair, n, gamma, rng, settings)`` is an adapter's; the audit and its diagnosis
     both call this, so the diagnosis scores the very run that failed."""

@@ -14,9 +14,10 @@ real engine. Shapes (B rounds or sequences processed together, V vocabulary, g =
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from ..dists import SamplingSettings
 from ..lm.synthetic import TablePair
@@ -25,7 +26,7 @@ from ._records import RoundOutput
 __all__ = ["ChainSampler", "Uniforms", "textbook_inverse_cdf"]
 
 
-def textbook_inverse_cdf(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
+def textbook_inverse_cdf(weights: npt.ArrayLike, u: npt.ArrayLike) -> npt.NDArray[np.int64]:
     """First token id i with cumsum(w)[i] > u * sum(w), rows [..., V] and uniforms [...].
 
     The catalogue models other engines, whose inverse-CDF draws walk the vocabulary in id order;
@@ -39,21 +40,23 @@ def textbook_inverse_cdf(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     idx = (c <= thr[..., None]).sum(-1)
     # u * total can round to total: fall back to the last token of positive weight.
     last = w.shape[-1] - 1 - np.argmax((w > 0)[..., ::-1], axis=-1)
-    return np.minimum(idx, last).astype(np.int64)
+    out: npt.NDArray[np.int64] = np.minimum(idx, last).astype(np.int64)
+    return out
 
 
 @dataclasses.dataclass
 class Uniforms:
-    draft: np.ndarray  # [B, g]
-    accept: np.ndarray  # [B, g]
-    final: np.ndarray  # [B]
-    target: np.ndarray  # [B, g + 1]  (sample-and-match and OR-accept rules)
+    draft: npt.NDArray[np.float64]  # [B, g]
+    accept: npt.NDArray[np.float64]  # [B, g]
+    final: npt.NDArray[np.float64]  # [B]
+    target: npt.NDArray[np.float64]  # [B, g + 1]  (sample-and-match and OR-accept rules)
 
 
-def _first_false(ok):
+def _first_false(ok: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
     g = ok.shape[1]
     bad = ~ok
-    return np.where(bad.any(1), bad.argmax(1), g)
+    first: npt.NDArray[np.int64] = np.where(bad.any(1), bad.argmax(1), g)
+    return first
 
 
 class ChainSampler:
@@ -80,40 +83,62 @@ class ChainSampler:
     def uniforms(self, rng: np.random.Generator, b: int, g: int) -> Uniforms:
         return Uniforms(rng.random((b, g)), rng.random((b, g)), rng.random(b), rng.random((b, g + 1)))
 
-    def draft_rows_sampled(self, pair: TablePair, ridx, settings) -> np.ndarray:
+    def draft_rows_sampled(
+        self, pair: TablePair, ridx: npt.NDArray[np.int64], settings: SamplingSettings | None
+    ) -> npt.NDArray[np.float64]:
         return pair.draft_table(settings)[ridx]
 
-    def draft_rows_reported(self, pair: TablePair, ridx, settings, sampled) -> np.ndarray:
+    def draft_rows_reported(
+        self,
+        pair: TablePair,
+        ridx: npt.NDArray[np.int64],
+        settings: SamplingSettings | None,
+        sampled: npt.NDArray[np.float64],
+    ) -> npt.NDArray[np.float64]:
         return sampled
 
-    def draft_token(self, q_sampled, u, j, U) -> np.ndarray:
+    def draft_token(
+        self, q_sampled: npt.NDArray[np.float64], u: npt.NDArray[np.float64], j: int, U: Uniforms
+    ) -> npt.NDArray[np.int64]:
         return textbook_inverse_cdf(q_sampled, u)
 
-    def target_rows(self, pair: TablePair, ridx, settings, *, bonus: bool) -> np.ndarray:
+    def target_rows(
+        self, pair: TablePair, ridx: npt.NDArray[np.int64], settings: SamplingSettings | None, *, bonus: bool
+    ) -> npt.NDArray[np.float64]:
         return pair.target_table(settings)[ridx]
 
-    def accept(self, px, qx, U: Uniforms, ctx) -> np.ndarray:
+    def accept(
+        self,
+        px: npt.NDArray[np.float64],
+        qx: npt.NDArray[np.float64],
+        U: Uniforms,
+        ctx: dict[str, npt.NDArray[Any]],
+    ) -> npt.NDArray[np.bool_]:
         """[B, g] acceptance decisions. ctx gives x, P (target rows) etc. for rules that need them."""
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return U.accept < px / qx
 
-    def residual_weights(self, p_row, q_row, x) -> np.ndarray:
+    def residual_weights(
+        self, p_row: npt.NDArray[np.float64], q_row: npt.NDArray[np.float64], x: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
         w = np.maximum(p_row - q_row, 0.0)
         empty = ~(w > 0).any(-1)
         w[empty] = p_row[empty]
         return w
 
-    def draw(self, weights, u) -> np.ndarray:
+    def draw(self, weights: npt.NDArray[np.float64], u: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         """The bonus draw (and, unless draw_residual is overridden, the replacement draw)."""
         return textbook_inverse_cdf(weights, u)
 
-    def draw_residual(self, weights, u) -> np.ndarray:
+    def draw_residual(self, weights: npt.NDArray[np.float64], u: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         return self.draw(weights, u)
 
-    def final_uniform(self, U: Uniforms, n_acc) -> np.ndarray:
+    def final_uniform(self, U: Uniforms, n_acc: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         return U.final
 
-    def next_context(self, tokens, n_acc, drafts) -> np.ndarray:
+    def next_context(
+        self, tokens: npt.NDArray[np.int64], n_acc: npt.NDArray[np.int64], drafts: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
         return tokens[np.arange(len(n_acc)), n_acc]
 
     def continue_after_rejection(self) -> bool:
@@ -121,13 +146,18 @@ class ChainSampler:
 
     # -- the round -------------------------------------------------------------------------
     def round(
-        self, pair: TablePair, ctx: np.ndarray, gamma: int, rng: np.random.Generator, settings=None
+        self,
+        pair: TablePair,
+        ctx: npt.NDArray[np.int64],
+        gamma: int,
+        rng: np.random.Generator,
+        settings: SamplingSettings | None = None,
     ) -> RoundOutput:
         b, g = len(ctx), gamma
         U = self.uniforms(rng, b, g)
         ar = np.arange(b)
-        P_rows: list[np.ndarray] = []
-        Q_rows: list[np.ndarray] = []
+        P_rows: list[npt.NDArray[np.float64]] = []
+        Q_rows: list[npt.NDArray[np.float64]] = []
         X = np.empty((b, g), dtype=np.int64)
         c = ctx
         for j in range(g):
@@ -160,7 +190,14 @@ class ChainSampler:
         tokens[ar, n_acc] = y
         return RoundOutput(tokens, n_acc, X, self.next_context(tokens, n_acc, X))
 
-    def _round_no_stop(self, P, Q, X, ok, U):
+    def _round_no_stop(
+        self,
+        P: npt.NDArray[np.float64],
+        Q: npt.NDArray[np.float64],
+        X: npt.NDArray[np.int64],
+        ok: npt.NDArray[np.bool_],
+        U: Uniforms,
+    ) -> RoundOutput:
         # Bug shape: a rejection emits its replacement but verification goes on with the drafts
         # that were conditioned on the rejected token.
         b, g = X.shape

@@ -12,6 +12,7 @@ import numbers
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import MalformedOutputError
 
@@ -46,7 +47,7 @@ def _is_id(x: Any) -> bool:
     return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
-def _from_sequence(out: list[Any] | tuple[Any, ...], what: str, ndim: int) -> np.ndarray:
+def _from_sequence(out: list[Any] | tuple[Any, ...], what: str, ndim: int) -> npt.NDArray[np.int64]:
     """A list (of lists, for ndim 2) of ints as an int64 array; the first non-int element is named."""
     rows = [_from_tensor(row, what) for row in out] if ndim == 2 else [out]
     for r, row in enumerate(rows):
@@ -73,7 +74,7 @@ def _from_sequence(out: list[Any] | tuple[Any, ...], what: str, ndim: int) -> np
     return np.asarray(rows, dtype=np.int64).reshape((-1,) if ndim == 1 else (len(out), -1))
 
 
-def as_token_ids(out: Any, what: str, *, ndim: int = 1) -> np.ndarray:
+def as_token_ids(out: Any, what: str, *, ndim: int = 1) -> npt.NDArray[np.int64]:
     """``out`` as an int64 array of ``ndim`` dimensions (1: one round's or one sequence's ids; 2: a
     kernel's [B, gamma + 1]), or MalformedOutputError naming what came back."""
     out = _from_tensor(out, what)

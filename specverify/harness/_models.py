@@ -10,9 +10,16 @@ float64 copies, and the laws of emitted tokens are per token (``Generation.law``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
+import numpy.typing as npt
 
 from ..dists import SamplingSettings, probs_from_logits, token_counts
+
+if TYPE_CHECKING:  # torch and transformers are imported lazily: the table pairs need neither
+    from transformers import PreTrainedModel
 
 __all__ = ["ModelPair", "make_model_pair"]
 
@@ -23,30 +30,30 @@ class ModelPair:
     """Target and draft causal LMs behind the interface of :class:`ContextPair`."""
 
     tabled = False
-    order = None
+    order: int | None = None
     positional = True
 
-    def __init__(self, target, draft, *, kind: str):
+    def __init__(self, target: PreTrainedModel, draft: PreTrainedModel, *, kind: str) -> None:
         import torch
 
         self.models = {False: target.to(torch.float64).eval(), True: draft.to(torch.float64).eval()}
         self.kind = kind
         self.vocab_size = int(target.get_output_embeddings().weight.shape[0])
-        self._cache: dict = {}
+        self._cache: dict[tuple[bool, tuple[int, ...]], npt.NDArray[np.float64]] = {}
 
     def label(self) -> str:
         return f"{self.kind} (tiny transformers pair, law depends on the whole prefix)"
 
-    def row_of(self, prefix) -> int:
+    def row_of(self, prefix: Sequence[int]) -> int:
         return 0  # untabled: laws are stored per token
 
-    def law_logits(self, prefix, *, draft: bool = False) -> np.ndarray:
+    def law_logits(self, prefix: Sequence[int], *, draft: bool = False) -> npt.NDArray[np.float64]:
         key = (draft, tuple(int(t) for t in prefix))
         if key not in self._cache:
             self._fill(key[1], draft)
         return self._cache[key]
 
-    def _fill(self, ids: tuple, draft: bool) -> None:
+    def _fill(self, ids: tuple[int, ...], draft: bool) -> None:
         """One uncached pass over ``ids``; every prefix of it is cached (read-only rows)."""
         import torch
 
@@ -60,7 +67,9 @@ class ModelPair:
         for t in range(len(ids)):
             self._cache[(draft, ids[: t + 1])] = out[t]
 
-    def law_probs(self, prefix, settings: SamplingSettings | None, *, draft: bool = False) -> np.ndarray:
+    def law_probs(
+        self, prefix: Sequence[int], settings: SamplingSettings | None, *, draft: bool = False
+    ) -> npt.NDArray[np.float64]:
         row = self.law_logits(prefix, draft=draft)
         if settings is not None and settings.uses_history:
             seen = token_counts(prefix, self.vocab_size)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import numpy.typing as npt
 
 #: the id that pads a round's tokens after the emitted ones (and a sequence's prompt, drafts and draft
 #: rows in the records); never a token: ids lie in [0, vocabulary)
@@ -20,10 +21,10 @@ __all__ = ["PAD", "RoundOutput", "Generation", "concat_generations"]
 class RoundOutput:
     """One batch of rounds."""
 
-    tokens: np.ndarray  # [B, g + 1], -1 after the emitted ones
-    num_accepted: np.ndarray  # [B]
-    drafts: np.ndarray  # [B, g]
-    next_context: np.ndarray  # [B] the sampler's own state after the round
+    tokens: npt.NDArray[np.int64]  # [B, g + 1], -1 after the emitted ones
+    num_accepted: npt.NDArray[np.int64]  # [B]
+    drafts: npt.NDArray[np.int64]  # [B, g]
+    next_context: npt.NDArray[np.int64]  # [B] the sampler's own state after the round
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -33,21 +34,21 @@ class Generation:
     The law of token i is row ``row[i]`` of the pair's target table, or, when ``law`` is given
     (laws that depend on the whole history, e.g. a repetition penalty), ``law[row[i]]``."""
 
-    tokens: np.ndarray  # [N] emitted token ids, in order within each sequence
-    row: np.ndarray  # [N] law row of each token (computed from the true prefix, never from the implementation)
-    position: np.ndarray  # [N] position within its round (0 = first emitted)
-    sequence: np.ndarray  # [N] which sequence / round it belongs to
-    num_accepted: np.ndarray  # [R] accepted drafts per round
+    tokens: npt.NDArray[np.int64]  # [N] emitted token ids, in order within each sequence
+    row: npt.NDArray[np.int64]  # [N] law row of each token (from the true prefix, never from the implementation)
+    position: npt.NDArray[np.int64]  # [N] position within its round (0 = first emitted)
+    sequence: npt.NDArray[np.int64]  # [N] which sequence / round it belongs to
+    num_accepted: npt.NDArray[np.int64]  # [R] accepted drafts per round
     rounds: int
-    drafts: np.ndarray | None = None  # [R, g] drafted tokens per round (kernel harness)
+    drafts: npt.NDArray[np.int64] | None = None  # [R, g] drafted tokens per round (kernel harness)
     drafts_from_implementation: bool = False  # drawn by the implementation, not by the auditor
-    law: np.ndarray | None = None  # [M', V] per-token law rows, when not a table of the pair
-    draft_rows: np.ndarray | None = None  # [R, g] row of each proposed draft's context (context pairs)
-    round_id: np.ndarray | None = None  # [N] round of each token, where a sequence spans several rounds
-    prompts: np.ndarray | None = None  # [S, L] prompt of each sequence, -1 padded (context runs)
+    law: npt.NDArray[np.float64] | None = None  # [M', V] per-token law rows, when not a table of the pair
+    draft_rows: npt.NDArray[np.int64] | None = None  # [R, g] row of each proposed draft's context (context pairs)
+    round_id: npt.NDArray[np.int64] | None = None  # [N] round of each token, where a sequence spans several rounds
+    prompts: npt.NDArray[np.int64] | None = None  # [S, L] prompt of each sequence, -1 padded (context runs)
 
     @property
-    def rounds_of_tokens(self) -> np.ndarray:
+    def rounds_of_tokens(self) -> npt.NDArray[np.int64]:
         """[N] index into ``num_accepted`` of each token's round."""
         return self.sequence if self.round_id is None else self.round_id
 
@@ -61,7 +62,12 @@ def concat_generations(parts: list[Generation]) -> Generation:
     """One Generation from consecutive batches (sequence ids and law rows renumbered)."""
     if not parts:
         return Generation.empty()
-    seq_off, law_off, toks, rows, pos, seqs, laws = 0, 0, [], [], [], [], []
+    seq_off, law_off = 0, 0
+    toks: list[npt.NDArray[np.int64]] = []
+    rows: list[npt.NDArray[np.int64]] = []
+    pos: list[npt.NDArray[np.int64]] = []
+    seqs: list[npt.NDArray[np.int64]] = []
+    laws: list[npt.NDArray[np.float64]] = []
     for g in parts:
         toks.append(g.tokens)
         pos.append(g.position)
@@ -74,14 +80,15 @@ def concat_generations(parts: list[Generation]) -> Generation:
     if laws and len(laws) != len(parts):
         raise ValueError("cannot concatenate generations with and without per-token laws")
 
-    def cat(field):
+    def cat(field: str) -> npt.NDArray[np.int64] | None:
         arrs = [getattr(g, field) for g in parts]
         return np.concatenate(arrs) if all(a is not None for a in arrs) else None
 
     round_ids = None
-    if all(g.round_id is not None for g in parts):
+    given_ids = [g.round_id for g in parts if g.round_id is not None]
+    if len(given_ids) == len(parts):
         offsets = np.cumsum([0] + [len(g.num_accepted) for g in parts[:-1]])
-        round_ids = np.concatenate([g.round_id + o for g, o in zip(parts, offsets)])
+        round_ids = np.concatenate([r + o for r, o in zip(given_ids, offsets)])
 
     prompts = None
     given = [g.prompts for g in parts if g.prompts is not None]

@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..dists import SamplingSettings
 from ..errors import MalformedOutputError
 from ._contexts import ContextPair
 from ._ids import as_token_ids
 from ._records import PAD, Generation
-from ._watchdog import run_guarded
+from ._watchdog import Ticker, run_guarded
 
 __all__ = ["SequenceView", "settings_arguments", "run_round_step", "run_generator", "MODES", "PROMPT_LENGTHS"]
 
@@ -34,12 +36,12 @@ MODES = ("probs", "logits", "greedy")
 PROMPT_LENGTHS = (2, 6)  # [low, high) prompt tokens per sequence
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a = np.asarray(a, dtype=np.float64)
-    if a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
+def _readonly(a: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    arr = np.asarray(a, dtype=np.float64)
+    if arr.flags.writeable:
+        arr = arr.view()
+        arr.flags.writeable = False
+    return arr
 
 
 @dataclasses.dataclass
@@ -53,55 +55,58 @@ class SequenceView:
     pair: ContextPair
     settings: SamplingSettings
     mode: str = "probs"
-    asked: list = dataclasses.field(default_factory=list)  # prefix + proposed of the last target() call
+    asked: list[int] = dataclasses.field(default_factory=list)  # prefix + proposed of the last target() call
 
     @property
     def vocab_size(self) -> int:
         return self.pair.vocab_size
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # the processed tables, looked up once (rows handed over are read-only views of them)
         s = None if self.mode == "greedy" else self.settings
         tabled = getattr(self.pair, "tabled", True) and self.mode != "logits" and not (s is not None and s.uses_history)
-        self._tables = {False: self.pair.target_table(s), True: self.pair.draft_table(s)} if tabled else None
+        self._tables: dict[bool, npt.NDArray[np.float64]] | None = (
+            {False: self.pair.target_table(s), True: self.pair.draft_table(s)} if tabled else None
+        )
 
-    def _row(self, prefix, *, draft: bool) -> np.ndarray:
+    def _row(self, prefix: list[int], *, draft: bool) -> npt.NDArray[np.float64]:
         if self._tables is not None:
-            return self._tables[draft][self.pair.row_of(prefix)]
+            row: npt.NDArray[np.float64] = self._tables[draft][self.pair.row_of(prefix)]
+            return row
         if self.mode == "logits":
             return self.pair.law_logits(prefix, draft=draft)
         s = None if self.mode == "greedy" else self.settings
         return _readonly(self.pair.law_probs(prefix, s, draft=draft))
 
-    def draft(self, prefix) -> np.ndarray:
+    def draft(self, prefix: Iterable[int]) -> npt.NDArray[np.float64]:
         return self._row(list(prefix), draft=True)
 
-    def target(self, prefix, proposed) -> np.ndarray:
-        prefix, proposed = list(prefix), [int(t) for t in proposed]
-        self.asked = prefix + proposed
+    def target(self, prefix: Iterable[int], proposed: Iterable[int]) -> npt.NDArray[np.float64]:
+        pre, prop = list(prefix), [int(t) for t in proposed]
+        self.asked = pre + prop
         if self._tables is not None:  # one gather of the pass's rows
-            full = prefix + proposed
-            rows = self._tables[False][self.pair.rows_along(full, len(prefix), len(full) + 1)]
+            full = pre + prop
+            rows = self._tables[False][self.pair.rows_along(full, len(pre), len(full) + 1)]
             rows.flags.writeable = False
             return rows
-        rows = np.stack([self._row(prefix + proposed[:j], draft=False) for j in range(len(proposed) + 1)])
+        rows = np.stack([self._row(pre + prop[:j], draft=False) for j in range(len(prop) + 1)])
         rows.flags.writeable = False
         return rows
 
     # the generator's view
-    def target_probs(self, prefix):
+    def target_probs(self, prefix: Iterable[int]) -> npt.NDArray[np.float64]:
         return self._probs_only(prefix, draft=False)
 
-    def draft_probs(self, prefix):
+    def draft_probs(self, prefix: Iterable[int]) -> npt.NDArray[np.float64]:
         return self._probs_only(prefix, draft=True)
 
-    def target_logits(self, prefix):
+    def target_logits(self, prefix: Iterable[int]) -> npt.NDArray[np.float64]:
         return self.pair.law_logits(list(prefix))
 
-    def draft_logits(self, prefix):
+    def draft_logits(self, prefix: Iterable[int]) -> npt.NDArray[np.float64]:
         return self.pair.law_logits(list(prefix), draft=True)
 
-    def _probs_only(self, prefix, *, draft):
+    def _probs_only(self, prefix: Iterable[int], *, draft: bool) -> npt.NDArray[np.float64]:
         if self.mode == "logits":
             raise MalformedOutputError(
                 "this audit runs with --logits: read target_logits / draft_logits and apply "
@@ -113,7 +118,7 @@ class SequenceView:
 class _Recorder:
     """Accumulates emitted tokens with their law rows (from the true prefix)."""
 
-    def __init__(self, view: SequenceView):
+    def __init__(self, view: SequenceView) -> None:
         self.view = view
         # what the rounds emitted, one entry per token or round; generation() makes the arrays
         self.tokens: list[Any] = []
@@ -125,12 +130,12 @@ class _Recorder:
         self.drafts: list[Any] = []
         self.draft_rows: list[Any] = []
         self.round_id: list[Any] = []
-        self.prompts: dict[int, list] = {}  # each sequence's prompt (the diagnosis rebuilds prefixes)
+        self.prompts: dict[int, list[int]] = {}  # each sequence's prompt (the diagnosis rebuilds prefixes)
         s = view.settings
         # laws that a table cannot hold: penalties (history) and untabled models (whole prefix)
         self.per_token_law = view.mode != "greedy" and (s.uses_history or not getattr(view.pair, "tabled", True))
 
-    def emit(self, seq: list, out: list, seq_id: int, gamma: int, limit: int):
+    def emit(self, seq: list[int], out: list[int], seq_id: int, gamma: int, limit: int) -> None:
         for j, t in enumerate(out):
             if len(seq) < limit:
                 self._record(seq, t, j, seq_id)
@@ -145,7 +150,7 @@ class _Recorder:
         self.drafts.append(d + pad)
         self.draft_rows.append([self.view.pair.row_of(base + d[:j]) for j in range(len(d))] + pad)
 
-    def _record(self, seq, t, j, seq_id):
+    def _record(self, seq: list[int], t: int, j: int, seq_id: int) -> None:
         pair, s = self.view.pair, self.view.settings
         self.prompts.setdefault(seq_id, list(seq))
         if self.per_token_law:
@@ -159,7 +164,10 @@ class _Recorder:
         self.round_id.append(len(self.n_acc))
 
     def generation(self, rounds: int) -> Generation:
-        a = lambda x: np.asarray(x, dtype=np.int64).reshape(-1)  # noqa: E731
+
+        def a(x: list[Any]) -> npt.NDArray[np.int64]:
+            return np.asarray(x, dtype=np.int64).reshape(-1)
+
         law = np.stack(self.laws) if self.per_token_law and self.laws else None
         drafts = np.asarray(self.drafts, dtype=np.int64).reshape(len(self.drafts), -1) if self.drafts else None
         draft_rows = np.asarray(self.draft_rows, dtype=np.int64).reshape(len(self.drafts), -1) if self.drafts else None
@@ -178,7 +186,7 @@ class _Recorder:
             prompts=self._prompt_array(),
         )
 
-    def _prompt_array(self) -> np.ndarray | None:
+    def _prompt_array(self) -> npt.NDArray[np.int64] | None:
         if not self.prompts:
             return None
         n, width = max(self.prompts) + 1, max(len(p) for p in self.prompts.values())
@@ -188,17 +196,18 @@ class _Recorder:
         return out
 
 
-def _check_step_output(out, gamma: int, v: int, name: str) -> list[int]:
-    out = as_token_ids(out, name).tolist()
-    if not 1 <= len(out) <= gamma + 1:
-        raise MalformedOutputError(f"{name} returned {len(out)} tokens {out}; a round emits 1..gamma + 1 = {gamma + 1}")
-    if any(t < 0 or t >= v for t in out):
-        raise MalformedOutputError(f"{name} returned ids {out} outside [0, {v})")
-    return out
+def _check_step_output(out: Any, gamma: int, v: int, name: str) -> list[int]:
+    ids: list[int] = as_token_ids(out, name).tolist()
+    if not 1 <= len(ids) <= gamma + 1:
+        raise MalformedOutputError(f"{name} returned {len(ids)} tokens {ids}; a round emits 1..gamma + 1 = {gamma + 1}")
+    if any(t < 0 or t >= v for t in ids):
+        raise MalformedOutputError(f"{name} returned ids {ids} outside [0, {v})")
+    return ids
 
 
-def _prompt(rng, v):
-    return rng.integers(0, v, int(rng.integers(*PROMPT_LENGTHS))).tolist()
+def _prompt(rng: np.random.Generator, v: int) -> list[int]:
+    prompt: list[int] = rng.integers(0, v, int(rng.integers(*PROMPT_LENGTHS))).tolist()
+    return prompt
 
 
 def settings_arguments(param: inspect.Parameter | None, settings: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -212,7 +221,7 @@ def settings_arguments(param: inspect.Parameter | None, settings: Any) -> tuple[
 
 
 def run_round_step(
-    step,
+    step: Callable[..., Any],
     view: SequenceView,
     *,
     n: int,
@@ -229,7 +238,7 @@ def run_round_step(
     extra, kw = settings_arguments(settings_param, view.settings)
     v = view.vocab_size
 
-    def body(tick):
+    def body(tick: Ticker) -> int:
         rounds = 0
         for i in range(n):
             seq = _prompt(rng, v)
@@ -247,18 +256,25 @@ def run_round_step(
 
 
 def run_generator(
-    generate, view: SequenceView, *, n: int, length: int, rng: np.random.Generator, timeout: float | None, name: str
+    generate: Callable[..., Any],
+    view: SequenceView,
+    *,
+    n: int,
+    length: int,
+    rng: np.random.Generator,
+    timeout: float | None,
+    name: str,
 ) -> Generation:
     """``n`` sequences from ``generate(prompt, max_new_tokens, seed, model)`` (one 'round' each)."""
     rec = _Recorder(view)
     v = view.vocab_size
 
-    def body(tick):
+    def body(tick: Ticker) -> int:
         for i in range(n):
             prompt = _prompt(rng, v)
             tick()
-            out = as_token_ids(generate(list(prompt), length, int(rng.integers(2**31)), view), name)
-            out = out[:length].tolist()
+            ids = as_token_ids(generate(list(prompt), length, int(rng.integers(2**31)), view), name)
+            out: list[int] = ids[:length].tolist()
             if len(out) < length or any(t < 0 or t >= v for t in out):
                 raise MalformedOutputError(f"{name} returned {out}; expected {length} ids in [0, {v})")
             seq = list(prompt)

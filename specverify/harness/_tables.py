@@ -8,16 +8,18 @@ the sampler carrying its own context from round to round.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from ..dists import SamplingSettings
 from ..lm.synthetic import MarkovPair, TablePair
+from ._engine import ChainSampler
 from ._records import PAD, Generation, concat_generations
 
 __all__ = ["run_sampler"]
 
 
 def run_sampler(
-    sampler,
+    sampler: ChainSampler,
     pair: TablePair,
     *,
     n: int,
@@ -35,7 +37,7 @@ def run_sampler(
     from the sampler's internal state, so a state bug cannot hide itself.
     """
     chunk = max(1, chunk_bytes // (8 * pair.vocab_size * (2 * gamma + 2)))
-    parts = []
+    parts: list[Generation] = []
     for done in range(0, n, chunk):
         b = min(chunk, n - done)
         if isinstance(pair, MarkovPair):
@@ -45,7 +47,14 @@ def run_sampler(
     return concat_generations(parts)
 
 
-def _positional_rounds(sampler, pair, b, gamma, rng, settings) -> Generation:
+def _positional_rounds(
+    sampler: ChainSampler,
+    pair: TablePair,
+    b: int,
+    gamma: int,
+    rng: np.random.Generator,
+    settings: SamplingSettings | None,
+) -> Generation:
     """``b`` independent rounds; a token's law row is its position in the round."""
     out = sampler.round(pair, np.zeros(b, dtype=np.int64), gamma, rng, settings)
     r, pos = np.nonzero(out.tokens >= 0)
@@ -61,13 +70,22 @@ def _positional_rounds(sampler, pair, b, gamma, rng, settings) -> Generation:
     )
 
 
-def _markov_sequences(sampler, pair, b, gamma, rng, settings, length) -> Generation:
+def _markov_sequences(
+    sampler: ChainSampler,
+    pair: MarkovPair,
+    b: int,
+    gamma: int,
+    rng: np.random.Generator,
+    settings: SamplingSettings | None,
+    length: int,
+) -> Generation:
     """``b`` sequences of ``length`` tokens from the start context; law row = the previous token."""
     ctx = np.full(b, pair.start_context, dtype=np.int64)
     buf = np.full((b, length + gamma + 17), PAD, dtype=np.int64)  # room for a round's overshoot
     posb = np.full_like(buf, PAD)
     fill = np.zeros(b, dtype=np.int64)
-    accs, rounds = [], 0
+    accs: list[npt.NDArray[np.int64]] = []
+    rounds = 0
     while (fill < length).any():
         active = np.nonzero(fill < length)[0]
         out = sampler.round(pair, ctx[active], gamma, rng, settings)

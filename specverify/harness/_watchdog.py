@@ -10,29 +10,38 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..errors import ImplementationError, ImplementationTimeout, UnsupportedSettingError
 
 __all__ = ["call_with_timeout", "run_guarded", "Ticker"]
 
+_T = TypeVar("_T")
 
-def call_with_timeout(fn, *args, timeout: float | None, what: str, **kw):
+
+def call_with_timeout(fn: Callable[..., _T], *args: Any, timeout: float | None, what: str, **kw: Any) -> _T:
     """Run fn in a daemon thread; raise ImplementationTimeout / ImplementationError on trouble."""
-    return run_guarded(lambda tick: (tick(), fn(*args, **kw))[1], timeout=timeout, what=what)
+
+    def body(tick: Ticker) -> _T:
+        tick()
+        return fn(*args, **kw)
+
+    return run_guarded(body, timeout=timeout, what=what)
 
 
 class Ticker:
     """Counts calls; ``last`` is when the current one started."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.calls, self.last = 0, time.monotonic()
 
-    def __call__(self):
+    def __call__(self) -> None:
         self.calls += 1
         self.last = time.monotonic()
 
 
-def run_guarded(body, *, timeout: float | None, what: str):
+def run_guarded(body: Callable[[Ticker], _T], *, timeout: float | None, what: str) -> _T:
     """Run ``body(tick)``; ``tick()`` marks the start of each call into the implementation. A call
     running longer than ``timeout`` seconds raises ImplementationTimeout (the thread is abandoned)."""
     tick = Ticker()
@@ -41,9 +50,9 @@ def run_guarded(body, *, timeout: float | None, what: str):
             return body(tick)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - anything the implementation raises is a finding
             raise _finding(exc, what) from exc
-    box: dict = {}
+    box: dict[str, Any] = {}
 
-    def target():
+    def target() -> None:
         try:
             box["value"] = body(tick)
         except BaseException as exc:  # noqa: BLE001 - reported to the caller below
@@ -62,7 +71,8 @@ def run_guarded(body, *, timeout: float | None, what: str):
             )
     if "error" in box:
         raise _finding(box["error"], what) from box["error"]
-    return box["value"]
+    value: _T = box["value"]
+    return value
 
 
 def _finding(exc: BaseException, what: str) -> ImplementationError:

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 
 import numpy as np
+import numpy.typing as npt
 from numpy.typing import ArrayLike
 
 from ..dists import SamplingSettings, probs_from_logits
@@ -29,7 +30,7 @@ __all__ = [
 
 def llm_like_logits(
     rng: np.random.Generator, rows: int, vocab: int, *, zipf: float = 1.1, spread: float = 1.0
-) -> np.ndarray:
+) -> npt.NDArray[np.float64]:
     """[rows, V] logits: log-Zipf(zipf) masses, jittered, under a random permutation per row."""
     ranks = np.arange(1, vocab + 1, dtype=np.float64)
     base = -zipf * np.log(ranks)
@@ -43,12 +44,12 @@ def llm_like_logits(
 class TablePair:
     """Target and draft logits tables; ``row_index(ctx, pos)`` maps to a table row."""
 
-    target_logits: np.ndarray  # [M, V]
-    draft_logits: np.ndarray  # [M, V]
+    target_logits: npt.NDArray[np.float64]  # [M, V]
+    draft_logits: npt.NDArray[np.float64]  # [M, V]
 
     @property
     def vocab_size(self) -> int:
-        return self.target_logits.shape[1]
+        return int(self.target_logits.shape[1])
 
     def row_index(self, ctx: ArrayLike, pos: ArrayLike) -> np.ndarray:
         raise NotImplementedError
@@ -89,19 +90,24 @@ class PositionalPair(TablePair):
 
     @property
     def gamma(self) -> int:
-        return self.target_logits.shape[0] - 1
+        return int(self.target_logits.shape[0]) - 1
 
     @property
     def start_context(self) -> int:
         return 0
 
 
-def tune_draft_noise(rng, target, alpha, settings=None):
+def tune_draft_noise(
+    rng: np.random.Generator,
+    target: npt.NDArray[np.float64],
+    alpha: float,
+    settings: SamplingSettings | None = None,
+) -> npt.NDArray[np.float64]:
     """target + s * N(0, 1) noise, with s found by bisection so that the mean acceptance is about alpha."""
     noise = rng.normal(0, 1, target.shape)
     p = probs_from_logits(target, settings)
 
-    def acc(scale):
+    def acc(scale: float) -> float:
         q = probs_from_logits(target + scale * noise, settings)
         return float(np.minimum(p, q).sum(-1).mean())
 

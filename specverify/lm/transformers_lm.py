@@ -17,12 +17,19 @@ returning their k logit rows) and ``rollback`` (crop the last n positions).
 from __future__ import annotations
 
 import copy
+import inspect
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from ..dists import FilterBoundary, SamplingSettings, filter_boundaries
 from ..dists.torch_ops import process_logits_torch
+
+if TYPE_CHECKING:  # transformers is imported where a model is built (importing it takes seconds)
+    from transformers import PreTrainedModel
 
 __all__ = ["build_model", "perturbed_copy", "early_exit_copy", "load_local", "CausalLM", "KVSession", "layered_target"]
 
@@ -40,11 +47,11 @@ def build_model(
     kv_heads: int | None = None,
     intermediate: int | None = None,
     seed: int = 0,
-    dtype=torch.float32,
-    device: str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
     lm_head_scale: float = 1.0,
     max_positions: int = 2048,
-):
+) -> PreTrainedModel:
     """A seeded random-init causal LM from a config. ``lm_head_scale`` sharpens the near-uniform
     distributions of a random init (scale 6-8 gives LLM-like entropies)."""
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
@@ -93,7 +100,7 @@ def build_model(
     return model
 
 
-def perturbed_copy(model, *, eps: float = 0.1, seed: int = 1):
+def perturbed_copy(model: PreTrainedModel, *, eps: float = 0.1, seed: int = 1) -> PreTrainedModel:
     """A draft that agrees with ``model`` often: its weights plus relative Gaussian noise."""
     d = copy.deepcopy(model)
     g = torch.Generator().manual_seed(seed)
@@ -104,7 +111,7 @@ def perturbed_copy(model, *, eps: float = 0.1, seed: int = 1):
     return d.eval()
 
 
-def early_exit_copy(model, *, layers: int):
+def early_exit_copy(model: PreTrainedModel, *, layers: int) -> PreTrainedModel:
     """The target's first ``layers`` layers plus its final norm and LM head, as a separate model."""
     d = copy.deepcopy(model)
     base = d.base_model
@@ -117,19 +124,19 @@ def early_exit_copy(model, *, layers: int):
 
 
 def layered_target(
-    family="llama",
+    family: str = "llama",
     *,
-    vocab,
-    hidden,
-    layers,
-    heads,
-    seed=0,
-    dtype=torch.float32,
-    device="cpu",
-    lm_head_scale=6.0,
+    vocab: int,
+    hidden: int,
+    layers: int,
+    heads: int,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    lm_head_scale: float = 6.0,
     damp: float = 0.05,
     keep: int = 1,
-):
+) -> PreTrainedModel:
     """A target whose layers after the first ``keep`` write small updates (their output projections
     scaled by ``damp``), so an early-exit draft of ``keep`` layers predicts it well while the target
     still pays for all its layers: a cheap way to a high-acceptance pair without training."""
@@ -154,14 +161,14 @@ def layered_target(
     return m
 
 
-def load_local(path: str, *, dtype=torch.float32, device="cpu"):
+def load_local(path: str, *, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> PreTrainedModel:
     """Load a model from a local directory (never from a hub)."""
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(path, local_files_only=True, torch_dtype=dtype).to(device).eval()
 
 
-def _counts(history: list[int], vocab: int, device) -> torch.Tensor:
+def _counts(history: list[int], vocab: int, device: torch.device) -> torch.Tensor:
     c = torch.zeros(vocab, dtype=torch.float64, device=device)
     if history:
         c.index_add_(
@@ -172,7 +179,7 @@ def _counts(history: list[int], vocab: int, device) -> torch.Tensor:
 
 def _history_counts(
     prompt: list[int], continuation: list[int], vocab: int, *, penalize_prompt: bool = True
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """[m, V] counts of the tokens the repetition penalty sees before each continuation position
     (the prompt too, unless ``penalize_prompt`` is False) and of the generated ones only."""
     m = len(continuation)
@@ -188,16 +195,17 @@ def _history_counts(
 class CausalLM:
     """One interface over a transformers causal LM: laws of next tokens, with settings applied."""
 
-    def __init__(self, model):
+    def __init__(self, model: PreTrainedModel) -> None:
         self.model = model
-        self.device = next(model.parameters()).device
-        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+        self.device: torch.device = next(model.parameters()).device
+        self.vocab_size: int = model.get_output_embeddings().weight.shape[0]
 
     @torch.no_grad()
     def logits(self, ids: list[int]) -> torch.Tensor:
         """Logits [len(ids), V] of one uncached pass (row t: next token after ids[: t + 1])."""
         x = torch.tensor([ids], device=self.device)
-        return self.model(input_ids=x, use_cache=False).logits[0]
+        out: torch.Tensor = self.model(input_ids=x, use_cache=False).logits[0]
+        return out
 
     def process(
         self, logits_row: torch.Tensor, settings: SamplingSettings | None, history: list[int], n_prompt: int
@@ -217,7 +225,7 @@ class CausalLM:
 
     def next_probs(
         self, prefixes: list[list[int]], settings: SamplingSettings | None = None, n_prompt: int | None = None
-    ) -> np.ndarray:
+    ) -> npt.NDArray[np.float64]:
         rows = []
         for pre in prefixes:
             lg = self.logits(pre)[-1]
@@ -226,13 +234,15 @@ class CausalLM:
 
     def sequence_probs(
         self, prompt: list[int], continuation: list[int], settings: SamplingSettings | None = None
-    ) -> np.ndarray:
+    ) -> npt.NDArray[np.float64]:
         """[len(continuation), V]: the law of each continuation token given everything before it,
         all from one teacher-forced pass."""
         return self.batch_sequence_probs([prompt], [continuation], settings)[0]
 
     @torch.no_grad()
-    def _teacher_forced(self, prompts: list[list[int]], continuations: list[list[int]]):
+    def _teacher_forced(
+        self, prompts: list[list[int]], continuations: list[list[int]]
+    ) -> Iterator[tuple[int, torch.Tensor]]:
         """(index, logits [len(prompt) + len(continuation), V]) of every sequence: one pass per group of
         sequences of equal total length (no padding, so no attention mask to get wrong)."""
         groups: dict[int, list[int]] = {}
@@ -245,20 +255,20 @@ class CausalLM:
 
     def batch_sequence_probs(
         self, prompts: list[list[int]], continuations: list[list[int]], settings: SamplingSettings | None = None
-    ) -> list[np.ndarray]:
+    ) -> list[npt.NDArray[np.float64]]:
         """:meth:`sequence_probs` of many sequences, from one teacher-forced pass per group of equal
         total length."""
-        out: list[np.ndarray] = [np.zeros((0, self.vocab_size))] * len(prompts)
+        out: list[npt.NDArray[np.float64]] = [np.zeros((0, self.vocab_size))] * len(prompts)
         for i, row in self._teacher_forced(prompts, continuations):
             out[i] = self._continuation_probs(row, list(prompts[i]), list(continuations[i]), settings)
         return out
 
     def batch_sequence_boundaries(
         self, prompts: list[list[int]], continuations: list[list[int]], settings: SamplingSettings, *, tol: float
-    ) -> list[tuple[np.ndarray, FilterBoundary]]:
+    ) -> list[tuple[npt.NDArray[np.float64], FilterBoundary]]:
         """Per sequence: (the laws [m, V] of :meth:`batch_sequence_probs`, their
         :class:`~specverify.dists.FilterBoundary` for an engine whose logits are within ``tol``)."""
-        out: list[tuple[np.ndarray, FilterBoundary]] = [None] * len(prompts)  # type: ignore[list-item]
+        out: list[tuple[npt.NDArray[np.float64], FilterBoundary]] = [None] * len(prompts)  # type: ignore[list-item]
         for i, row in self._teacher_forced(prompts, continuations):
             p, c = list(prompts[i]), list(continuations[i])
             probs = self._continuation_probs(row, p, c, settings)
@@ -267,7 +277,9 @@ class CausalLM:
             out[i] = (probs, filter_boundaries(raw, settings, tol=tol, seen_counts=seen, output_counts=gen))
         return out
 
-    def _continuation_probs(self, logits, prompt, continuation, settings) -> np.ndarray:
+    def _continuation_probs(
+        self, logits: torch.Tensor, prompt: list[int], continuation: list[int], settings: SamplingSettings | None
+    ) -> npt.NDArray[np.float64]:
         n, m = len(prompt), len(continuation)
         if m == 0:
             return np.zeros((0, self.vocab_size))
@@ -283,15 +295,13 @@ class KVSession:
     """A KV cache for one sequence: ``extend(ids)`` runs one pass over new tokens and returns their
     logit rows; ``rollback(n)`` drops the last n cached positions (after a rejection)."""
 
-    def __init__(self, model):
+    def __init__(self, model: PreTrainedModel) -> None:
         from transformers import DynamicCache
 
         self.model = model
         self.cache = DynamicCache(config=model.config)
         self.length = 0
-        self.device = next(model.parameters()).device
-        import inspect
-
+        self.device: torch.device = next(model.parameters()).device
         # transformers 5.x names the argument `cache` (past_key_values is deprecated); 4.x has only the latter.
         self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
@@ -301,7 +311,8 @@ class KVSession:
         pos = torch.arange(self.length, self.length + len(ids), device=self.device)[None]
         out = self.model(input_ids=x, position_ids=pos, use_cache=True, **{self._cache_kw: self.cache})
         self.length += len(ids)
-        return out.logits[0]
+        rows: torch.Tensor = out.logits[0]
+        return rows
 
     def rollback(self, n: int) -> None:
         if n > 0:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -24,6 +25,9 @@ from ..algorithms.chain_torch import verify_chain_torch, verify_greedy_torch
 from ..dists import SamplingSettings
 from ..dists.torch_ops import inverse_cdf_sample_torch
 from ..lm.transformers_lm import CausalLM, KVSession
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 __all__ = ["RunResult", "target_only_generate", "speculative_generate", "acceptance_z"]
 
@@ -38,19 +42,25 @@ class RunResult:
     seconds: float
     #: per round, sum min(p_i, q_i) at each drafted position (the exact acceptance probability of
     #: position i given that the round reached it), for the acceptance-against-theory check
-    betas: list = dataclasses.field(default_factory=list)
+    betas: list[list[float]] = dataclasses.field(default_factory=list)
 
     @property
     def tokens_per_target_pass(self) -> float:
         return len(self.tokens) / max(1, self.target_passes)
 
 
-def _probs(lm: CausalLM, row, settings, history, n_prompt):
+def _probs(
+    lm: CausalLM, row: torch.Tensor, settings: SamplingSettings | None, history: list[int], n_prompt: int
+) -> torch.Tensor:
     return lm.process(row, settings, history, n_prompt)
 
 
 def target_only_generate(
-    model, prompt: list[int], max_new_tokens: int, settings: SamplingSettings, generator: torch.Generator
+    model: PreTrainedModel,
+    prompt: list[int],
+    max_new_tokens: int,
+    settings: SamplingSettings,
+    generator: torch.Generator,
 ) -> RunResult:
     """Plain autoregressive sampling (or greedy at temperature 0) through the shared pipeline."""
     lm = CausalLM(model)
@@ -77,8 +87,8 @@ def target_only_generate(
 
 # long: the decoding loop; draft, verify, roll back and account share the KV sessions of one round
 def speculative_generate(
-    target,
-    draft,
+    target: PreTrainedModel,
+    draft: PreTrainedModel,
     prompt: list[int],
     max_new_tokens: int,
     settings: SamplingSettings,
@@ -95,7 +105,9 @@ def speculative_generate(
         ds.extend(prompt[:-1])
     t_pending, d_pending = [prompt[-1]], [prompt[-1]]
     out: list[int] = []
-    accepted, drafted, betas = [], [], []
+    accepted: list[int] = []
+    drafted: list[int] = []
+    betas: list[list[float]] = []
     tpass = dpass = 0
     n = len(prompt)
     dev = generator.device
@@ -103,7 +115,7 @@ def speculative_generate(
         g = max(0, min(gamma, max_new_tokens - len(out) - 1))
         hist = list(prompt) + out
         drafts: list[int] = []
-        q_rows = []
+        q_rows: list[torch.Tensor] = []
         u_draft = torch.rand(g, generator=generator, dtype=torch.float64, device=dev)
         for i in range(g):
             row = ds.extend(d_pending)[-1]

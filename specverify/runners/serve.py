@@ -21,6 +21,7 @@ import math
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import torch
 
@@ -29,18 +30,25 @@ from ..errors import InvalidSettingsError
 from ..lm.transformers_lm import CausalLM
 from .loops import speculative_generate, target_only_generate
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 __all__ = ["make_server", "serve_forever", "default_models", "parse_request", "BadRequest"]
 
 
 class BadRequest(ValueError):
     """A request the server answers with HTTP 400 and ``{"error": {"message": ...}}``."""
 
-    def __init__(self, message: str, param: str | None = None):
+    def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
 
 
-def _number(req: dict, key: str, default, *, integer: bool = False):
+@overload
+def _number(req: dict[str, Any], key: str, default: float, *, integer: Literal[False] = False) -> float: ...
+@overload
+def _number(req: dict[str, Any], key: str, default: int, *, integer: Literal[True]) -> int: ...
+def _number(req: dict[str, Any], key: str, default: float, *, integer: bool = False) -> float:
     """req[key] as a number (an int when ``integer``); absent or null gives the default."""
     v = req.get(key)
     if v is None:
@@ -52,7 +60,7 @@ def _number(req: dict, key: str, default, *, integer: bool = False):
     return v
 
 
-def _settings(req: dict) -> SamplingSettings:
+def _settings(req: dict[str, Any]) -> SamplingSettings:
     kw: dict[str, float | int] = dict(
         temperature=float(_number(req, "temperature", 1.0)),
         top_p=float(_number(req, "top_p", 1.0)),
@@ -70,7 +78,9 @@ def _settings(req: dict) -> SamplingSettings:
         raise BadRequest(str(exc), str(exc).split(" ", 1)[0]) from exc
 
 
-def parse_request(req, *, vocab_size: int, max_positions: int | None = None):
+def parse_request(
+    req: Any, *, vocab_size: int, max_positions: int | None = None
+) -> tuple[list[int], int, SamplingSettings, int, bool]:
     """Validate a /v1/completions body: (prompt, max_tokens, settings, seed, logprobs) or BadRequest."""
     if not isinstance(req, dict):
         raise BadRequest(f"the body must be a JSON object, got {type(req).__name__}")
@@ -106,7 +116,9 @@ def parse_request(req, *, vocab_size: int, max_positions: int | None = None):
     return prompt, n, _settings(req), seed, req.get("logprobs") is not None
 
 
-def default_models(*, model_path: str | None = None, vocab: int = 256, seed: int = 0, speculative: bool = False):
+def default_models(
+    *, model_path: str | None = None, vocab: int = 256, seed: int = 0, speculative: bool = False
+) -> tuple[PreTrainedModel, PreTrainedModel | None]:
     """(target, draft or None): the models ``specverify serve`` serves, built here so that an audit
     computes the law of exactly the same target. Without ``model_path``, a seeded 6-layer Llama
     (``layered_target``) whose 2-layer early exit is the draft; with it, the local model and its
@@ -121,7 +133,15 @@ def default_models(*, model_path: str | None = None, vocab: int = 256, seed: int
 
 
 # long: the request handler class is defined inside, closing over the models
-def make_server(target, draft=None, *, host="127.0.0.1", port=0, gamma=4, model_name="specverify-local"):
+def make_server(
+    target: PreTrainedModel,
+    draft: PreTrainedModel | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    gamma: int = 4,
+    model_name: str = "specverify-local",
+) -> ThreadingHTTPServer:
     """A ThreadingHTTPServer (not started). ``draft=None`` serves target-only decoding."""
     lock = threading.Lock()  # one generation at a time: the models are not re-entrant
     lm = CausalLM(target)
@@ -131,10 +151,10 @@ def make_server(target, draft=None, *, host="127.0.0.1", port=0, gamma=4, model_
     )
 
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):  # quiet
+        def log_message(self, *a: Any) -> None:  # quiet
             pass
 
-        def _send(self, code, obj):
+        def _send(self, code: int, obj: dict[str, Any]) -> None:
             body = json.dumps(obj).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
@@ -142,7 +162,7 @@ def make_server(target, draft=None, *, host="127.0.0.1", port=0, gamma=4, model_
             self.end_headers()
             self.wfile.write(body)
 
-        def do_GET(self):
+        def do_GET(self) -> None:
             if self.path.rstrip("/") == "/v1/models":
                 self._send(
                     200,
@@ -161,10 +181,12 @@ def make_server(target, draft=None, *, host="127.0.0.1", port=0, gamma=4, model_
             else:
                 self._error(404, f"no route {self.path}; GET /v1/models or POST /v1/completions", kind="not_found")
 
-        def _error(self, code, message, param=None, kind="invalid_request_error"):
+        def _error(
+            self, code: int, message: str, param: str | None = None, kind: str = "invalid_request_error"
+        ) -> None:
             self._send(code, {"error": {"message": message, "type": kind, "param": param, "code": code}})
 
-        def do_POST(self):
+        def do_POST(self) -> None:
             if self.path.rstrip("/") != "/v1/completions":
                 return self._error(404, f"no route {self.path}; POST /v1/completions", kind="not_found")
             try:
@@ -210,7 +232,7 @@ def make_server(target, draft=None, *, host="127.0.0.1", port=0, gamma=4, model_
     return ThreadingHTTPServer((host, port), Handler)
 
 
-def serve_forever(server):
+def serve_forever(server: ThreadingHTTPServer) -> None:
     try:
         server.serve_forever()
     finally:

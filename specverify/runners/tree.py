@@ -28,16 +28,23 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from ..algorithms.multi_draft import NodeRule, draw_candidates, node_outcome_law, verify_node_procedural
 from ..dists import SamplingSettings
 from ..lm.transformers_lm import CausalLM
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 __all__ = [
     "Tree",
+    "TreeDrafter",
     "tree_logits",
     "chain_logits_for_tree",
     "ModelTreeDrafter",
@@ -57,24 +64,24 @@ class Tree:
     tokens: list[int] = dataclasses.field(default_factory=list)
     parents: list[int] = dataclasses.field(default_factory=list)  # -1: child of the root
     # node index (-1 = root) -> (draft row, ordered candidate node indices)
-    children: dict = dataclasses.field(default_factory=dict)
+    children: dict[int, tuple[npt.NDArray[np.float64], list[int]]] = dataclasses.field(default_factory=dict)
 
-    def depth(self, i):
+    def depth(self, i: int) -> int:
         d = 0
         while self.parents[i] >= 0:
             i = self.parents[i]
             d += 1
         return d
 
-    def path(self, i):
-        out = []
+    def path(self, i: int) -> list[int]:
+        out: list[int] = []
         while i >= 0:
             out.append(self.tokens[i])
             i = self.parents[i]
         return out[::-1]
 
-    def add_children(self, node: int, q_row, cands: list[int]) -> list[int]:
-        idx = []
+    def add_children(self, node: int, q_row: npt.NDArray[np.float64], cands: Sequence[int]) -> list[int]:
+        idx: list[int] = []
         for c in cands:
             self.tokens.append(int(c))
             self.parents.append(node)
@@ -84,7 +91,7 @@ class Tree:
 
 
 @torch.no_grad()
-def tree_logits(model, prefix: list[int], tree: Tree) -> torch.Tensor:
+def tree_logits(model: PreTrainedModel, prefix: list[int], tree: Tree) -> torch.Tensor:
     """[1 + n_nodes, V]: row 0 after the prefix, row 1 + i after node i; one pass."""
     dev = next(model.parameters()).device
     P, n = len(prefix), len(tree.tokens)
@@ -107,7 +114,7 @@ def tree_logits(model, prefix: list[int], tree: Tree) -> torch.Tensor:
 
 
 @torch.no_grad()
-def chain_logits_for_tree(model, prefix: list[int], tree: Tree) -> torch.Tensor:
+def chain_logits_for_tree(model: PreTrainedModel, prefix: list[int], tree: Tree) -> torch.Tensor:
     lm = CausalLM(model)
     rows = [lm.logits(list(prefix))[-1]]
     for i in range(len(tree.tokens)):
@@ -115,16 +122,24 @@ def chain_logits_for_tree(model, prefix: list[int], tree: Tree) -> torch.Tensor:
     return torch.stack(rows)
 
 
+class TreeDrafter(Protocol):
+    """What :func:`tree_speculative_generate` drafts with: ``propose(prefix, settings, rng) -> Tree``."""
+
+    def propose(self, prefix: list[int], settings: SamplingSettings, rng: np.random.Generator) -> Tree: ...
+
+
 class ModelTreeDrafter:
-    def __init__(self, draft_model, branching=(2, 2), mechanism="top_k"):
+    def __init__(
+        self, draft_model: PreTrainedModel, branching: Sequence[int] = (2, 2), mechanism: str = "top_k"
+    ) -> None:
         self.lm = CausalLM(draft_model)
         self.branching, self.mechanism = tuple(branching), mechanism
 
-    def propose(self, prefix, settings, rng) -> Tree:
+    def propose(self, prefix: list[int], settings: SamplingSettings, rng: np.random.Generator) -> Tree:
         tree = Tree()
         frontier = [-1]
         for k in self.branching:
-            nxt = []
+            nxt: list[int] = []
             for node in frontier:
                 path = list(prefix) + (tree.path(node) if node >= 0 else [])
                 q = self.lm.next_probs([path], settings, n_prompt=len(prefix))[0]
@@ -137,10 +152,10 @@ class ModelTreeDrafter:
 class PromptLookupDrafter:
     """Deterministic chain from the last earlier match of the final ``ngram`` tokens."""
 
-    def __init__(self, ngram=2, num=4):
+    def __init__(self, ngram: int = 2, num: int = 4) -> None:
         self.ngram, self.num = ngram, num
 
-    def propose(self, prefix, settings, rng) -> Tree:
+    def propose(self, prefix: list[int], settings: SamplingSettings, rng: np.random.Generator) -> Tree:
         tree = Tree()
         ctx = list(prefix)
         key = ctx[-self.ngram :]
@@ -164,19 +179,21 @@ class LookaheadDrafter:
     depend only on past outputs, so the one-hot rule verifies them exactly. (The original fuses the
     Jacobi step into the verification pass; that is a speed matter, not a correctness one.)"""
 
-    def __init__(self, target, *, window: int = 4, ngram: int = 3, max_candidates: int = 2, seed: int = 0):
+    def __init__(
+        self, target: PreTrainedModel, *, window: int = 4, ngram: int = 3, max_candidates: int = 2, seed: int = 0
+    ) -> None:
         self.lm = CausalLM(target)
         self.window, self.ngram, self.k = window, ngram, max_candidates
-        self.pool: dict[int, list[tuple]] = {}
+        self.pool: dict[int, list[tuple[int, ...]]] = {}
         self.guess: list[int] | None = None
         self.rng = np.random.default_rng(seed)
 
-    def _jacobi(self, ctx):
+    def _jacobi(self, ctx: list[int]) -> None:
         v = self.lm.vocab_size
         if self.guess is None or len(self.guess) != self.window:
             self.guess = self.rng.integers(0, v, self.window).tolist()
         lg = self.lm.logits(list(ctx) + self.guess)
-        new = torch.argmax(lg[len(ctx) - 1 : len(ctx) - 1 + self.window], -1).tolist()
+        new: list[int] = torch.argmax(lg[len(ctx) - 1 : len(ctx) - 1 + self.window], -1).tolist()
         traj = [ctx[-1]] + new
         for s in range(len(traj) - self.ngram + 1):
             g = tuple(traj[s : s + self.ngram])
@@ -186,7 +203,7 @@ class LookaheadDrafter:
                 del lst[8:]
         self.guess = new[1:] + [new[-1]]
 
-    def propose(self, prefix, settings, rng) -> Tree:
+    def propose(self, prefix: list[int], settings: SamplingSettings, rng: np.random.Generator) -> Tree:
         self._jacobi(list(prefix))
         tree = Tree()
         grams = [g for g in self.pool.get(prefix[-1], []) if len(g) > 1][: self.k]
@@ -204,7 +221,7 @@ class MedusaHeads(torch.nn.Module):
     """Head j maps the target's last hidden state h_t to logits for token t + 2 + j (head 0 is the
     target's own next-token prediction, as in Medusa, so heads start one step further)."""
 
-    def __init__(self, target, n_heads=2, topk=(2, 2)):
+    def __init__(self, target: PreTrainedModel, n_heads: int = 2, topk: Sequence[int] = (2, 2)) -> None:
         super().__init__()
         h = target.config.hidden_size
         v = target.get_output_embeddings().weight.shape[0]
@@ -214,7 +231,7 @@ class MedusaHeads(torch.nn.Module):
         )
 
     @torch.no_grad()
-    def propose(self, prefix, settings, rng) -> Tree:
+    def propose(self, prefix: list[int], settings: SamplingSettings, rng: np.random.Generator) -> Tree:
         out = self.target(input_ids=torch.tensor([list(prefix)]), output_hidden_states=True, use_cache=False)
         h = out.hidden_states[-1][0, -1]
         rows = [torch.softmax(out.logits[0, -1].double(), -1).numpy()] + [
@@ -224,7 +241,7 @@ class MedusaHeads(torch.nn.Module):
         tree = Tree()
         frontier = [-1]
         for d, k in enumerate(self.topk[: len(rows)]):
-            nxt = []
+            nxt: list[int] = []
             for node in frontier:
                 cands = draw_candidates(rows[d], k, "top_k", rng)
                 nxt += tree.add_children(node, rows[d], cands)
@@ -236,25 +253,27 @@ class EagleHead(torch.nn.Module):
     """f(h_t, emb(x_{t+1})) -> h_{t+1}; draft row = softmax(lm_head(f)). Autoregressive at the
     feature level, expanded into a top-k tree."""
 
-    def __init__(self, target, topk=(2, 2)):
+    def __init__(self, target: PreTrainedModel, topk: Sequence[int] = (2, 2)) -> None:
         super().__init__()
         h = target.config.hidden_size
         self.target, self.topk = target, tuple(topk)
         self.fc = torch.nn.Linear(2 * h, h)
         self.mlp = torch.nn.Sequential(torch.nn.SiLU(), torch.nn.Linear(h, h))
 
-    def step(self, h, tok):
+    def step(self, h: torch.Tensor, tok: torch.Tensor) -> torch.Tensor:
         e = self.target.get_input_embeddings()(tok)
         z = self.fc(torch.cat([h, e], -1))
-        return z + self.mlp(z)
+        out: torch.Tensor = z + self.mlp(z)
+        return out
 
-    def logits(self, h):
-        return self.target.get_output_embeddings()(
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.target.get_output_embeddings()(
             self.target.base_model.norm(h) if hasattr(self.target.base_model, "norm") else h
         )
+        return out
 
     @torch.no_grad()
-    def propose(self, prefix, settings, rng) -> Tree:
+    def propose(self, prefix: list[int], settings: SamplingSettings, rng: np.random.Generator) -> Tree:
         out = self.target(input_ids=torch.tensor([list(prefix)]), output_hidden_states=True, use_cache=False)
         h0 = out.hidden_states[-1][0, -1]
         p0 = torch.softmax(out.logits[0, -1].double(), -1).numpy()
@@ -263,7 +282,7 @@ class EagleHead(torch.nn.Module):
         frontier = [-1]
         rows = {-1: p0}
         for _d, k in enumerate(self.topk):
-            nxt = []
+            nxt: list[int] = []
             for node in frontier:
                 cands = draw_candidates(rows[node], k, "top_k", rng)
                 for idx in tree.add_children(node, rows[node], cands):
@@ -275,7 +294,9 @@ class EagleHead(torch.nn.Module):
         return tree
 
 
-def _target_samples(target, n_seq=64, length=32, vocab=None, seed=0):
+def _target_samples(
+    target: PreTrainedModel, n_seq: int = 64, length: int = 32, vocab: int | None = None, seed: int = 0
+) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     v = vocab or target.get_output_embeddings().weight.shape[0]
     ids = torch.randint(0, v, (n_seq, 4), generator=g)
@@ -287,7 +308,9 @@ def _target_samples(target, n_seq=64, length=32, vocab=None, seed=0):
     return ids
 
 
-def train_medusa_heads(target, *, n_heads=2, steps=150, seed=0, topk=(2, 2)) -> MedusaHeads:
+def train_medusa_heads(
+    target: PreTrainedModel, *, n_heads: int = 2, steps: int = 150, seed: int = 0, topk: Sequence[int] = (2, 2)
+) -> MedusaHeads:
     """A few seconds of training on the target's own samples (cross-entropy on future tokens)."""
     torch.manual_seed(seed)
     heads = MedusaHeads(target, n_heads, topk)
@@ -299,16 +322,23 @@ def train_medusa_heads(target, *, n_heads=2, steps=150, seed=0, topk=(2, 2)) -> 
         loss = torch.zeros(())
         for j, hd in enumerate(heads.heads):
             shift = j + 2
-            loss = loss + torch.nn.functional.cross_entropy(
-                hd(h[:, :-shift]).reshape(-1, hd[-1].out_features), ids[:, shift:].reshape(-1)
+            loss = (
+                loss
+                + torch.nn.functional.cross_entropy(
+                    # each head is a Sequential, but a ModuleList iterates as plain Modules
+                    hd(h[:, :-shift]).reshape(-1, hd[-1].out_features),  # type: ignore[index]
+                    ids[:, shift:].reshape(-1),
+                )
             )
         opt.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch's Tensor.backward is unannotated
         opt.step()
     return heads.eval()
 
 
-def train_eagle_head(target, *, steps=150, seed=0, topk=(2, 2)) -> EagleHead:
+def train_eagle_head(
+    target: PreTrainedModel, *, steps: int = 150, seed: int = 0, topk: Sequence[int] = (2, 2)
+) -> EagleHead:
     """Feature regression plus token cross-entropy on the target's own samples (EAGLE's losses)."""
     torch.manual_seed(seed)
     head = EagleHead(target, topk)
@@ -326,7 +356,7 @@ def train_eagle_head(target, *, steps=150, seed=0, topk=(2, 2)) -> EagleHead:
         )
         loss = reg + 0.1 * ce
         opt.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch's Tensor.backward is unannotated
         opt.step()
     return head.eval()
 
@@ -341,7 +371,7 @@ class TreeRunResult:
     seconds: float
 
 
-def _expected_len(tree: Tree, probs: np.ndarray, rule: NodeRule, node: int = -1):
+def _expected_len(tree: Tree, probs: npt.NDArray[np.float64], rule: NodeRule, node: int = -1) -> tuple[float, float]:
     """(E[emitted], E[emitted^2]) for the walk from ``node`` given the drafted tree (exact)."""
     p = probs[node + 1]
     if node not in tree.children:
@@ -362,8 +392,8 @@ def _expected_len(tree: Tree, probs: np.ndarray, rule: NodeRule, node: int = -1)
 
 
 def tree_speculative_generate(
-    target,
-    drafter,
+    target: PreTrainedModel,
+    drafter: TreeDrafter,
     prompt: list[int],
     max_new_tokens: int,
     settings: SamplingSettings,
@@ -374,7 +404,9 @@ def tree_speculative_generate(
     lm = CausalLM(target)
     t0 = time.perf_counter()
     out: list[int] = []
-    emitted, expected, var = [], [], []
+    emitted: list[int] = []
+    expected: list[float] = []
+    var: list[float] = []
     passes = 0
     n = len(prompt)
     while len(out) < max_new_tokens:
@@ -392,7 +424,8 @@ def tree_speculative_generate(
         e, e2 = _expected_len(tree, probs, rule)
         expected.append(e)
         var.append(e2 - e * e)
-        node, block = -1, []
+        node = -1
+        block: list[int] = []
         while True:
             p = probs[node + 1]
             if node not in tree.children:
