@@ -8,12 +8,19 @@ Fixture ``specverify_seed`` gives a test its derived seed; ``specverify_rng`` a 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
+if TYPE_CHECKING:  # the plugin loads in every pytest run: the audit stack is imported on first use only
+    from .audit import Adapter
+    from .harness import ChainSampler
+    from .stats import Verdict
 
-def pytest_addoption(parser):
+
+def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("specverify")
     g.addoption("--specverify-seed", type=int, default=20261129, help="base seed for specverify checks")
     g.addoption("--specverify-alpha", type=float, default=1e-6, help="false-fail rate per check")
@@ -32,25 +39,25 @@ def derive_seed(base: int, nodeid: str) -> int:
 
 
 @pytest.fixture
-def specverify_seed(request) -> int:
+def specverify_seed(request: pytest.FixtureRequest) -> int:
     return derive_seed(request.config.getoption("--specverify-seed"), request.node.nodeid)
 
 
 @pytest.fixture
-def specverify_rng(specverify_seed) -> np.random.Generator:
+def specverify_rng(specverify_seed: int) -> np.random.Generator:
     return np.random.default_rng(specverify_seed)
 
 
 def assert_lossless(
-    impl,
+    impl: Adapter | ChainSampler | Callable[..., Any],
     *,
     kind: str = "kernel",
     seed: int = 0,
     alpha: float = 1e-6,
     eps: float = 0.05,
     budget_s: float = 600.0,
-    **config,
-):
+    **config: Any,
+) -> Verdict:
     """Audit ``impl`` and raise AssertionError with the evidence unless the verdict is PASS.
 
     ``impl`` is an Adapter, a ChainSampler, or a callable of the given ``kind``
@@ -97,13 +104,13 @@ def assert_lossless(
 
 
 @pytest.fixture
-def specverify_audit(request, specverify_seed):
+def specverify_audit(request: pytest.FixtureRequest, specverify_seed: int) -> Callable[..., Verdict]:
     """``specverify_audit(impl, kind=...)`` runs assert_lossless with the session's options and a
     per-test seed (distinct and reproducible under pytest-xdist)."""
     alpha = request.config.getoption("--specverify-alpha")
     budget = request.config.getoption("--specverify-budget")
 
-    def run(impl, **kw):
+    def run(impl: Adapter | ChainSampler | Callable[..., Any], **kw: Any) -> Verdict:
         __tracebackhide__ = True
         kw.setdefault("seed", specverify_seed % (2**31))
         kw.setdefault("alpha", alpha)

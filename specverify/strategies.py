@@ -22,8 +22,10 @@ import math
 import numbers
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any, Literal, overload
 
 import numpy as np
+import numpy.typing as npt
 from hypothesis import assume
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
@@ -40,6 +42,9 @@ __all__ = [
     "uniforms",
     "KINDS",
 ]
+
+#: a probability vector as the strategies draw it: exact (Fraction entries) or float64
+ProbRow = list[Fraction] | npt.NDArray[np.float64]
 
 
 # Argument checks run when a strategy is built (not when it is drawn from), and say name=value and
@@ -60,16 +65,25 @@ def _check_sizes(min_size: int, max_size: int, size: int | None, *, least: int) 
         _check_int("size", size, least=least)
 
 
-def _finish(weights: list[int], exact: bool):
+@overload
+def _finish(weights: list[int], exact: Literal[True]) -> list[Fraction]: ...
+@overload
+def _finish(weights: list[int], exact: Literal[False]) -> npt.NDArray[np.float64]: ...
+@overload
+def _finish(weights: list[int], exact: bool) -> ProbRow: ...
+
+
+def _finish(weights: list[int], exact: bool) -> ProbRow:
     total = sum(weights)
     if exact:
         return [Fraction(w, total) for w in weights]
     arr = np.asarray(weights, dtype=np.float64)
-    return arr / arr.sum()
+    row: npt.NDArray[np.float64] = arr / arr.sum()
+    return row
 
 
 @st.composite
-def _weights(draw, size: int, kind: str) -> list[int]:
+def _weights(draw: st.DrawFn, size: int, kind: str) -> list[int]:
     if kind == "general":  # zeros and ties arise naturally from small integers
         w = draw(st.lists(st.integers(0, 12), min_size=size, max_size=size))
         if sum(w) == 0:
@@ -105,7 +119,7 @@ def probability_vectors(
     exact: bool = False,
     kinds: Sequence[str] = KINDS,
     size: int | None = None,
-) -> st.SearchStrategy:
+) -> st.SearchStrategy[ProbRow]:
     """A probability vector: exact zeros, ties, one-hot, near-uniform, very peaked.
 
     With ``exact=False`` a further kind, ``'underflow'``, puts masses near float underflow
@@ -121,7 +135,9 @@ def probability_vectors(
 
 
 @st.composite
-def _probability_vectors(draw, *, min_size: int, max_size: int, exact: bool, kinds: tuple, size: int | None):
+def _probability_vectors(
+    draw: st.DrawFn, *, min_size: int, max_size: int, exact: bool, kinds: tuple[str, ...], size: int | None
+) -> ProbRow:
     n = size if size is not None else draw(st.integers(min_size, max_size))
     options = list(kinds) + ([] if exact else ["underflow"])
     kind = draw(st.sampled_from(options))
@@ -131,7 +147,8 @@ def _probability_vectors(draw, *, min_size: int, max_size: int, exact: bool, kin
         i = draw(st.integers(0, n - 1))
         w = w.copy()
         w[i] = tiny
-        return w / w.sum()
+        row: npt.NDArray[np.float64] = w / w.sum()
+        return row
     return _finish(draw(_weights(n, kind)), exact)
 
 
@@ -160,7 +177,7 @@ def pq_pairs(
     max_size: int = 8,
     exact: bool = False,
     overlap: tuple[float, float] | None = None,
-) -> st.SearchStrategy:
+) -> st.SearchStrategy[tuple[ProbRow, ProbRow]]:
     """(p, q) on one vocabulary. ``overlap=(lo, hi)`` asks for sum min(p, q) within [lo, hi].
 
     Without ``overlap`` the pairs cover p == q, disjoint supports, one-hot on either side and
@@ -173,7 +190,9 @@ def pq_pairs(
 
 
 @st.composite
-def _pq_pairs(draw, *, min_size: int, max_size: int, exact: bool, overlap: tuple[float, float] | None):
+def _pq_pairs(
+    draw: st.DrawFn, *, min_size: int, max_size: int, exact: bool, overlap: tuple[float, float] | None
+) -> tuple[ProbRow, ProbRow]:
     n = draw(st.integers(min_size, max_size))
     p = draw(probability_vectors(size=n, exact=exact))
     relation = draw(st.sampled_from(["independent", "equal", "disjoint", "mixture"]))
@@ -208,21 +227,23 @@ def _pq_pairs(draw, *, min_size: int, max_size: int, exact: bool, overlap: tuple
     return p, q
 
 
-def uniforms(n: int) -> st.SearchStrategy:
+def uniforms(n: int) -> st.SearchStrategy[list[float]]:
     """n uniforms in [0, 1) that include the edges 0 and 1 - 2**-53 and simple fractions."""
     _check_int("n", n, least=0)
     edge = st.sampled_from([0.0, 0.5, 0.25, 1.0 - 2**-53])
     return st.lists(st.one_of(edge, st.floats(0.0, 1.0, exclude_max=True, allow_nan=False)), min_size=n, max_size=n)
 
 
-def logits(*, min_size: int = 2, max_size: int = 16, size: int | None = None, ties: bool = True) -> st.SearchStrategy:
+def logits(
+    *, min_size: int = 2, max_size: int = 16, size: int | None = None, ties: bool = True
+) -> st.SearchStrategy[npt.NDArray[np.float64]]:
     """Float64 logits with optional ties and -inf (masked) entries; at least one finite entry."""
     _check_sizes(min_size, max_size, size, least=1)
     return _logits(min_size=min_size, max_size=max_size, size=size, ties=ties)
 
 
 @st.composite
-def _logits(draw, *, min_size: int, max_size: int, size: int | None, ties: bool):
+def _logits(draw: st.DrawFn, *, min_size: int, max_size: int, size: int | None, ties: bool) -> npt.NDArray[np.float64]:
     n = size if size is not None else draw(st.integers(min_size, max_size))
     # Integers and halves give exact ties; a few -inf entries model upstream masking.
     base = st.integers(-8, 8).map(lambda v: v / 2.0)
@@ -237,10 +258,10 @@ def _logits(draw, *, min_size: int, max_size: int, size: int | None, ties: bool)
 
 
 @st.composite
-def sampling_settings(draw, *, greedy: bool = False, penalties: bool = True) -> SamplingSettings:
+def sampling_settings(draw: st.DrawFn, *, greedy: bool = False, penalties: bool = True) -> SamplingSettings:
     """SamplingSettings over the ranges engines accept, including the switched-off values."""
     t = 0.0 if greedy else draw(st.sampled_from([0.3, 0.5, 0.7, 1.0, 1.3, 1.5, 2.0]))
-    kw = dict(
+    kw: dict[str, Any] = dict(  # SamplingSettings' keyword arguments (floats, and top_k an int)
         temperature=t,
         top_k=draw(st.sampled_from([0, 1, 2, 3, 5, 50])),
         top_p=draw(st.sampled_from([1.0, 0.95, 0.9, 0.5, 0.25])),
@@ -267,23 +288,23 @@ class CallableMarkovPair:
 
     vocab_size: int
     order: int
-    target_rows: dict
-    draft_rows: dict
+    target_rows: dict[tuple[int, ...], ProbRow]
+    draft_rows: dict[tuple[int, ...], ProbRow]
 
-    def _key(self, prefix):
+    def _key(self, prefix: Sequence[int]) -> tuple[int, ...]:
         ctx = tuple(prefix)[-self.order :] if self.order else ()
         return (-1,) * (self.order - len(ctx)) + ctx
 
-    def target(self, prefix):
+    def target(self, prefix: Sequence[int]) -> ProbRow:
         return self.target_rows[self._key(prefix)]
 
-    def draft(self, prefix):
+    def draft(self, prefix: Sequence[int]) -> ProbRow:
         return self.draft_rows[self._key(prefix)]
 
 
 def markov_pairs(
     *, min_vocab: int = 2, max_vocab: int = 3, max_order: int = 1, exact: bool = True
-) -> st.SearchStrategy:
+) -> st.SearchStrategy[CallableMarkovPair]:
     """Small prefix-dependent draft/target pairs (order 0 or 1 by default) for the exact-law oracle."""
     _check_int("min_vocab", min_vocab, least=1)
     _check_int("max_vocab", max_vocab, least=1)
@@ -294,12 +315,15 @@ def markov_pairs(
 
 
 @st.composite
-def _markov_pairs(draw, *, min_vocab: int, max_vocab: int, max_order: int, exact: bool):
+def _markov_pairs(
+    draw: st.DrawFn, *, min_vocab: int, max_vocab: int, max_order: int, exact: bool
+) -> CallableMarkovPair:
     v = draw(st.integers(min_vocab, max_vocab))
     order = draw(st.integers(0, max_order))
     symbols = [-1] + list(range(v))
     keys = [k for k in itertools.product(symbols, repeat=order)]
-    target_rows, draft_rows = {}, {}
+    target_rows: dict[tuple[int, ...], ProbRow] = {}
+    draft_rows: dict[tuple[int, ...], ProbRow] = {}
     for k in keys:
         p, q = draw(pq_pairs(min_size=v, max_size=v, exact=exact))
         target_rows[k], draft_rows[k] = p, q

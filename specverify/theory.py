@@ -24,9 +24,11 @@ All functions accept floats or ``fractions.Fraction`` (exact) where that makes s
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from fractions import Fraction
+from typing import Any, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from .dists import check_same_vocab, validate_probs
 
@@ -42,7 +44,7 @@ __all__ = [
 ]
 
 
-def acceptance_rate(p, q, *, rule: str = "full") -> float:
+def acceptance_rate(p: npt.ArrayLike, q: npt.ArrayLike, *, rule: str = "full") -> float:
     """Per-token acceptance probability of ``rule`` for target row p and draft row q."""
     p = validate_probs(p, name="p", ndim=1)
     q = validate_probs(q, name="q", ndim=1)
@@ -56,21 +58,31 @@ def acceptance_rate(p, q, *, rule: str = "full") -> float:
     raise ValueError(f"unknown rule {rule!r}; use 'full', 'one_hot', 'sample_and_match' or 'greedy'")
 
 
-def rejection_mass(p, q) -> float:
+def rejection_mass(p: npt.ArrayLike, q: npt.ArrayLike) -> float:
     """sum_x max(0, p(x) - q(x)), which equals 1 - acceptance_rate(p, q) (the residual's constant)."""
     p = validate_probs(p, name="p", ndim=1)
     q = validate_probs(q, name="q", ndim=1)
     return float(np.maximum(p - q, 0.0).sum())
 
 
-def expected_tokens_per_round(alpha, gamma: int):
+@overload
+def expected_tokens_per_round(alpha: Fraction, gamma: int) -> Fraction: ...
+@overload
+def expected_tokens_per_round(alpha: float, gamma: int) -> float: ...
+@overload
+def expected_tokens_per_round(alpha: npt.ArrayLike, gamma: int) -> npt.NDArray[np.float64]: ...
+
+
+def expected_tokens_per_round(
+    alpha: Fraction | npt.ArrayLike, gamma: int
+) -> Fraction | float | npt.NDArray[np.float64]:
     """(1 - a^(gamma+1)) / (1 - a), with the a -> 1 limit gamma + 1. Vectorised over ``alpha``."""
     if gamma < 0:
         raise ValueError(f"gamma must be >= 0, got {gamma}")
     if hasattr(alpha, "denominator"):  # int or Fraction: exact
-        if alpha == 1:
-            return alpha * 0 + gamma + 1
-        return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+        exact: Any = alpha  # any rational (int, Fraction, numpy integer), kept in its own arithmetic
+        tokens: Fraction | float = exact * 0 + gamma + 1 if exact == 1 else (1 - exact ** (gamma + 1)) / (1 - exact)
+        return tokens
     if isinstance(alpha, float):
         return float(expected_tokens_per_round(np.array([alpha]), gamma)[0])
     a = np.asarray(alpha, dtype=np.float64)
@@ -92,14 +104,15 @@ def expected_tokens_position_dependent(alphas: Iterable[Any]) -> Any:
     return total
 
 
-def accepted_length_law(alpha, gamma: int) -> list:
+def accepted_length_law(alpha: Any, gamma: int) -> list[Any]:
     """[P(K = 0), ..., P(K = gamma)]: the truncated geometric law of accepted drafts per round."""
     return accepted_length_law_position_dependent([alpha] * gamma)
 
 
-def accepted_length_law_position_dependent(alphas) -> list:
+def accepted_length_law_position_dependent(alphas: Iterable[Any]) -> list[Any]:
     """P(K = k) = a_1 ... a_k (1 - a_{k+1}) for k < gamma, and a_1 ... a_gamma for k = gamma."""
-    law, prod = [], 1
+    law: list[Any] = []
+    prod: Any = 1
     for a in alphas:
         law.append(prod * (1 - a))
         prod = prod * a
@@ -107,7 +120,17 @@ def accepted_length_law_position_dependent(alphas) -> list:
     return law
 
 
-def expected_speedup(alpha, gamma: int, c: float):
+@overload
+def expected_speedup(alpha: Fraction, gamma: int, c: float) -> Fraction | float: ...
+@overload
+def expected_speedup(alpha: float, gamma: int, c: float) -> float: ...
+@overload
+def expected_speedup(alpha: npt.ArrayLike, gamma: int, c: float) -> npt.NDArray[np.float64]: ...
+
+
+def expected_speedup(
+    alpha: Fraction | npt.ArrayLike, gamma: int, c: float
+) -> Fraction | float | npt.NDArray[np.float64]:
     """Expected walltime speedup E[tokens per round] / (gamma c + 1), c = draft / target step cost."""
     if c < 0:
         raise ValueError(f"draft cost ratio c must be >= 0, got {c}")
