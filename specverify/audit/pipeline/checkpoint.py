@@ -26,7 +26,14 @@ if TYPE_CHECKING:
     from ..sources.adapters import Adapter
     from .config import AuditConfig
 
-__all__ = ["fingerprint", "save_checkpoint", "load_checkpoint"]
+__all__ = [
+    "fingerprint",
+    "digest",
+    "save_checkpoint",
+    "load_checkpoint",
+    "save_json_checkpoint",
+    "load_json_checkpoint",
+]
 
 _ARRAYS = ("tokens", "row", "position", "sequence", "num_accepted")
 _OPTIONAL = ("drafts", "law", "draft_rows", "round_id", "prompts")
@@ -78,16 +85,8 @@ def load_checkpoint(path: str, fp: str) -> dict[int, UnitSample]:
             meta = json.loads(str(z["meta"]))
             arrays = {k: z[k] for k in z.files if k != "meta"}
     except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-        raise SpecVerifyError(
-            f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); "
-            "delete it or pass another --checkpoint file"
-        ) from exc
-    if meta.get("fingerprint") != fp:
-        raise SpecVerifyError(
-            f"checkpoint {path} belongs to another audit (a different implementation or source, other "
-            "options, or another specverify version); delete it, or resume with the same implementation "
-            "and options"
-        )
+        raise _unreadable(path, exc) from exc
+    _check_fingerprint(path, meta, fp)
     out = {}
     for key, m in meta["units"].items():
         i = int(key)
@@ -112,3 +111,46 @@ def load_checkpoint(path: str, fp: str) -> dict[int, UnitSample]:
             m["seconds"],
         )
     return out
+
+
+def _unreadable(path: str, exc: Exception) -> SpecVerifyError:
+    return SpecVerifyError(
+        f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); delete it or pass another --checkpoint file"
+    )
+
+
+def _check_fingerprint(path: str, meta: dict[str, Any], fp: str) -> None:
+    if meta.get("fingerprint") != fp:
+        raise SpecVerifyError(
+            f"checkpoint {path} belongs to another audit (a different implementation or source, other "
+            "options, or another specverify version); delete it, or resume with the same implementation "
+            "and options"
+        )
+
+
+def digest(payload: object) -> str:
+    """The fingerprint of any JSON-able description of an audit (the specverify version included)."""
+    from ... import __version__
+
+    blob = json.dumps({"audit": payload, "specverify": __version__}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def save_json_checkpoint(path: str, fp: str, units: dict[str, Any]) -> None:
+    """Audits whose samples are token ids only (LM audits: laws are recomputed on resume), atomically."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"fingerprint": fp, "units": units}, f)
+    os.replace(tmp, path)
+
+
+def load_json_checkpoint(path: str, fp: str) -> dict[str, Any]:
+    """The units of a JSON checkpoint written for the same fingerprint; a clear error otherwise."""
+    try:
+        with open(path) as f:
+            meta = json.load(f)
+        units = meta["units"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise _unreadable(path, exc) from exc
+    _check_fingerprint(path, meta, fp)
+    return dict(units)

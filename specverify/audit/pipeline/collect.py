@@ -23,19 +23,20 @@ import numpy as np
 from ...errors import ImplementationError, UnsupportedSettingError
 from ...harness import Generation, concat_generations
 from ...stats import DEFAULT_BINS, MultinomialEProcess, StreamLaw
+from .plan import smallest_stratum
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from ...dists import SamplingSettings
     from ..sources.adapters import Adapter
-    from .config import AuditConfig, StrataRule
+    from .config import AuditConfig
     from .plan import AuditUnit
 
 #: what one batch gives: the tokens generated, or the finding that stopped it
 Batch = Union["Generation", ImplementationError]
 
-__all__ = ["UnitSample", "collect_unit", "strata_of", "smallest_stratum", "WorkerPool"]
+__all__ = ["UnitSample", "collect_unit", "WorkerPool"]
 
 
 @dataclasses.dataclass
@@ -55,25 +56,6 @@ class UnitSample:
     def units(self) -> int:
         """Rounds (kernels, catalogue) or sequences (round steps, generators) collected."""
         return int(self.gen.sequence.max()) + 1 if len(self.gen.sequence) else 0
-
-
-def strata_of(position: np.ndarray, rule: StrataRule) -> np.ndarray:
-    """Stream stratum of every token from its position in the round (never from its value)."""
-    position = np.asarray(position)
-    if rule == "pooled":
-        return np.zeros_like(position)
-    if rule == "first-later":
-        return np.asarray(np.minimum(position, 1))
-    counts = np.bincount(position) if len(position) else np.zeros(1, int)
-    share = counts / max(counts.sum(), 1)
-    ok = np.nonzero(share >= 0.05)[0]
-    return np.asarray(np.minimum(position, int(ok.max()) if len(ok) else 0))
-
-
-def smallest_stratum(position: np.ndarray, rule: StrataRule) -> int:
-    if not len(position):
-        return 0
-    return int(np.bincount(strata_of(position, rule)).min())
 
 
 class WorkerPool:

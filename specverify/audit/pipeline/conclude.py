@@ -32,7 +32,8 @@ from ...stats import (
     whitebox_round_tests,
 )
 from ...theory import accepted_length_law_position_dependent, expected_tokens_position_dependent
-from .collect import UnitSample, strata_of
+from .collect import UnitSample
+from .plan import strata_of
 
 if TYPE_CHECKING:
     from ...dists import SamplingSettings

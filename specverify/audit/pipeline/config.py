@@ -98,6 +98,8 @@ class LMAuditConfig:
     looks: tuple[float, ...] = (1.0,)  # fractions of the plan tested in turn (alpha split over them)
     logit_tol: float = 0.0  # bound on |engine logit - float64 logit| at filter boundaries
     diagnose: bool = True  # rank root causes after a FAIL (never changes the verdict)
+    checkpoint: str | None = None  # a file the collected ids are written to (and resumed from)
+    resume: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ...dists import SamplingSettings
 from ...errors import SpecVerifyError
 from ...harness import make_context_pair, make_model_pair
@@ -34,7 +36,17 @@ if TYPE_CHECKING:
     from ..sources.adapters import Adapter
     from .config import AuditConfig
 
-__all__ = ["DEFAULT_SETTINGS", "PARITY_GRID", "TestFamily", "AuditUnit", "AuditPlan", "plan_audit", "KIND_ALPHA"]
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "PARITY_GRID",
+    "TestFamily",
+    "AuditUnit",
+    "AuditPlan",
+    "plan_audit",
+    "KIND_ALPHA",
+    "strata_of",
+    "smallest_stratum",
+]
 
 DEFAULT_SETTINGS = (
     SamplingSettings(),
@@ -149,3 +161,23 @@ def _kinds_for(adapter: Adapter, kinds: tuple[PairKind, ...], setting_index: int
     if adapter.logits and len(kinds) > 1 and setting_index > 0:
         return (kinds[setting_index % len(kinds)],)
     return kinds
+
+
+def strata_of(position: np.ndarray, rule: StrataRule) -> np.ndarray:
+    """Stream stratum of every token from its position in the round (never from its value)."""
+    position = np.asarray(position)
+    if rule == "pooled":
+        return np.zeros_like(position)
+    if rule == "first-later":
+        return np.asarray(np.minimum(position, 1))
+    counts = np.bincount(position) if len(position) else np.zeros(1, int)
+    share = counts / max(counts.sum(), 1)
+    ok = np.nonzero(share >= 0.05)[0]
+    return np.asarray(np.minimum(position, int(ok.max()) if len(ok) else 0))
+
+
+def smallest_stratum(position: np.ndarray, rule: StrataRule) -> int:
+    """Tokens in the thinnest stream stratum: a unit's plan is met when it reaches the plan's need."""
+    if not len(position):
+        return 0
+    return int(np.bincount(strata_of(position, rule)).min())

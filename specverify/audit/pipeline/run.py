@@ -23,11 +23,11 @@ from ...errors import ImplementationError, SpecVerifyError, UnsupportedSettingEr
 from ...stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED, CheckOutcome, Verdict
 from ..sources.adapters import Adapter
 from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
-from .collect import UnitSample, WorkerPool, collect_unit, smallest_stratum
+from .collect import UnitSample, WorkerPool, collect_unit
 from .conclude import FINDING, SKIPPED, conclude_unit, make_verdict
 from .config import AuditConfig
 from .exact_checks import EXACT_CHECKS
-from .plan import DEFAULT_SETTINGS, PARITY_GRID, AuditPlan, AuditUnit, plan_audit
+from .plan import DEFAULT_SETTINGS, PARITY_GRID, AuditPlan, AuditUnit, plan_audit, smallest_stratum
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID

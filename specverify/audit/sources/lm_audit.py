@@ -34,6 +34,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -47,6 +48,7 @@ from ...errors import ImplementationError, MalformedOutputError, SpecVerifyError
 from ...harness import as_token_ids
 from ...lm.transformers_lm import CausalLM, KVSession
 from ...stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, StreamLaw, Verdict, default_stream_test
+from ..pipeline.checkpoint import digest, load_json_checkpoint, save_json_checkpoint
 from ..pipeline.conclude import FINDING, UNSUPPORTED, failed_outcome, failure_of, make_verdict
 from ..pipeline.config import LMAuditConfig, TestFamily
 from ..pipeline.plan import DEFAULT_SETTINGS
@@ -235,6 +237,9 @@ class LMSample:
     unsupported: str | None = None
     complete: bool = False
     early: CheckOutcome | None = None  # a FAIL at a look before the last
+    looks_done: int = 0  # looks concluded without a FAIL (a resumed unit goes on from the next)
+    # the unit's own stream of request seeds: a unit's sample never depends on how far another got
+    rng: np.random.Generator = dataclasses.field(default_factory=lambda: np.random.default_rng(0))
 
     @property
     def tested(self) -> int:
@@ -244,7 +249,7 @@ class LMSample:
 
 def _collect(
     generate: Generate, aud: CausalLM, unit: LMUnit, cfg: LMAuditConfig, sample: LMSample, *, need: int,
-    rng: np.random.Generator, deadline: float,
+    deadline: float, on_batch: Callable[[], None] | None = None,
 ) -> None:  # fmt: skip
     """Sample ``unit`` into ``sample`` until it holds ``need`` tested tokens, the deadline passes
     (after at least one batch) or ``max_sequences`` is reached; a declined setting or an
@@ -257,7 +262,7 @@ def _collect(
             return
         k = min(size, -(-short // length), (cfg.max_sequences - i) if cfg.max_sequences else size)
         batch = [list(prompts[(i + j) % len(prompts)]) for j in range(k)]
-        seeds = [int(rng.integers(2**31)) for _ in range(k)]
+        seeds = [int(sample.rng.integers(2**31)) for _ in range(k)]
         try:
             seqs = _call_batch(generate, batch, length, seeds, s, timeout=cfg.call_timeout, name=cfg.name)
         except UnsupportedSettingError as exc:
@@ -276,24 +281,35 @@ def _collect(
         sample.prompts.extend(batch)
         sample.sequences.extend(seqs)
         sample.tokens.extend(t for seq in seqs for t in seq)
+        if on_batch is not None:
+            on_batch()
     sample.complete = True
 
 
 def _collect_with_looks(
-    generate: Generate, aud: CausalLM, unit: LMUnit, cfg: LMAuditConfig, *, rng: np.random.Generator, deadline: float
-) -> LMSample:
-    """Sample one unit up to each look in turn (group-sequential); stop at the first look whose test FAILs."""
-    sample, need = LMSample(), unit.family.tokens_per_stratum()
+    generate: Generate, aud: CausalLM, unit: LMUnit, cfg: LMAuditConfig, sample: LMSample, *, deadline: float,
+    on_batch: Callable[[], None] | None = None,
+) -> None:  # fmt: skip
+    """Sample one unit up to each look in turn (group-sequential); stop at the first look whose test
+    FAILs. A resumed sample goes on from the first look it had not concluded."""
+    need = unit.family.tokens_per_stratum()
+    if sample.unsupported or sample.error:
+        return
     for n_look, look in enumerate(cfg.looks, 1):
+        if n_look <= sample.looks_done:
+            continue
         sample.complete = False
-        _collect(generate, aud, unit, cfg, sample, need=max(1, round(need * look)), rng=rng, deadline=deadline)
+        _collect(
+            generate, aud, unit, cfg, sample, need=max(1, round(need * look)), deadline=deadline, on_batch=on_batch
+        )
         if sample.unsupported or sample.error or not sample.complete or n_look == len(cfg.looks):
-            return sample
+            return
         c = _conclude_sample(unit, cfg, dataclasses.replace(sample, complete=False))
         if c.status == FAIL:
             stop = f" (stopped at look {n_look} of {len(cfg.looks)}: {len(sample.tokens):,} tokens)"
             sample.early, sample.complete = dataclasses.replace(c, summary=c.summary + stop), False
-            return sample
+            return
+        sample.looks_done = n_look
     raise AssertionError("looks end at 1.0")
 
 
@@ -471,11 +487,14 @@ def _run(make: Callable[[LMPair], Generate], pairs: Sequence[LMPair], cfg: LMAud
     aud = _auditor(pairs[0].target)
     units = plan_lm(cfg, pairs)
     gens = [make(p) for p in pairs]
-    rng = np.random.default_rng(cfg.seed)
-    checks, samples = [], {}
+    fp = _fingerprint(cfg, pairs, gens[0])
+    samples = _resumed(cfg, fp, aud, units)
+    save = _Saver(cfg.checkpoint, fp, samples)
+    checks = []
     for u in units:
         deadline = t0 + cfg.budget_s * (u.index + 1) / len(units)
-        samples[u.index] = _collect_with_looks(gens[u.pair_index], aud, u, cfg, rng=rng, deadline=deadline)
+        _collect_with_looks(gens[u.pair_index], aud, u, cfg, samples[u.index], deadline=deadline, on_batch=save)
+        save(force=True)
         checks.append(dataclasses.replace(_conclude_sample(u, cfg, samples[u.index]), check_id=f"unit/{u.index}"))
     if cfg.greedy_check:
         checks.append(_greedy_check(gens[0], pairs[0].target, cfg))
@@ -484,9 +503,80 @@ def _run(make: Callable[[LMPair], Generate], pairs: Sequence[LMPair], cfg: LMAud
         seed=cfg.seed, needed=_needed(checks, units, cfg), samples=sum(len(s.tokens) for s in samples.values()),
         seconds=time.monotonic() - t0, subject=cfg.name, lossy_by_design=cfg.lossy_by_design,
     )  # fmt: skip
+    if cfg.checkpoint and os.path.exists(cfg.checkpoint) and v.status != INCONCLUSIVE:
+        os.remove(cfg.checkpoint)
     if v.status == FAIL and cfg.diagnose and any(c.status == FAIL and c.details != FINDING for c in checks):
         v.diagnosis = _diagnosis(aud, pairs, units, samples, cfg)
     return v
+
+
+# -- checkpoints ------------------------------------------------------------------------------------
+
+#: options that change neither the laws nor the plan: a checkpoint stays valid across them
+_PLAN_INDEPENDENT = ("checkpoint", "resume", "budget_s", "diagnose", "call_timeout", "target_greedy", "name")
+
+
+def _fingerprint(cfg: LMAuditConfig, pairs: Sequence[LMPair], generate: Generate) -> str:
+    """What makes a checkpoint valid to resume: the options, the generator and the models' weights."""
+    opts = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _PLAN_INDEPENDENT}
+    who = f"{getattr(generate, '__module__', '')}.{getattr(generate, '__qualname__', type(generate).__name__)}"
+    models = [_weights(m) for p in pairs for m in (p.target, p.draft) if m is not None]
+    return digest({"options": opts, "generator": who, "models": models})
+
+
+def _weights(model: torch.nn.Module) -> list[object]:
+    """A cheap identity of a model's weights: names, shapes and the sum of each tensor's first values."""
+    with torch.no_grad():
+        return [(n, list(w.shape), float(w.flatten()[:256].double().sum())) for n, w in model.named_parameters()]
+
+
+def _resumed(cfg: LMAuditConfig, fp: str, aud: CausalLM, units: Sequence[LMUnit]) -> dict[int, LMSample]:
+    """Fresh samples, or those of the checkpoint with their laws recomputed from the stored ids."""
+    fresh = {u.index: LMSample(rng=np.random.default_rng([cfg.seed, u.index, 1])) for u in units}
+    if not cfg.resume:
+        return fresh
+    if not cfg.checkpoint or not os.path.exists(cfg.checkpoint):
+        raise SpecVerifyError(
+            f"resume=True needs the checkpoint file an interrupted audit wrote (checkpoint={cfg.checkpoint!r} "
+            "does not exist); pass it, or resume=False to start afresh"
+        )
+    stored = load_json_checkpoint(cfg.checkpoint, fp)
+    for u in units:
+        if (m := stored.get(str(u.index))) is None:
+            continue
+        s = fresh[u.index]
+        s.rng.bit_generator.state = m["rng"]
+        s.error, s.unsupported, s.looks_done = m["error"], m["unsupported"], m["looks_done"]
+        if m["sequences"]:
+            s.rows, s.marks = _laws(aud, m["prompts"], m["sequences"], u.settings, cfg.logit_tol)
+            s.prompts, s.sequences = m["prompts"], m["sequences"]
+            s.tokens = [t for q in s.sequences for t in q]
+    return fresh
+
+
+class _Saver:
+    """Writes the checkpoint after a batch at most every ``every`` seconds (always when forced): the
+    cadence is wall-clock, but what is written, and so the verdict, is not."""
+
+    def __init__(self, path: str | None, fp: str, samples: dict[int, LMSample], every: float = 2.0) -> None:
+        self.path, self.fp, self.samples, self.every, self.last = path, fp, samples, every, 0.0
+
+    def __call__(self, *, force: bool = False) -> None:
+        if not self.path or (not force and time.monotonic() - self.last < self.every):
+            return
+        units = {
+            str(i): {
+                "prompts": s.prompts,
+                "sequences": s.sequences,
+                "error": s.error,
+                "unsupported": s.unsupported,
+                "looks_done": s.looks_done,
+                "rng": s.rng.bit_generator.state,
+            }  # fmt: skip
+            for i, s in self.samples.items()
+        }
+        save_json_checkpoint(self.path, self.fp, units)
+        self.last = time.monotonic()
 
 
 def _greedy_check(generate: Generate, target: torch.nn.Module, cfg: LMAuditConfig) -> CheckOutcome:

@@ -1,4 +1,4 @@
-"""LM audits run the table audit's stages: a plan by pair kind when specverify builds the models,
+"""LM audits run the table audit's stages (checkpoints and resume included): a plan by pair kind when specverify builds the models,
 typed options, and a diagnosis after a FAIL (settings dropped on the speculative path, drafts kept
 unverified), each case modelled on a real report. Fixed seeds: each verdict is deterministic."""
 
@@ -118,3 +118,55 @@ def test_an_unknown_option_is_an_error_that_names_the_options(pairs):
 def test_pairs_without_a_draft_or_a_shared_target_are_refused(pairs):
     with pytest.raises(SpecVerifyError, match="share one target and each have a draft"):
         audit_lm_pairs(runner, (dataclasses.replace(pairs[0], draft=None),))
+
+
+def test_an_interrupted_lm_audit_resumes_to_the_uninterrupted_verdict(pairs, tmp_path):
+    import json
+
+    from golden_cases import differences, normalised
+
+    t, d = pairs[1].target, pairs[1].draft
+    gen = runner(t, d)
+    options = dict(settings=SETTING + (SamplingSettings(temperature=0.7),), eps=0.2, greedy_check=False, seed=3)
+    whole = audit_lm(gen, t, **options)
+    calls = {"n": 0}
+
+    def interrupted(prompt, n, seed, s):
+        calls["n"] += 1
+        if calls["n"] == 40:  # in the middle of the first unit
+            raise KeyboardInterrupt
+        return gen(prompt, n, seed, s)
+
+    interrupted.__qualname__ = gen.__qualname__  # the same generator, as the fingerprint sees it
+    path = str(tmp_path / "lm.ckpt")
+    with pytest.raises(KeyboardInterrupt):  # call_timeout=None: calls run in this thread, as a Ctrl-C meets them
+        audit_lm(interrupted, t, checkpoint=path, call_timeout=None, **options)
+    assert json.loads(open(path).read())["units"]["0"]["sequences"], "the checkpoint holds what was collected"
+    resumed = audit_lm(interrupted, t, checkpoint=path, resume=True, **options)
+    diff = differences(normalised(resumed.to_dict()), normalised(whole.to_dict()))
+    assert not diff, diff[:5]
+    assert resumed.status == "PASS" and not (tmp_path / "lm.ckpt").exists()  # a finished audit removes it
+    # a time cap leaves its checkpoint; resumed with a larger budget, the same verdict again
+    cut = audit_lm(gen, t, checkpoint=path, budget_s=1e-9, **options)
+    assert cut.status == "INCONCLUSIVE" and (tmp_path / "lm.ckpt").exists()
+    again = audit_lm(gen, t, checkpoint=path, resume=True, **options)
+    assert not differences(normalised(again.to_dict()), normalised(whole.to_dict()))
+
+
+def test_a_checkpoint_of_other_options_is_refused(pairs, tmp_path):
+    t, d = pairs[1].target, pairs[1].draft
+    path = str(tmp_path / "lm.ckpt")
+    calls = {"n": 0}
+
+    def stops(prompt, n, seed, s):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+        return runner(t, d)(prompt, n, seed, s)
+
+    with pytest.raises(KeyboardInterrupt):
+        audit_lm(stops, t, checkpoint=path, call_timeout=None, **FAST)
+    with pytest.raises(SpecVerifyError, match="belongs to another audit"):
+        audit_lm(stops, t, checkpoint=path, resume=True, **{**FAST, "eps": 0.3})
+    with pytest.raises(SpecVerifyError, match="needs the checkpoint file"):
+        audit_lm(stops, t, checkpoint=str(tmp_path / "none"), resume=True, **FAST)
