@@ -14,9 +14,11 @@ and black-box generators token by token under the stream classes (:mod:`._stream
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..harness import Generation, greedy_raw_run
 from ..stats import FAIL
@@ -31,7 +33,10 @@ if TYPE_CHECKING:  # the audit's types, for annotations only: the diagnosis sits
     from ..audit.pipeline.config import AuditConfig
     from ..audit.pipeline.plan import AuditPlan
     from ..audit.sources.adapters import Adapter
+    from ..dists import SamplingSettings
+    from ..harness import ChainSampler
     from ..stats import CheckOutcome
+    from ._evidence import RoundUnit
 
 __all__ = ["AuditRecord", "diagnose_audit", "SEQUENCE_ROUNDS"]
 
@@ -46,13 +51,27 @@ _EXACT_SIGNATURES = {  # by check id (CheckOutcome.check_id)
 }
 
 
-def _sequence_rounds(sampler, pair, gamma, settings, rng, n) -> tuple[Generation, np.ndarray]:
+def _sequence_rounds(
+    sampler: ChainSampler,
+    pair: Any,
+    gamma: int,
+    settings: SamplingSettings | None,
+    rng: np.random.Generator,
+    n: int,
+) -> tuple[Generation, np.ndarray]:
     """``n`` consecutive rounds of an order-1 sequence sampler, with drafts and the rows of the
     drafted prefixes (its context, then its drafts), chained in sequences of 8 rounds; and per
     round whether its context was not the last emitted token (a structural mismatch)."""
     b = max(1, n // 8)
     ctx = np.full(b, pair.start_context, dtype=np.int64)
-    toks, pos, rid, rows, acc, drafts, mism, drows = [], [], [], [], [], [], [], []
+    toks: list[npt.NDArray[np.int64]] = []
+    pos: list[npt.NDArray[np.int64]] = []
+    rid: list[npt.NDArray[np.int64]] = []
+    rows: list[npt.NDArray[np.int64]] = []
+    acc: list[npt.NDArray[np.int64]] = []
+    drafts: list[npt.NDArray[np.int64]] = []
+    mism: list[np.ndarray] = []
+    drows: list[npt.NDArray[np.int64]] = []
     last = ctx.copy()
     for r in range(8):
         out = sampler.round(pair, ctx, gamma, rng, settings)
@@ -90,16 +109,17 @@ def _sequence_rounds(sampler, pair, gamma, settings, rng, n) -> tuple[Generation
     return gen, np.concatenate(mism)
 
 
-def _units(record: AuditRecord) -> list:
-    out = []
+def _units(record: AuditRecord) -> list[RoundUnit]:
+    out: list[RoundUnit] = []
     adapter, cfg = record.adapter, record.cfg
-    sampler = getattr(adapter, "sampler", None)
+    sampler: ChainSampler | None = getattr(adapter, "sampler", None)
     for u in record.plan.units:
         s = record.samples.get(u.index)
         pair = record.pairs[u.index]
         if s is None or not len(s.gen.tokens) or not hasattr(pair, "target_table"):
             continue
-        gen, mismatch = s.gen, None
+        gen = s.gen
+        mismatch: np.ndarray | None = None
         if gen.drafts is None and sampler is not None and adapter.harness == "sequence":
             rng = np.random.default_rng([cfg.seed, u.index, 77])
             gen, mismatch = _sequence_rounds(sampler, pair, cfg.gamma, u.settings, rng, SEQUENCE_ROUNDS)
@@ -111,7 +131,7 @@ def _units(record: AuditRecord) -> list:
     return out
 
 
-def _from_exact(checks) -> Diagnosis | None:
+def _from_exact(checks: Sequence[CheckOutcome]) -> Diagnosis | None:
     failed = [c for c in checks if c.status == FAIL and c.kind == "exact"]
     for c in failed:
         if c.check_id in _EXACT_SIGNATURES:
@@ -121,7 +141,7 @@ def _from_exact(checks) -> Diagnosis | None:
     return None
 
 
-def _from_greedy(adapter, cfg, checks) -> Diagnosis | None:
+def _from_greedy(adapter: Adapter, cfg: AuditConfig, checks: Sequence[CheckOutcome]) -> Diagnosis | None:
     """A failed greedy check on raw rows: its run repeated with its seed, each token scored under
     the greedy classes (:mod:`._greedy`)."""
     # the greedy check runs on raw rows for round steps and generators (the context harness)

@@ -11,12 +11,19 @@ guess. Classes with a parameter fitted on a grid pay log(grid size) nats.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 from scipy import stats
 
+from ._bug_models import ResidualSwitch
 from ._classes import CLASSES, round_models
 from ._score import KINDS, g_statistic, score_unit
+
+if TYPE_CHECKING:  # annotations only
+    from ._evidence import RoundUnit
+    from ._models import RoundModel
 
 __all__ = ["Candidate", "Diagnosis", "diagnose_rounds", "NOT_KNOWN"]
 
@@ -30,9 +37,9 @@ class Candidate:
     name: str
     llr_vs_target: float  # nats: log P(evidence | class) - log P(evidence | target law)
     explained: float  # share of the target's excess deviance on the cells this class removes
-    llr_by_kind: dict  # nats per event kind
-    llr_by_position: list  # nats per position in the round
-    llr_by_unit: dict  # nats per unit label
+    llr_by_kind: dict[str, float]  # nats per event kind
+    llr_by_position: list[float]  # nats per position in the round
+    llr_by_unit: dict[str, float]  # nats per unit label
     parameter: str = ""
     cells_fit_p: float = float("nan")  # chi-square p of the class's own G statistic on the cells
 
@@ -47,7 +54,7 @@ class Candidate:
         may miss a deviation the likelihood sees, e.g. drafts from rounded logits)."""
         return self.llr_vs_target >= min_llr and (self.explained >= min_explained or self.fits_cells)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         c = CLASSES.get(self.name)
         return {
             "class": self.name,
@@ -108,7 +115,7 @@ class Diagnosis:
             f"target law{vs}; {how}). Check {cls.check}."
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "version": 2,
             "verdict": self.verdict,
@@ -121,12 +128,23 @@ class Diagnosis:
         }
 
 
-def _variants():
+class _Sums(TypedDict):
+    """One model's scores summed over the units."""
+
+    ll: float
+    kind: np.ndarray  # [len(KINDS)]
+    pos: np.ndarray | None  # [g + 1] (the longest unit's), None before the first unit
+    unit: dict[str, float]
+    G: float
+
+
+def _variants() -> list[tuple[RoundModel, float, str]]:
     """Every model, grid-parameter models once per grid value (name, model, penalty nats)."""
-    out = []
+    out: list[tuple[RoundModel, float, str]] = []
     for m in round_models():
-        grid = getattr(m, "GRID", None)
-        if grid:
+        # the one model with a grid parameter (a GRID attribute) is ResidualSwitch
+        if isinstance(m, ResidualSwitch) and m.GRID:
+            grid = m.GRID
             for t in grid:
                 v = type(m)(m.name, m.fallback, m.below)
                 v.t = t
@@ -136,12 +154,17 @@ def _variants():
     return out
 
 
-def _collect(units, max_rounds):
+def _collect(
+    units: Sequence[RoundUnit], max_rounds: int
+) -> tuple[list[tuple[RoundModel, float, str]], dict[int, _Sums], int, int]:
     """Sum each model's scores over the units: totals, per-kind/position/unit, G statistics."""
     variants = _variants()
     models = [v for v, _, _ in variants]
-    per = {id(m): {"ll": 0.0, "kind": np.zeros(len(KINDS)), "pos": None, "unit": {}, "G": 0.0} for m in models}
-    g_target_by_kind, obs_tot, rounds = {}, 0.0, 0
+    per: dict[int, _Sums] = {
+        id(m): {"ll": 0.0, "kind": np.zeros(len(KINDS)), "pos": None, "unit": {}, "G": 0.0} for m in models
+    }
+    g_target_by_kind: dict[str, int] = {}
+    obs_tot, rounds = 0.0, 0
     for ev, pair, settings in units:
         batch = [m for m in models if not hasattr(m, "GRID")]  # grid variants share a name
         scores, obs, layout = score_unit(ev, pair, settings, batch, max_rounds=max_rounds)
@@ -161,13 +184,19 @@ def _collect(units, max_rounds):
     return variants, per, g_target_by_kind["df"] if units else 0, rounds
 
 
-def _add_pos(a, b):
+def _add_pos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     n = max(len(a), len(b))
-    return np.pad(a, (0, n - len(a))) + np.pad(b, (0, n - len(b)))
+    out: np.ndarray = np.pad(a, (0, n - len(a))) + np.pad(b, (0, n - len(b)))
+    return out
 
 
 def diagnose_rounds(
-    units, *, min_llr: float = 10.0, min_explained: float = 0.9, max_rounds: int = 5_000, second_look: int = 4
+    units: Sequence[RoundUnit],
+    *,
+    min_llr: float = 10.0,
+    min_explained: float = 0.9,
+    max_rounds: int = 5_000,
+    second_look: int = 4,
 ) -> Diagnosis:
     """Diagnose from ``units``: a list of (RoundEvidence, pair, settings) of one audit. A close call
     (the best class beats the target law by ``min_llr`` but does not explain the cells) is scored
@@ -181,7 +210,7 @@ def diagnose_rounds(
     return d
 
 
-def _diagnose_once(units, min_llr: float, min_explained: float, max_rounds: int) -> Diagnosis:
+def _diagnose_once(units: Sequence[RoundUnit], min_llr: float, min_explained: float, max_rounds: int) -> Diagnosis:
     variants, per, df, rounds = _collect(units, max_rounds)
     ref = per[id(variants[0][0])]
     g_ref = ref["G"]
@@ -190,6 +219,7 @@ def _diagnose_once(units, min_llr: float, min_explained: float, max_rounds: int)
         d = per[id(m)]
         llr = d["ll"] - ref["ll"] - penalty
         expl = (g_ref - d["G"]) / max(g_ref - df, 1e-9) if g_ref > df else 0.0
+        assert d["pos"] is not None and ref["pos"] is not None, "positions are summed over at least one unit"
         c = dataclasses.replace(
             Candidate(
                 m.name,
@@ -224,5 +254,5 @@ def _diagnose_once(units, min_llr: float, min_explained: float, max_rounds: int)
     )
 
 
-def chi2_sf(g, df):
+def chi2_sf(g: float, df: int) -> float:
     return float(stats.chi2.sf(g, max(df, 1)))

@@ -19,10 +19,17 @@ Shapes: R rounds, g = gamma, V vocabulary; row ids index the pair's [M, V] table
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
-__all__ = ["RoundEvidence", "round_evidence"]
+from ..dists import SamplingSettings
+
+if TYPE_CHECKING:  # annotations only
+    from ..harness import Generation
+
+__all__ = ["RoundEvidence", "round_evidence", "RoundUnit"]
 
 
 @dataclasses.dataclass
@@ -40,22 +47,27 @@ class RoundEvidence:
     spare: np.ndarray  # [R, g] drafts left over after the previous round's rejection (-1: none)
     drafted_by_impl: bool
     label: str = ""
-    settings: object = None
+    settings: SamplingSettings | None = None
     pair_kind: str = ""
     earlier_rejected: np.ndarray | None = None  # [R] some earlier round of the same sequence ended in a rejection
     first_round: np.ndarray | None = None  # [R] the first round of the same sequence
 
     @property
     def gamma(self) -> int:
-        return self.drafts.shape[1]
+        return int(self.drafts.shape[1])
 
     @property
     def usable(self) -> np.ndarray:
         """[R] rounds whose events can be scored: standard, drafts seen, final token seen."""
-        return self.standard & ~self.mismatch & (self.y >= 0)
+        out: np.ndarray = self.standard & ~self.mismatch & (self.y >= 0)
+        return out
 
 
-def _blocks(gen, n_rounds: int, g: int) -> np.ndarray:
+#: what a round diagnosis scores of one unit: its evidence, its pair (duck-typed) and its settings
+RoundUnit = tuple[RoundEvidence, Any, SamplingSettings | None]
+
+
+def _blocks(gen: Generation, n_rounds: int, g: int) -> npt.NDArray[np.int64]:
     """[R, g + 1] emitted tokens by (round, position), -1 where nothing was recorded."""
     blocks = np.full((n_rounds, g + 1), -1, dtype=np.int64)
     rid = gen.rounds_of_tokens
@@ -64,7 +76,7 @@ def _blocks(gen, n_rounds: int, g: int) -> np.ndarray:
     return blocks
 
 
-def _token_rows(gen, n_rounds: int, g: int) -> np.ndarray:
+def _token_rows(gen: Generation, n_rounds: int, g: int) -> npt.NDArray[np.int64]:
     rows = np.full((n_rounds, g + 1), -1, dtype=np.int64)
     rid = gen.rounds_of_tokens
     ok = gen.position <= g
@@ -72,7 +84,9 @@ def _token_rows(gen, n_rounds: int, g: int) -> np.ndarray:
     return rows
 
 
-def _sequence_links(gen, n_rounds: int, k: np.ndarray, drafts: np.ndarray, g: int):
+def _sequence_links(
+    gen: Generation, n_rounds: int, k: npt.NDArray[np.int64], drafts: npt.NDArray[np.int64], g: int
+) -> tuple[np.ndarray, npt.NDArray[np.int64], np.ndarray, npt.NDArray[np.int64]]:
     """(prev_rejected [R], spare [R, g], earlier_rejected [R], first_round [R]): what the rounds
     before each one in its sequence left, and where its sequence began."""
     seq_of_round = np.full(n_rounds, -1, dtype=np.int64)
@@ -100,7 +114,15 @@ def _sequence_links(gen, n_rounds: int, k: np.ndarray, drafts: np.ndarray, g: in
     return prev_rej, spare, earlier, first_round
 
 
-def round_evidence(gen, pair, gamma: int, *, label="", settings=None, pair_kind="") -> RoundEvidence | None:
+def round_evidence(
+    gen: Generation,
+    pair: Any,
+    gamma: int,
+    *,
+    label: str = "",
+    settings: SamplingSettings | None = None,
+    pair_kind: str = "",
+) -> RoundEvidence | None:
     """The rounds of one unit's :class:`~specverify.harness.Generation`, or None when the unit
     shows no rounds (generators, order-1 sequence samplers) or its laws are per token."""
     if gen.drafts is None or gen.law is not None or not len(gen.tokens):

@@ -9,7 +9,14 @@ p"). The leading class's likelihood ratio by position and by unit says where the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:  # annotations only: this module is imported by _diagnose
+    from ._diagnose import Candidate
+    from ._evidence import RoundUnit
 
 __all__ = ["facts"]
 
@@ -40,7 +47,7 @@ _ALT_WORDS = {
 }
 
 
-def _kind_sentence(kind, ranked, min_llr):
+def _kind_sentence(kind: str, ranked: Sequence[Candidate], min_llr: float) -> str:
     """'X match <target law>' or 'X do not match <target law>; they match <alt>'."""
     moved = [c for c in ranked if c.llr_by_kind.get(kind, 0.0) >= min_llr]
     if not moved:
@@ -51,7 +58,7 @@ def _kind_sentence(kind, ranked, min_llr):
     return negated + (f"; they match {alt}" if alt else f"; closest: {best.name}")
 
 
-def _where(best, units, min_llr) -> list[str]:
+def _where(best: Candidate, units: Sequence[RoundUnit], min_llr: float) -> list[str]:
     out = []
     pos = np.asarray(best.llr_by_position)
     total = pos.sum()
@@ -66,7 +73,7 @@ def _where(best, units, min_llr) -> list[str]:
     return out
 
 
-def facts(units, ranked, known, min_llr) -> list[str]:
+def facts(units: Sequence[RoundUnit], ranked: Sequence[Candidate], known: bool, min_llr: float) -> list[str]:
     """Plain-word facts for a diagnosis (module docstring)."""
     if not ranked:
         return ["no round of the audit could be scored (no drafts seen, or laws per token)"]

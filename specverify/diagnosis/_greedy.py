@@ -21,10 +21,17 @@ is not reproduced).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+import numpy.typing as npt
 
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis
 from ._models import EPS
+
+if TYPE_CHECKING:  # annotations only
+    from ..harness import Generation
+    from ..lm.synthetic import TablePair
 
 __all__ = ["diagnose_greedy", "greedy_laws"]
 
@@ -33,21 +40,24 @@ _LOW_T = 1e-3
 _RARE = 1e-6
 
 
-def _hot(idx: np.ndarray, V: int) -> np.ndarray:
+def _hot(idx: np.ndarray, V: int) -> npt.NDArray[np.float64]:
     out = np.zeros((len(idx), V))
     out[np.arange(len(idx)), idx] = 1.0
     return out
 
 
-def _sharpen(P: np.ndarray, t: float) -> np.ndarray:
+def _sharpen(P: npt.NDArray[np.float64], t: float) -> npt.NDArray[np.float64]:
     with np.errstate(divide="ignore"):
         z = np.log(P) / t
     z = z - z.max(-1, keepdims=True)
     e = np.exp(z)
-    return e / e.sum(-1, keepdims=True)
+    out: npt.NDArray[np.float64] = e / e.sum(-1, keepdims=True)
+    return out
 
 
-def _token_context(gen, gamma: int):
+def _token_context(
+    gen: Generation, gamma: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(position j [N], draft x_j at j or -1 [N], row of the previous token in the round or -1 [N])."""
     j = np.asarray(gen.position, dtype=np.int64)
     rid = gen.rounds_of_tokens
@@ -58,7 +68,7 @@ def _token_context(gen, gamma: int):
     return j, x, np.where(same_round, prev_row, -1)
 
 
-def greedy_laws(gen, pair, gamma: int) -> dict[str, list[tuple[np.ndarray, float, str]]]:
+def greedy_laws(gen: Generation, pair: TablePair, gamma: int) -> dict[str, list[tuple[np.ndarray, float, str]]]:
     """{class: [(law [N, V] of each emitted token, penalty nats, parameter)]} (module docstring)."""
     P = np.asarray(pair.target_table(None), dtype=np.float64)[gen.row]
     Q = np.asarray(pair.draft_table(None), dtype=np.float64)[gen.row]
@@ -88,7 +98,7 @@ def greedy_laws(gen, pair, gamma: int) -> dict[str, list[tuple[np.ndarray, float
     return laws
 
 
-def _facts(gen, pair, gamma, bad, best_law) -> list[str]:
+def _facts(gen: Generation, pair: TablePair, gamma: int, bad: np.ndarray, best_law: np.ndarray | None) -> list[str]:
     logits = np.asarray(pair.target_logits, dtype=np.float64)[gen.row]
     srt = np.sort(logits, -1)
     tie = srt[:, -1] == srt[:, -2]
@@ -108,7 +118,9 @@ def _facts(gen, pair, gamma, bad, best_law) -> list[str]:
     return out
 
 
-def diagnose_greedy(gen, pair, gamma: int, *, min_llr: float = 10.0, min_explained: float = 0.9) -> Diagnosis:
+def diagnose_greedy(
+    gen: Generation, pair: TablePair, gamma: int, *, min_llr: float = 10.0, min_explained: float = 0.9
+) -> Diagnosis:
     """Rank the greedy classes on one greedy run (module docstring)."""
     laws = greedy_laws(gen, pair, gamma)
     idx = np.arange(len(gen.tokens))

@@ -24,13 +24,24 @@ its target-mass band), as in :mod:`._score`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+import numpy.typing as npt
 
 from ..dists import SamplingSettings, probs_from_logits, process_logits
 from ._diagnose import NOT_KNOWN, Diagnosis
 from ._models import pipeline, settings_without
 from ._score import _bands
 from ._tokens import TokenScores
+
+if TYPE_CHECKING:  # the audit's types, for annotations only: the diagnosis sits below the audit
+    from ..audit.pipeline.collect import UnitSample
+    from ..audit.pipeline.plan import AuditPlan
+    from ..audit.sources.adapters import Adapter
+    from ..harness import Generation
+    from ._tokens import TokenUnit
 
 __all__ = ["diagnose_penalty", "penalty_units", "PENALTY_TOKENS"]
 
@@ -50,12 +61,14 @@ _FACTS = {
 }
 
 
-def penalty_units(adapter, plan, pairs, samples) -> list:
+def penalty_units(
+    adapter: Adapter, plan: AuditPlan, pairs: dict[int, Any], samples: dict[int, UnitSample]
+) -> list[TokenUnit]:
     """(Generation, pair, settings, label) of every unit with per-token laws under a penalty."""
-    out = []
+    out: list[TokenUnit] = []
     for u in plan.units:
         s, pair = samples.get(u.index), pairs.get(u.index)
-        gen = getattr(s, "gen", None)
+        gen: Generation | None = getattr(s, "gen", None)
         if gen is None or gen.law is None or getattr(gen, "prompts", None) is None or not len(gen.tokens):
             continue
         if u.settings is None or not u.settings.uses_history or not hasattr(pair, "row_of"):
@@ -64,15 +77,19 @@ def penalty_units(adapter, plan, pairs, samples) -> list:
     return out
 
 
-def _histories(gen, pair, n):
+def _histories(
+    gen: Generation, pair: Any, n: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """(rows [n], full-prefix counts [n, V], round-start counts [n, V]) of the first n tokens."""
     V = pair.target_logits.shape[1]
     rows = np.empty(n, dtype=np.int64)
     full, start = np.zeros((n, V)), np.zeros((n, V))
-    seq_prev, hist = -1, []
+    seq_prev = -1
+    hist: list[int] = []
     for i in range(n):
         s, j = int(gen.sequence[i]), int(gen.position[i])
         if s != seq_prev:
+            assert gen.prompts is not None, "penalty units keep their prompts"
             p = gen.prompts[s]
             hist, seq_prev = [int(t) for t in p[p >= 0]], s
         rows[i] = pair.row_of(hist)
@@ -83,7 +100,7 @@ def _histories(gen, pair, n):
     return rows, full, start
 
 
-def _laws(gen, pair, settings, n) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def _laws(gen: Generation, pair: Any, settings: SamplingSettings, n: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """({class: law [n, V]}, history status [n, V]: 0 unseen, 1 seen at the round's start,
     2 seen only in the drafts kept earlier in the round)."""
     rows, full, start = _histories(gen, pair, n)
@@ -103,7 +120,9 @@ def _laws(gen, pair, settings, n) -> tuple[dict[str, np.ndarray], np.ndarray]:
     return laws, status
 
 
-def diagnose_penalty(units, *, min_llr: float = 10.0, min_explained: float = 0.9) -> Diagnosis | None:
+def diagnose_penalty(
+    units: Sequence[TokenUnit], *, min_llr: float = 10.0, min_explained: float = 0.9
+) -> Diagnosis | None:
     """Rank the penalty classes on the units of :func:`penalty_units` (module docstring)."""
     if not units:
         return None

@@ -16,10 +16,16 @@ is how much of the deviation it explains.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._models import EPS, NAN_KEEP, Chunk, Tables
+from ..dists import SamplingSettings
+from ._models import EPS, NAN_KEEP, Chunk, RoundModel, Tables
+
+if TYPE_CHECKING:  # annotations only
+    from ._evidence import RoundEvidence
 
 __all__ = ["UnitScore", "score_unit", "KINDS"]
 
@@ -55,7 +61,7 @@ class _Cells:
     (first / later x in residual support x band), bonus (band), draft (first / later x band),
     structure (non-standard, mismatch)."""
 
-    def __init__(self, g):
+    def __init__(self, g: int) -> None:
         self.acc0 = 0
         self.rep0 = self.acc0 + g * 4 * 2
         self.bon0 = self.rep0 + 2 * 2 * _BANDS
@@ -66,7 +72,7 @@ class _Cells:
         self.groups = g * 4 + 2 + 1 + 2 + 2
 
 
-def _gather(tab: Tables, ev, idx) -> Chunk:
+def _gather(tab: Tables, ev: RoundEvidence, idx: np.ndarray) -> Chunk:
     g = ev.gamma
     pr = ev.prow[idx].copy()
     pr[:, g] = np.where(pr[:, g] >= 0, pr[:, g], pr[:, g - 1])  # unseen bonus rows: never read
@@ -78,11 +84,22 @@ def _gather(tab: Tables, ev, idx) -> Chunk:
     )
 
 
-def _log(x):
-    return np.log(np.maximum(x, EPS))
+def _log(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = np.log(np.maximum(x, EPS))
+    return out
 
 
-def _chunk_events(model, c: Chunk, ref: _RefView, bands_of, layout, ll, exp, obs, drafted):
+def _chunk_events(
+    model: RoundModel,
+    c: Chunk,
+    ref: _RefView,
+    bands_of: dict[str, np.ndarray],
+    layout: _Cells,
+    ll: np.ndarray,
+    exp: np.ndarray,
+    obs: np.ndarray,
+    drafted: bool,
+) -> None:
     """Add one chunk's events to ll [kinds, g + 1], exp / obs [cells]."""
     n, g = c.X.shape
     pos = np.arange(g)[None, :]
@@ -125,7 +142,9 @@ def _chunk_events(model, c: Chunk, ref: _RefView, bands_of, layout, ll, exp, obs
         np.add.at(obs, cell[np.arange(len(rows)), y], 1.0)
 
 
-def _structure(model, ev, layout, ll, exp, obs):
+def _structure(
+    model: RoundModel, ev: RoundEvidence, layout: _Cells, ll: np.ndarray, exp: np.ndarray, obs: np.ndarray
+) -> None:
     """The two structural events of every round (module docstring of ``_evidence``)."""
     seen = ev.y >= 0
     mis_p = np.clip(model.mismatch(ev), EPS, 1 - EPS)[seen]
@@ -141,7 +160,14 @@ def _structure(model, ev, layout, ll, exp, obs):
         obs[layout.st0 + off + 1] += (~o).sum()
 
 
-def score_unit(ev, pair, settings, models, *, max_rounds: int = 20_000) -> tuple[dict, np.ndarray, _Cells]:
+def score_unit(
+    ev: RoundEvidence,
+    pair: Any,
+    settings: SamplingSettings | None,
+    models: Sequence[RoundModel],
+    *,
+    max_rounds: int = 20_000,
+) -> tuple[dict[str, UnitScore], np.ndarray, _Cells]:
     """({model name: UnitScore}, observed cell counts, cell layout) of one unit's rounds.
 
     At most ``max_rounds`` usable rounds are scored (the first ones: a stated sample size that
@@ -154,7 +180,8 @@ def score_unit(ev, pair, settings, models, *, max_rounds: int = 20_000) -> tuple
     idx_all = np.nonzero(ev.usable)[0][:max_rounds]
     bands_of = {"P": _bands(base.P), "Q": _bands(base.Qr)}
     NAN_KEEP[0] = _nan_convention(base, ev, idx_all)
-    out, obs_final = {}, None
+    out: dict[str, UnitScore] = {}
+    obs_final: np.ndarray | None = None
     for model in models:
         model.fit(ev)
         tab = model.tables(pair, settings, base)
@@ -172,7 +199,7 @@ def score_unit(ev, pair, settings, models, *, max_rounds: int = 20_000) -> tuple
     return out, obs_final, layout
 
 
-def _nan_convention(base, ev, idx_all) -> bool:
+def _nan_convention(base: Tables, ev: RoundEvidence, idx_all: np.ndarray) -> bool:
     """Whether the unit keeps drafts with q(x) = p(x) = 0 (most such reached drafts kept)."""
     keep = rej = 0
     g = ev.gamma
@@ -198,7 +225,7 @@ class _RefView:
     qrow_ids: np.ndarray
 
 
-def _reference_view(base, ev, idx) -> _RefView:
+def _reference_view(base: Tables, ev: RoundEvidence, idx: np.ndarray) -> _RefView:
     from ._models import ratio
 
     c = _gather(base, ev, idx)

@@ -20,12 +20,23 @@ share are (index band: first 8, middle, last 8) x target-mass band, as in :mod:`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ._diagnose import NOT_KNOWN, Diagnosis
 from ._models import EPS
 from ._score import _bands
 from ._tokens import TokenScores
+
+if TYPE_CHECKING:  # the audit's types, for annotations only: the diagnosis sits below the audit
+    from ..audit.pipeline.collect import UnitSample
+    from ..audit.pipeline.plan import AuditPlan
+    from ..audit.sources.adapters import Adapter
+    from ..dists import SamplingSettings
+    from ..harness import Generation
+    from ._tokens import TokenUnit
 
 __all__ = ["diagnose_stream", "stream_units", "draft_laws", "cells_by_index", "STREAM_TOKENS", "STREAM_FACTS"]
 
@@ -36,14 +47,16 @@ GAP = 6  # how far back the token missing from the context may be (a round's len
 _EM_STEPS = 200
 
 
-def stream_units(adapter, plan, pairs, samples) -> list:
+def stream_units(
+    adapter: Adapter, plan: AuditPlan, pairs: dict[int, Any], samples: dict[int, UnitSample]
+) -> list[TokenUnit]:
     """(Generation, pair, settings, label) of every unit of a black-box generator on a table pair."""
     if getattr(adapter, "harness", "") != "context":
         return []
-    out = []
+    out: list[TokenUnit] = []
     for u in plan.units:
         s, pair = samples.get(u.index), pairs.get(u.index)
-        gen = getattr(s, "gen", None)
+        gen: Generation | None = getattr(s, "gen", None)
         if gen is None or gen.drafts is not None or gen.prompts is None or not len(gen.tokens):
             continue
         if u.settings is None or u.settings.uses_history or not getattr(pair, "tabled", True):
@@ -59,7 +72,8 @@ def stream_units(adapter, plan, pairs, samples) -> list:
 def _index_in_sequence(seq: np.ndarray) -> np.ndarray:
     start = np.r_[0, np.nonzero(np.diff(seq))[0] + 1]
     first = np.repeat(start, np.diff(np.r_[start, len(seq)]))
-    return np.arange(len(seq)) - first
+    out: np.ndarray = np.arange(len(seq)) - first
+    return out
 
 
 def _mixture(lik: np.ndarray) -> tuple[np.ndarray, float]:
@@ -72,11 +86,12 @@ def _mixture(lik: np.ndarray) -> tuple[np.ndarray, float]:
     return w, float(np.log(lik @ w).sum())
 
 
-def _gap_rows(gen, pair, n: int, idx: np.ndarray) -> np.ndarray:
+def _gap_rows(gen: Generation, pair: Any, n: int, idx: np.ndarray) -> np.ndarray:
     """[n, GAP + 1] pair rows of each token's prefix with the emitted token d back deleted
     (column 0: the true prefix; a d that reaches into the prompt keeps the true prefix)."""
     rows = np.empty((n, GAP + 1), dtype=np.int64)
     for i in range(n):
+        assert gen.prompts is not None, "stream units keep their prompts"
         p = gen.prompts[gen.sequence[i]]
         prefix = [int(t) for t in p[p >= 0]] + [int(t) for t in gen.tokens[i - idx[i] : i]]
         rows[i, 0] = gen.row[i]
@@ -85,7 +100,9 @@ def _gap_rows(gen, pair, n: int, idx: np.ndarray) -> np.ndarray:
     return rows
 
 
-def _unit_laws(gen, pair, settings, n: int, idx: np.ndarray) -> tuple[dict, dict, dict]:
+def _unit_laws(
+    gen: Generation, pair: Any, settings: SamplingSettings, n: int, idx: np.ndarray
+) -> tuple[dict[str, np.ndarray], dict[str, str], dict[str, float]]:
     """({class: law [n, V]}, {class: fitted parameter}, {class: its price in nats}) of the first n tokens."""
     T, D = pair.target_table(settings), pair.draft_table(settings)
     y, r = gen.tokens[:n], gen.row[:n]
@@ -137,10 +154,13 @@ def cells_by_index(idx: np.ndarray, t: np.ndarray) -> np.ndarray:
     """[n, V] cell of every (token, candidate id): index band (first 8, middle, last 8) x target band."""
     L = int(idx.max()) + 1
     band = np.where(idx < 8, 0, np.where(idx >= L - 8, 2, 1))
-    return band[:, None] * 4 + _bands(t)
+    out: np.ndarray = band[:, None] * 4 + _bands(t)
+    return out
 
 
-def diagnose_stream(units, *, min_llr: float = 10.0, min_explained: float = 0.9) -> Diagnosis | None:
+def diagnose_stream(
+    units: Sequence[TokenUnit], *, min_llr: float = 10.0, min_explained: float = 0.9
+) -> Diagnosis | None:
     """Rank the stream classes on the units of :func:`stream_units` (module docstring)."""
     if not units:
         return None
@@ -158,7 +178,7 @@ def diagnose_stream(units, *, min_llr: float = 10.0, min_explained: float = 0.9)
         "(prompt + the tokens before it), and against what each stream class makes of that prefix"
     ]
     if known:
-        unit = max(top.llr_by_unit, key=top.llr_by_unit.get)  # type: ignore[arg-type]
+        unit = max(top.llr_by_unit, key=lambda k: top.llr_by_unit[k])
         facts.append(f"{STREAM_FACTS[top.name]} (strongest in {unit}: {params[top.name][unit]})")
     method = (
         f"law of each of {tokens:,} generated tokens under each stream class, from its rebuilt prefix (at most "

@@ -10,12 +10,21 @@ parameters pay, and its G statistic on the cells; candidates are ranked against 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._diagnose import Candidate, chi2_sf
 from ._models import EPS
 from ._score import g_statistic
+
+if TYPE_CHECKING:  # annotations only
+    from ..dists import SamplingSettings
+    from ..harness import Generation
+
+    #: what a token-by-token scorer takes of one unit: (Generation, pair (duck-typed), settings, label)
+    TokenUnit = tuple[Generation, Any, SamplingSettings, str]
 
 __all__ = ["TokenScores"]
 
@@ -24,14 +33,22 @@ __all__ = ["TokenScores"]
 class TokenScores:
     n_cells: int
     kind: str  # the event kind the candidates' llr_by_kind names
-    ll: dict = dataclasses.field(default_factory=dict)
-    G: dict = dataclasses.field(default_factory=dict)
-    by_unit: dict = dataclasses.field(default_factory=dict)
-    params: dict = dataclasses.field(default_factory=dict)  # class -> {unit: fitted parameter}
+    ll: dict[str, float] = dataclasses.field(default_factory=dict)
+    G: dict[str, float] = dataclasses.field(default_factory=dict)
+    by_unit: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    params: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)  # class -> {unit: fitted parameter}
     df: int = 0
     tokens: int = 0
 
-    def add_unit(self, label: str, laws: dict, y: np.ndarray, cell: np.ndarray, pay=None, params=None) -> None:
+    def add_unit(
+        self,
+        label: str,
+        laws: Mapping[str, np.ndarray],
+        y: np.ndarray,
+        cell: np.ndarray,
+        pay: Mapping[str, float] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> None:
         """Score one unit: ``laws`` {class: [n, V]}, ids ``y`` [n], ``cell`` [n, V]."""
         n = len(y)
         obs = np.bincount(cell[np.arange(n), y], minlength=self.n_cells).astype(float)
