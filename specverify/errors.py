@@ -42,7 +42,12 @@ class ShapeError(SpecVerifyError, ValueError):
 
 
 class InvalidSettingsError(SpecVerifyError, ValueError):
-    """Sampling settings out of range (negative temperature, top_p outside (0, 1], ...)."""
+    """Sampling settings out of range (negative temperature, top_p outside (0, 1], ...); ``field``
+    names the setting at fault (a SamplingSettings field) when one is."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class InvalidDraftError(SpecVerifyError, ValueError):

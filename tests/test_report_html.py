@@ -139,8 +139,8 @@ def test_whitebox_statements(verdicts):
     text = plain_statement(v)
     assert text.startswith("The replacement after a rejection depends on the rejected draft: in ")
     (entry,) = [w for w in c.details["whitebox"] if w["stratum"] == stratum[len("white-box ") :]]
-    label, o, e = re.search(r"; worst: (.+?): ([0-9.]+) vs ([0-9.]+)", entry["result"]).groups()
-    assert _said(label, float(o), float(e)) in text
+    cell = entry["result"]["worst_cells"][0]  # the record of the stratum's test, as data
+    assert _said(cell["label"], cell["observed"], cell["expected"]) in text
     # an exact white-box failure says what cannot happen, not "TV=1.0000 [0.0000, 1.0000]"
     v = verdicts["whitebox_exact"]
     c, _, _ = v.first_failure()

@@ -42,32 +42,33 @@ class SamplingSettings:
     penalize_prompt: bool = True
 
     def __post_init__(self) -> None:
-        def bad(what: str, fix: str) -> NoReturn:
-            raise InvalidSettingsError(f"{what}; {fix}")
+        def bad(field: str, what: str, fix: str) -> NoReturn:
+            raise InvalidSettingsError(f"{field} {what}; {fix}", field=field)
 
         t = self.temperature
         if not (isinstance(t, (int, float)) and math.isfinite(t) and t >= 0):
-            bad(f"temperature must be a finite number >= 0, got {t!r}", "use 0 for greedy decoding")
+            bad("temperature", f"must be a finite number >= 0, got {t!r}", "use 0 for greedy decoding")
         if not (isinstance(self.top_k, int) and self.top_k >= 0):
-            bad(f"top_k must be an int >= 0, got {self.top_k!r}", "use 0 to switch top-k off")
+            bad("top_k", f"must be an int >= 0, got {self.top_k!r}", "use 0 to switch top-k off")
         if not (0.0 < self.top_p <= 1.0):
-            bad(f"top_p must lie in (0, 1], got {self.top_p!r}", "use 1.0 to switch top-p off")
+            bad("top_p", f"must lie in (0, 1], got {self.top_p!r}", "use 1.0 to switch top-p off")
         if not (0.0 <= self.min_p <= 1.0):
-            bad(f"min_p must lie in [0, 1], got {self.min_p!r}", "use 0.0 to switch min-p off")
+            bad("min_p", f"must lie in [0, 1], got {self.min_p!r}", "use 0.0 to switch min-p off")
         if not (self.repetition_penalty > 0 and math.isfinite(self.repetition_penalty)):
             bad(
-                f"repetition_penalty must be finite and > 0, got {self.repetition_penalty!r}",
+                "repetition_penalty",
+                f"must be finite and > 0, got {self.repetition_penalty!r}",
                 "use 1.0 to switch it off",
             )
         for f in ("presence_penalty", "frequency_penalty"):
             if not math.isfinite(getattr(self, f)):
-                bad(f"{f} must be finite, got {getattr(self, f)!r}", "use 0.0 to switch it off")
+                bad(f, f"must be finite, got {getattr(self, f)!r}", "use 0.0 to switch it off")
         if not (isinstance(self.min_tokens_to_keep, int) and self.min_tokens_to_keep >= 1):
-            bad(f"min_tokens_to_keep must be an int >= 1, got {self.min_tokens_to_keep!r}", "use 1")
+            bad("min_tokens_to_keep", f"must be an int >= 1, got {self.min_tokens_to_keep!r}", "use 1")
         if not isinstance(self.temperature_last, bool):
-            bad(f"temperature_last must be True or False, got {self.temperature_last!r}", "use False (transformers)")
+            bad("temperature_last", f"must be True or False, got {self.temperature_last!r}", "use False (transformers)")
         if not isinstance(self.penalize_prompt, bool):
-            bad(f"penalize_prompt must be True or False, got {self.penalize_prompt!r}", "use True (transformers)")
+            bad("penalize_prompt", f"must be True or False, got {self.penalize_prompt!r}", "use True (transformers)")
 
     @property
     def is_greedy(self) -> bool:

@@ -84,8 +84,9 @@ def cells_result(
     lambda_: str,
     pooled_groups: int = 0,
     note: str = "",
+    members: list[list[int]] | None = None,
 ) -> GofResult:
-    """Run a power-divergence test on already-formed cells."""
+    """Run a power-divergence test on already-formed cells (``members``: which original cells each pools)."""
     n = int(round(obs.sum()))
     k = len(obs)
     if k < 2:
@@ -112,6 +113,7 @@ def cells_result(
         observed=obs.tolist(),
         expected=exp.tolist(),
         labels=[str(x) for x in labels],
+        members=members,
     )
 
 

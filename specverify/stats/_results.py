@@ -74,6 +74,8 @@ class GofResult:
     observed: list[float] | None = None  # all cells, for plots
     expected: list[float] | None = None
     labels: list[str] | None = None
+    members: list[list[int]] | None = None  # the projection's cells (0-based) each tested cell pools
+    exact: bool = False  # a certain deviation (no p-value needed): set by :meth:`exact_failure`
 
     @classmethod
     def exact_failure(
@@ -100,6 +102,7 @@ class GofResult:
             tv_interval=tv_interval,
             worst_cells=list(worst_cells or []),
             note=EXACT_FAILURE + why,
+            exact=True,
         )
 
     @classmethod
@@ -123,7 +126,23 @@ class GofResult:
 
     @property
     def is_exact_failure(self) -> bool:
-        return self.note.startswith(EXACT_FAILURE)
+        return self.exact
+
+    def record(self) -> dict[str, object]:
+        """The result as data for a verdict's details (JSON): what the reports read, and its text."""
+        return {
+            "test": self.test,
+            "statistic": self.statistic if math.isfinite(self.statistic) else None,
+            "pvalue": self.pvalue,
+            "df": self.df,
+            "n": self.n,
+            "exact_failure": self.exact,
+            "why": self.note[len(EXACT_FAILURE) :] if self.exact else self.note,
+            "worst_cells": [
+                {"label": c.label, "observed": c.observed, "expected": c.expected} for c in self.worst_cells
+            ],
+            "text": str(self),
+        }
 
     def tv_text(self) -> str:
         """The TV estimate with as much of its interval as agrees with the test: none where no interval

@@ -48,6 +48,10 @@ class StratumResult:
     stratum: str
     result: GofResult
     adjusted_pvalue: float = float("nan")
+    family: str = ""  # what the stratum tests, without its position ('' : the stratum's name is the family)
+
+    def __post_init__(self) -> None:
+        self.family = self.family or self.stratum
 
 
 def _law_test(name: str, law_row: ArrayLike, tokens: np.ndarray, n_cells: int = 16) -> StratumResult | None:
@@ -517,6 +521,7 @@ def whitebox_round_tests(
                     StratumResult(
                         f"position {j}: acceptance ~ Bernoulli(sum min(p, q))",
                         _acceptance_binomial(P[j], Q[j], k, reached),
+                        family="acceptance ~ Bernoulli(sum min(p, q))",
                     )
                 )
     inner = position < g

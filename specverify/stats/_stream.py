@@ -168,17 +168,17 @@ def binned_stream_test(
     k = g.max() + 1 if (g >= 0).any() else 0
     o = np.bincount(g[g >= 0], weights=obs[g >= 0], minlength=k)
     e = np.bincount(g[g >= 0], weights=exp[g >= 0], minlength=k)
-    lab = []
+    lab, pooled = [], []
     for j in range(k):
         members = np.nonzero(g == j)[0]
+        pooled.append([int(i) for i in members])
         lab.append(
             labels[members[0]]
             if len(members) == 1
             else " + ".join(labels[i] for i in members[:3]) + ("..." if len(members) > 3 else "")
         )
-    return cells_result(
-        f"{kind}-bins", o, e, lab, lambda_="pearson", pooled_groups=int(sum((g == j).sum() > 1 for j in range(k)))
-    )
+    groups = int(sum((g == j).sum() > 1 for j in range(k)))
+    return cells_result(f"{kind}-bins", o, e, lab, lambda_="pearson", pooled_groups=groups, members=pooled)
 
 
 def pit_values(

@@ -78,6 +78,8 @@ class CheckOutcome:
     finding: str | None = None
     #: the failing stratum's cells furthest from expected: [{label, observed, expected}]
     cells: list[dict[str, Any]] | None = None
+    #: when the first failing stratum is a white-box one (a declared full rule's): its own name
+    whitebox: str | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -166,7 +168,7 @@ class Verdict:
             what = (
                 "exact check"
                 if c.kind == "exact"
-                else ("white-box test" if (stratum or "").startswith("white-box") else "distribution test")
+                else ("white-box test" if c.whitebox is not None else "distribution test")
             )
             where = f"{what} '{c.name}'" + (f", stratum '{stratum}'" if stratum else "")
             more = sum(x.status == FAIL for x in self.checks) - 1

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ...errors import SpecVerifyError
+from ...errors import InvalidSettingsError, SpecVerifyError
 from ...stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED, CheckOutcome, Verdict
 
 if TYPE_CHECKING:  # the CLI imports what an audit needs only when it runs one
@@ -358,10 +358,9 @@ def _settings(args: argparse.Namespace) -> Settings:
         return tuple(
             SamplingSettings(temperature=t, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p) for t in temps
         )
-    except SpecVerifyError as exc:
+    except InvalidSettingsError as exc:
         opt = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p"}
-        first = str(exc).split(" ", 1)[0]
-        raise UsageError(f"{opt.get(first, first)}: {exc}") from exc
+        raise UsageError(f"{opt.get(exc.field or '', exc.field or 'settings')}: {exc}") from exc
 
 
 def validate(args: argparse.Namespace) -> tuple[Settings, Callable[..., Any] | None]:

@@ -42,31 +42,29 @@ __all__ = ["write_html", "render_html", "plain_statement", "check_figure"]
 COST_RATIO = 0.05  # draft/target cost ratio assumed by the speedup panel (a model input, not a measurement)
 MARKED = 3  # cells named in the statement and marked in the ratio plot
 
-# str(GofResult): "test: stat=..., df=..., p=..., n=...[, TV=...]; worst: label: o vs e, ..." or an exact failure
-_COMPONENT = re.compile(
-    r"^(?P<test>.*?): (?:stat=(?P<stat>[^,]+), df=-?\d+, p=(?P<p>[^,]+), n=|(?P<exact>exact failure: ))"
-)
-_WORST_CELL = re.compile(r"(.+?): ([0-9.]+) vs ([0-9.]+)(?:, |$)")
-_MDE = re.compile(r",? detects TV >= [0-9.]+(?:e[-+]?\d+)?|,? detects TV >= inf")
-
 _NOT_TARGET = "The emitted tokens do not follow the target's law: "
-_TEST_WORDS = {
-    "sorted_mass": "counts in bins of equal target mass",
-    "rank": "counts of the target's most likely tokens and the rest",
-    "hash": "counts in salted hash buckets of token ids",
-    "pit": "the probability integral transform (Anderson-Darling)",
-    "loglik": "the log-likelihood of the emitted tokens",
+_TEST_WORDS = {  # GofResult.test of the default stream test's components
+    "sorted_mass-bins": "counts in bins of equal target mass",
+    "rank-bins": "counts of the target's most likely tokens and the rest",
+    "hash-bins": "counts in salted hash buckets of token ids",
+    "pit-anderson-darling": "the probability integral transform (Anderson-Darling)",
+    "pit-anderson-darling-id-order": "the probability integral transform in id order (Anderson-Darling)",
+    "pit-ks": "the probability integral transform (Kolmogorov-Smirnov)",
+    "loglik-score": "the log-likelihood of the emitted tokens",
 }
-_WHITEBOX_WORDS = [  # (stratum prefix, what its failure says), for a declared full rule
-    ("draft tokens ~ q", "The drafts do not follow the draft model's law q"),
-    ("acceptance given draft", "Drafts are accepted more or less often than min(1, p/q) allows"),
-    ("acceptance ~ Bernoulli", "Drafts are accepted at a rate other than sum min(p, q)"),
-    ("rejected draft and replacement", "The replacement after a rejection depends on the rejected draft"),
-    ("outcomes given the draft repeat", "What follows a draft repeats more often than chance after the same draft"),
-    ("accepted tokens", "Accepted tokens do not follow min(p, q) / beta"),
-    ("replacements", "Replacements after a rejection do not follow the residual (p - q)+"),
-    ("bonus tokens", "Bonus tokens (after every draft was accepted) do not follow the target p"),
-]
+_EPS_REACHED = "eps reached (TV these samples detect)"
+_REPEAT = "outcomes given the draft repeat no more than chance"  # an e-process, not a cell test
+#: what the failure of each white-box family (StratumResult.family) of a declared full rule says
+_WHITEBOX_WORDS = {
+    "draft tokens ~ q": "The drafts do not follow the draft model's law q",
+    "acceptance given draft ~ Bernoulli(min(1, p/q))": "Drafts are accepted more or less often than min(1, p/q) allows",
+    "acceptance ~ Bernoulli(sum min(p, q))": "Drafts are accepted at a rate other than sum min(p, q)",
+    "rejected draft and replacement independent": "The replacement after a rejection depends on the rejected draft",
+    _REPEAT: "What follows a draft repeats more often than chance after the same draft",
+    "accepted tokens ~ min(p, q) / beta": "Accepted tokens do not follow min(p, q) / beta",
+    "replacements ~ (p - q)+ / (1 - beta)": "Replacements after a rejection do not follow the residual (p - q)+",
+    "bonus tokens ~ p": "Bonus tokens (after every draft was accepted) do not follow the target p",
+}
 
 
 def _fig_to_b64(fig: Figure) -> str:
@@ -80,20 +78,16 @@ def _fig_to_b64(fig: Figure) -> str:
 
 
 # -- the statement in plain words --------------------------------------------------------------
-def _component(text: str) -> dict[str, Any] | None:
-    """A test's name, p-value, exactness and worst cells from its recorded str(GofResult)."""
-    m = _COMPONENT.match(text or "")
-    if not m:
+def _component(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A test's name, p-value, exactness and worst cells from its record (GofResult.record())."""
+    if not isinstance(record, dict) or "test" not in record:
         return None
-    worst = text.rsplit("; worst: ", 1)[1] if "; worst: " in text else ""
-    cells = [(lab, float(o), float(e)) for lab, o, e in _WORST_CELL.findall(worst)]
-    exact = m["exact"] is not None
-    note = text[m.end() :].split("; worst: ")[0] if exact else ""
-    try:
-        stat, p = (math.inf, 0.0) if exact else (float(m["stat"]), float(m["p"]))
-    except ValueError:  # not a number: treat the text as unreadable rather than fail the report
-        return None
-    return {"test": m["test"], "p": p, "stat": stat, "exact": exact, "note": note, "cells": cells}
+    cells = [(str(c["label"]), float(c["observed"]), float(c["expected"])) for c in record.get("worst_cells", [])]
+    exact = bool(record.get("exact_failure"))
+    stat = math.inf if exact or record.get("statistic") is None else float(record["statistic"])
+    p = 0.0 if exact else float(record["pvalue"])
+    note = str(record.get("why", "")) if exact else ""
+    return {"test": record["test"], "p": p, "stat": stat, "exact": exact, "note": note, "cells": cells}
 
 
 def _label_words(label: str) -> str:
@@ -128,10 +122,13 @@ def _top_cells(wb: dict[str, Any], k: int = MARKED) -> list[tuple[str, float, fl
     return [(str(labels[j]), float(o[j]), float(e[j])) for j in np.argsort(-resid, kind="stable")[:k]]
 
 
-def _unit_words(name: str) -> str:
-    """'settings[0] default / low-overlap pair' -> 'settings[0] default (low-overlap pair)'."""
-    unit, _, pair = name.partition(" / ")
-    return f"{unit} ({pair})" if pair else unit
+def _unit_words(c: CheckOutcome) -> str:
+    """'settings[0] default (low-overlap pair)': the unit's setting and pair, from its details."""
+    d = c.details if isinstance(c.details, dict) else {}
+    setting, kind = d.get("setting"), d.get("pair_kind")
+    if not isinstance(setting, str):
+        return c.name
+    return f"{setting} ({kind}-overlap pair)" if kind in ("low", "high") else setting
 
 
 def _explain(text: str) -> str:
@@ -151,7 +148,7 @@ def _explain(text: str) -> str:
 
 
 def _test_words(test: str) -> str:
-    return next((w for k, w in _TEST_WORDS.items() if test.startswith(k)), test)
+    return _TEST_WORDS.get(test, test)
 
 
 def _plain_eprocess(c: CheckOutcome, unit: str, *, pooled: bool = True) -> str:
@@ -174,7 +171,8 @@ def _plain_whitebox(c: CheckOutcome, unit: str, name: str, body: str) -> str:
     """A white-box stratum of a declared full rule failed: what that stratum says, with its cells."""
     entry = next((w for w in c.details.get("whitebox", []) if w["stratum"] == name), None)
     comp = _component(entry["result"]) if entry else None
-    lead = next((w for k, w in _WHITEBOX_WORDS if name.split(": ")[-1].startswith(k)), name)
+    family = entry.get("family", name) if entry else name
+    lead = _WHITEBOX_WORDS.get(family, name)
     if comp is None:
         return f"{lead}: in {unit}, {body}"
     if comp["exact"]:  # something the full rule never does, whatever the stratum tests
@@ -182,42 +180,43 @@ def _plain_whitebox(c: CheckOutcome, unit: str, name: str, body: str) -> str:
         return f"The rounds do what the full rule never does: in {unit}, {name}: {comp['note']}{cells}."
     if comp["cells"]:
         return f"{lead}: in {unit}, {_cells_words(comp['cells'])} (p = {c.pvalue:.2g} after adjustment)."
-    if name.startswith("outcomes given the draft repeat"):  # an e-process: its statistic is max log e
+    if family == _REPEAT:  # an e-process: its statistic is max log e
         return f"{lead}: in {unit}, a likelihood ratio of e^{comp['stat']:.0f} against chance (p = {c.pvalue:.2g})."
     return f"{lead}: in {unit}, {body}"
 
 
-def _plain_stream(c: CheckOutcome, unit: str, stratum: str | None, body: str) -> str:
+def _plain_stream(c: CheckOutcome, unit: str, stratum: str | None, body: str, lead: str = _NOT_TARGET) -> str:
     """A stratum of the emitted tokens failed: its worst test's cells (all bins when it is the
-    sorted-mass test of the recorded worst stratum)."""
+    sorted-mass test of the recorded worst stratum); ``lead`` opens the sentence."""
     d = c.details
     entry = next((s for s in d.get("strata", []) if s["stratum"] == stratum), None)
     comps = [x for x in (_component(t) for t in (entry or {}).get("components", [])) if x]
     comp = min(comps, key=lambda x: x["p"]) if comps else None  # the stratum's worst test, as conclude picks it
     if comp is None or (not comp["cells"] and not comp["exact"]):
-        return f"{_NOT_TARGET}in {unit}, {stratum}: {body}"
+        return f"{lead}in {unit}, {stratum}: {body}"
     if comp["exact"]:
         return f"The implementation emitted tokens the target's law never emits: in {unit}, {stratum}, {comp['note']}."
     bins = d.get("worst_stratum_bins") or {}
-    use_bins = comp["test"].startswith("sorted_mass") and stratum == d.get("worst_stratum") and bins.get("observed")
+    use_bins = comp["test"] == "sorted_mass-bins" and stratum == d.get("worst_stratum") and bins.get("observed")
     cells = _cells_words(_top_cells(bins) if use_bins else comp["cells"])
     return (
-        f"{_NOT_TARGET}in {unit}, {stratum}, {cells}. "
+        f"{lead}in {unit}, {stratum}, {cells}. "
         f"Test: {_test_words(comp['test'])}, p = {c.pvalue:.2g} after adjustment for the unit's strata."
     )
 
 
-def _plain_check(v: Verdict, c: CheckOutcome) -> str:
-    """The plain statement of one failed check (located as the headline locates it)."""
+def _plain_check(v: Verdict, c: CheckOutcome, lead: str = _NOT_TARGET) -> str:
+    """The plain statement of one failed check (located as the headline locates it); ``lead``
+    opens a statement of emitted tokens (none when it continues another)."""
     _, stratum, body = dataclasses.replace(v, checks=[c]).first_failure() or (c, None, c.summary)
     if c.kind == "exact" or not isinstance(c.details, dict):
         return f"An exact check failed (no sampling error): {c.name}: {body}"
-    unit = _unit_words(c.name)
+    unit = _unit_words(c)
     if c.pvalue is None:
         return _plain_eprocess(c, unit)
-    if stratum and stratum.startswith("white-box "):
-        return _plain_whitebox(c, unit, stratum[len("white-box ") :], body)
-    return _plain_stream(c, unit, stratum, body)
+    if c.whitebox is not None:
+        return _plain_whitebox(c, unit, c.whitebox, body)
+    return _plain_stream(c, unit, stratum, body, lead)
 
 
 def _plain_fail(v: Verdict) -> str:
@@ -233,11 +232,10 @@ def _plain_fail(v: Verdict) -> str:
         default=None,
     )
     eprocess = c.pvalue is None and c.kind == "statistical" and isinstance(c.details, dict)
-    text = _plain_eprocess(c, _unit_words(c.name), pooled=other is None) if eprocess else _plain_check(v, c)
+    text = _plain_eprocess(c, _unit_words(c), pooled=other is None) if eprocess else _plain_check(v, c)
     text = text if text.endswith(".") else text + "."
     if other is not None and (eprocess or c.kind == "exact"):
-        more = _plain_check(v, other)
-        text += " Cells that moved elsewhere: " + (more[len(_NOT_TARGET) :] if more.startswith(_NOT_TARGET) else more)
+        text += " Cells that moved elsewhere: " + _plain_check(v, other, lead="")
     tail = f" {len(failed)} more check{'s' if len(failed) > 1 else ''} failed (table below)." if failed else ""
     return text + _explain(text) + tail
 
@@ -277,14 +275,10 @@ def plain_statement(v: Verdict) -> str:
 
 # -- plots ---------------------------------------------------------------------------------------
 def _bin_numbers(wb: dict[str, Any], n: int) -> list[str] | None:
-    """Tick labels numbering the plotted cells as the evidence does ("mass bin k/B" -> k)."""
-    labels = wb.get("labels")
-    if labels and len(labels) == n:
-        out = []
-        for lab in labels:
-            ks = re.findall(r"mass bin (\d+)/\d+", str(lab))
-            out.append("+".join(ks) + ("+..." if str(lab).endswith("...") else "") if ks else str(lab)[:8])
-        return out
+    """Tick labels numbering the plotted cells as the evidence does (the mass bins each cell pools, 1-based)."""
+    members = wb.get("members")
+    if members and len(members) == n:
+        return ["+".join(str(i + 1) for i in m[:3]) + ("+..." if len(m) > 3 else "") for m in members]
     if n == wb.get("n_bins", 32):
         return [str(k) for k in range(1, n + 1)]  # no pooling: cell j is mass bin j + 1
     return None
@@ -549,7 +543,7 @@ def _check_rows(v: Verdict) -> str:
     for c in v.checks:
         failed = c.status == FAIL
         eps = "&ndash;" if failed and c.kind == "statistical" else ("" if c.eps is None else f"{c.eps:.4f}")
-        summary = _MDE.sub("", c.summary) if failed else c.summary
+        summary = c.summary
         rows.append(
             f"<tr><td>{esc(c.name)}</td><td>{esc(c.kind)}</td><td class='{esc(c.status)}'>{esc(c.status)}</td>"
             f"<td class='num'>{'' if not c.n else f'{c.n:,}'}</td><td class='num'>{eps}</td>"
@@ -564,13 +558,13 @@ def _facts_html(v: Verdict) -> str:
         ("false-fail rate alpha", f"{v.alpha:g}"),
         ("false-pass rate beta", f"{v.beta:g}"),
         ("eps requested", "" if v.eps_requested is None else f"{v.eps_requested:g}"),
-        ("eps reached (TV these samples detect)", "" if v.eps is None else f"{v.eps:.4g}"),
+        (_EPS_REACHED, "" if v.eps is None else f"{v.eps:.4g}"),
         ("samples", f"{v.samples:,}"),
         ("seconds", f"{v.seconds:.1f}"),
         ("seed", str(v.seed)),
     ]
     if v.status == FAIL:  # a FAIL rests on its evidence, not on an eps
-        facts = [f for f in facts if not f[0].startswith("eps reached")]
+        facts = [f for f in facts if f[0] != _EPS_REACHED]
     return "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(x)}</td></tr>" for k, x in facts)
 
 

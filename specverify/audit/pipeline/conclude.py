@@ -68,6 +68,7 @@ class StratumFailure:
     stratum: str
     text: str  # what was seen, without the "label, stratum: " that a summary puts before it
     cells: tuple[Cell, ...] = ()
+    whitebox: str | None = None  # a white-box stratum's own name (``stratum`` is its display name)
 
 
 def failure_of(stratum: str, test: GofResult, adjusted: float) -> StratumFailure:
@@ -79,7 +80,7 @@ def failure_of(stratum: str, test: GofResult, adjusted: float) -> StratumFailure
         merged[c.label] = (o + c.observed, e + c.expected)
     top = tuple(Cell(label=k, observed=o, expected=e) for k, (o, e) in list(merged.items())[:3])
     cells = "; ".join(f"{c.label}: observed {c.observed:.0f}, expected {c.expected:.1f}" for c in top)
-    if test.note.startswith("exact failure"):
+    if test.is_exact_failure:
         text = f"{test.note} ({cells})"
     elif not test.cells:  # a test without cells (the log-likelihood score) says how far in its note
         text = f"{test.test} p={test.pvalue:.3g} (Holm-adjusted {adjusted:.3g}); {test.note}"
@@ -105,6 +106,7 @@ def failed_outcome(label: str, f: StratumFailure, suffix: str = "", **fields: An
         stratum=f.stratum,
         finding=f.text + suffix,
         cells=[dataclasses.asdict(c) for c in f.cells],
+        whitebox=f.whitebox,
         **fields,
     )
 
@@ -197,7 +199,10 @@ def conclude_unit(adapter: Adapter, unit: AuditUnit, pair: Any, sample: UnitSamp
     failing = sorted(
         [(float(a), failure_of(r.stratum, r.worst, float(a))) for r, a in zip(results, adj) if a <= fam.alpha_fixed]
         + [
-            (w.adjusted_pvalue, StratumFailure(stratum=f"white-box {w.stratum}", text=_whitebox_text(w)))
+            (
+                w.adjusted_pvalue,
+                StratumFailure(stratum=f"white-box {w.stratum}", text=_whitebox_text(w), whitebox=w.stratum),
+            )
             for w in wb
             if w.adjusted_pvalue <= fam.alpha_fixed
         ],
@@ -284,25 +289,35 @@ def _detail(
     u = pit_values(law, gen.tokens, rows, np.random.default_rng([cfg.seed, unit.index, 2]))
     sm = results[worst].components[0]
     return {
+        "setting": f"settings[{unit.setting_index}] {unit.settings.short()}",
+        "pair_kind": unit.pair_kind,
         "pair": pair.label() if hasattr(pair, "label") else unit.pair_kind,
         "rounds_or_sequences": sample.units,
         "pit_hist": np.bincount(np.minimum((u * 20).astype(int), 19), minlength=20).tolist(),
         "worst_stratum": results[worst].stratum,
-        "worst_stratum_bins": {"observed": sm.observed, "expected": sm.expected, "labels": sm.labels},
+        "worst_stratum_bins": {
+            "observed": sm.observed,
+            "expected": sm.expected,
+            "labels": sm.labels,
+            "members": sm.members,
+        },
         "strata": [
             {
                 "stratum": r.stratum,
                 "n": r.n,
                 "pvalue_holm": float(a),
                 "min_detectable_tv": r.min_detectable_tv,
-                "components": [str(c) for c in r.components],
+                "components": [c.record() for c in r.components],
             }
             for r, a in zip(results, adj)
         ],
         "tokens_per_position": np.bincount(gen.position).tolist() if len(gen.position) else [],
         "eprocess_max_log_e": sample.eprocess.max_log_e,
         "stopped_early": sample.stopped_early,
-        "whitebox": [{"stratum": w.stratum, "pvalue_holm": w.adjusted_pvalue, "result": str(w.result)} for w in wb],
+        "whitebox": [
+            {"stratum": w.stratum, "family": w.family, "pvalue_holm": w.adjusted_pvalue, "result": w.result.record()}
+            for w in wb
+        ],
         "acceptance": _acceptance(pair, unit.settings, gen, cfg.gamma),
     }
 

@@ -102,10 +102,25 @@ class AuditUnit:
 
 
 @dataclasses.dataclass(frozen=True)
+class Skipped:
+    """A setting (or a whole audit, ``settings`` None) the plan leaves out, and why."""
+
+    settings: SamplingSettings | None
+    why: str
+
+    @property
+    def what(self) -> str:
+        return self.settings.short() if self.settings is not None else "every sampling setting"
+
+    def __str__(self) -> str:
+        return f"{self.what}: {self.why}"
+
+
+@dataclasses.dataclass(frozen=True)
 class AuditPlan:
     units: tuple[AuditUnit, ...]
     settings: tuple[SamplingSettings, ...]
-    skipped: tuple[str, ...] = ()  # settings left out, with the reason
+    skipped: tuple[Skipped, ...] = ()  # settings left out, with the reason
 
     def need(self, unit: AuditUnit) -> int:
         return unit.family.tokens_per_stratum()
@@ -120,9 +135,7 @@ def plan_audit(adapter: Adapter, cfg: AuditConfig) -> AuditPlan:
     settings = tuple(cfg.settings) if cfg.settings else (PARITY_GRID if adapter.logits else DEFAULT_SETTINGS)
     skipped = []
     if adapter.greedy:  # a greedy implementation is audited by the exact greedy check only
-        return AuditPlan(
-            (), settings, ("every sampling setting: the implementation decodes greedily (exact check only)",)
-        )
+        return AuditPlan((), settings, (Skipped(None, "the implementation decodes greedily (exact check only)"),))
     keep = []
     told = adapter.harness != "context" or adapter.takes_settings or adapter.greedy
     if not told and all(s.is_greedy for s in settings):
@@ -133,11 +146,11 @@ def plan_audit(adapter: Adapter, cfg: AuditConfig) -> AuditPlan:
         )
     for s in settings:
         if s.is_greedy and not told:
-            skipped.append(f"{s.short()}: greedy, but the implementation is not handed the settings (no greedy check)")
+            skipped.append(Skipped(s, "greedy, but the implementation is not handed the settings (no greedy check)"))
         elif s.is_greedy:
-            skipped.append(f"{s.short()}: greedy, covered by the exact greedy check")
+            skipped.append(Skipped(s, "greedy, covered by the exact greedy check"))
         elif s.uses_history and adapter.harness != "context":
-            skipped.append(f"{s.short()}: penalties need a history; kernels and the catalogue see none")
+            skipped.append(Skipped(s, "penalties need a history; kernels and the catalogue see none"))
         else:
             keep.append(s)
     rule = adapter.strata_rule

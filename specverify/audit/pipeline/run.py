@@ -52,16 +52,10 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides: Any)
     checks, evidence = _collect_all(adapter, cfg, plan, pairs, samples, fp, deadline=t0 + cfg.budget_s)
     checks += _exact(adapter, cfg, plan, pairs, samples)
     checks += [
-        CheckOutcome(
-            name=f"plan: {why.split(':')[0]}", status=SKIPPED, kind="exact", summary=why, check_id="plan/skipped"
-        )
-        for why in plan.skipped
+        CheckOutcome(name=f"plan: {sk.what}", status=SKIPPED, kind="exact", summary=str(sk), check_id="plan/skipped")
+        for sk in plan.skipped
     ]
-    evidence += [
-        f"{c.name}: {c.summary}" if not c.summary.startswith(c.name) else c.summary
-        for c in checks
-        if c.status == FAIL and c.kind == "exact"
-    ]
+    evidence += [f"{c.name}: {c.summary}" for c in checks if c.status == FAIL and c.kind == "exact"]
     needed = _needed(plan, samples, cfg, time.monotonic() - t0)
     v = make_verdict(
         checks,

@@ -391,7 +391,9 @@ def _conclude_sample(unit: LMUnit, cfg: LMAuditConfig, sample: LMSample) -> Chec
         stratum="all generated tokens",
     )
     detail: dict[str, Any] = {
-        "components": [str(c) for c in res.components],
+        "setting": f"settings[{unit.setting_index}] {unit.settings.short()}",
+        "pair_kind": unit.kind,
+        "components": [c.record() for c in res.components],
         "sequences": len(sample.sequences),
         "length": cfg.length,
     }
