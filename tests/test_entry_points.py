@@ -244,6 +244,10 @@ BAD = [
     (["--kernel", "kernel:verify", "--temperature-last"], "--temperature-last applies to --endpoint"),
     (["--endpoint", "http://127.0.0.1:9", "--logit-tol", "-1"], "--logit-tol -1 is not a tolerance"),
     (["--endpoint", "http://127.0.0.1:9", "--logit-tol", "nan"], "--logit-tol nan is not a tolerance"),
+    (
+        ["--endpoint", "http://127.0.0.1:9", "--baseline-endpoint", "http://127.0.0.1:9", "--checkpoint", "/tmp/x"],
+        "--checkpoint applies to audits that checkpoint (not --baseline-endpoint)",
+    ),
 ]
 
 

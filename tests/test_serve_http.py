@@ -257,3 +257,16 @@ def test_endpoint_audit_in_the_other_temperature_order_fails(servers):
     assert h.startswith("FAIL in distribution test 'settings[0] temperature=0.5,top_p=0.6,temperature_last=True'"), h
     # how far, in the failing test's own terms (the score test has no cells to give a TV on)
     assert "nats from its expectation" in h or ("TV on its cells" in h and "[0.0000, 1.0000]" not in h), h
+
+
+def test_an_endpoint_audit_cut_by_the_cap_resumes_to_the_uninterrupted_verdict(servers, tmp_path):
+    opts = ["--endpoint", servers["spec"], "--model", f"builtin:{VOCAB}", "--rounds", "30", "--length", "2"]
+    opts += ["--temperature", "1", "--eps", "0.5"]
+    whole = cli(*opts)
+    ckpt = tmp_path / "endpoint.ckpt"
+    cut = cli(*opts, "--checkpoint", ckpt, "--budget", "1e-9")
+    assert cut.returncode == 3 and ckpt.exists(), cut.stdout + cut.stderr
+    resumed = cli(*opts, "--checkpoint", ckpt, "--resume")
+    assert resumed.returncode == whole.returncode, resumed.stdout + resumed.stderr
+    assert headline(resumed.stdout) == headline(whole.stdout)
+    assert ckpt.exists() == (whole.returncode == 3)  # a settled audit removes its checkpoint, an open one keeps it

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the CLI imports what an audit needs only when it runs one
     from rich.console import Console
 
     from ...dists import SamplingSettings
-    from ..pipeline.config import AuditConfig, Rule
+    from ..pipeline.config import AuditConfig, LMAuditConfig, Rule
     from ..sources.adapters import Adapter, SubprocessAdapter
     from ..sources.http_adapter import HttpGenerate
 
@@ -481,8 +481,8 @@ def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
         raise UsageError(f"--workers applies to importable implementations, not --{shape}; drop it")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint FILE; pass the checkpoint file to continue from")
-    if args.resume and shape == "endpoint":
-        raise UsageError("--resume applies to audits that checkpoint (not --endpoint); drop it")
+    if args.checkpoint and args.baseline_endpoint:
+        raise UsageError("--checkpoint applies to audits that checkpoint (not --baseline-endpoint); drop it")
     if args.resume:
         _check_resumable(args.checkpoint)
     for opt, used in (("--logit-tol", args.logit_tol != 0.0), ("--temperature-last", args.temperature_last)):
@@ -695,21 +695,29 @@ def _audit_endpoint(args: argparse.Namespace, settings: Settings) -> Verdict:
             f"the endpoint serves a vocabulary of {served} but --model {args.model or 'builtin'} has {vocab}; pass "
             f"the model the endpoint serves (for `specverify serve --vocab {served}`: --model builtin:{served})"
         )
-    return audit_lm(
-        gen,
-        target,
-        prompts=_endpoint_prompts(vocab, args.seed),
-        settings=settings,
-        length=args.length or ENDPOINT_LENGTH,
+    return audit_lm(gen, target, _lm_config(args, settings, prompts=_endpoint_prompts(vocab, args.seed)))
+
+
+def _lm_config(args: argparse.Namespace, settings: Settings, *, prompts: list[list[int]]) -> LMAuditConfig:
+    """An endpoint audit's options, one LMAuditConfig field per CLI option (as :func:`_config`)."""
+    from ..pipeline.config import LMAuditConfig
+
+    return LMAuditConfig(
         alpha=args.alpha,
         beta=args.beta,
         eps=args.eps,
         budget_s=args.budget,
         seed=args.seed,
+        settings=settings,
+        prompts=tuple(tuple(p) for p in prompts),
+        length=args.length or ENDPOINT_LENGTH,
         max_sequences=args.rounds,
         name=args.endpoint,
         call_timeout=args.call_timeout,
         logit_tol=args.logit_tol,
+        diagnose=not args.no_diagnosis,
+        checkpoint=args.checkpoint,
+        resume=args.resume,
     )
 
 
