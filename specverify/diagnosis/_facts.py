@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # annotations only: this module is imported by _diagnose
-    from ._diagnose import Candidate
+    from ._candidate import Candidate
     from ._evidence import RoundUnit
 
 __all__ = ["facts"]
