@@ -9,10 +9,14 @@ whether it shows on position rows ('kernel') or only with prefix-dependent model
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from ..dists import SamplingSettings, inverse_cdf_sample, probs_from_logits, softmax
-from ..harness import ChainSampler
+from ..harness import ChainSampler, RoundOutput, Uniforms
+from ..lm.synthetic import TablePair
 
 TOPK_TOPP = SamplingSettings(temperature=0.9, top_k=12, top_p=0.85)
 MIN_P = SamplingSettings(min_p=0.08)
@@ -28,7 +32,9 @@ class ResidualSoftmax(ChainSampler):
 
     name, exact, source = "residual_softmax", False, "huggingface/transformers#28508"
 
-    def residual_weights(self, p_row, q_row, x):
+    def residual_weights(
+        self, p_row: npt.NDArray[np.float64], q_row: npt.NDArray[np.float64], x: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
         return softmax(np.maximum(p_row - q_row, 0.0))
 
 
@@ -38,7 +44,9 @@ class AlwaysAccept(ChainSampler):
 
     name, exact, source = "always_accept", False, "huggingface/transformers#28508"
 
-    def accept(self, px, qx, U, ctx):
+    def accept(
+        self, px: npt.NDArray[np.float64], qx: npt.NDArray[np.float64], U: Uniforms, ctx: dict[str, npt.NDArray[Any]]
+    ) -> npt.NDArray[np.bool_]:
         return np.ones_like(px, dtype=bool)
 
 
@@ -48,8 +56,11 @@ class ArgmaxDraftSoftQ(ChainSampler):
 
     name, exact, source = "argmax_draft_soft_q", False, "huggingface/transformers#32867"
 
-    def draft_token(self, q_sampled, u, j, U):
-        return np.argmax(q_sampled, axis=-1)
+    def draft_token(
+        self, q_sampled: npt.NDArray[np.float64], u: npt.NDArray[np.float64], j: int, U: Uniforms
+    ) -> npt.NDArray[np.int64]:
+        out: npt.NDArray[np.int64] = np.argmax(q_sampled, axis=-1)
+        return out
 
 
 class RawQReported(ChainSampler):
@@ -58,7 +69,13 @@ class RawQReported(ChainSampler):
 
     name, exact, source, needs = "raw_q_vs_processed", False, "huggingface/transformers#47932", TOPK_TOPP
 
-    def draft_rows_reported(self, pair, ridx, settings, sampled):
+    def draft_rows_reported(
+        self,
+        pair: TablePair,
+        ridx: npt.NDArray[np.int64],
+        settings: SamplingSettings | None,
+        sampled: npt.NDArray[np.float64],
+    ) -> npt.NDArray[np.float64]:
         return pair.draft_table(SamplingSettings(temperature=settings.temperature if settings else 1.0))[ridx]
 
 
@@ -68,7 +85,9 @@ class TargetDefaultParams(ChainSampler):
 
     name, exact, source, needs = "target_default_params", False, "vllm-project/vllm#9834", TEMP
 
-    def target_rows(self, pair, ridx, settings, *, bonus):
+    def target_rows(
+        self, pair: TablePair, ridx: npt.NDArray[np.int64], settings: SamplingSettings | None, *, bonus: bool
+    ) -> npt.NDArray[np.float64]:
         return pair.target_table(None)[ridx]
 
 
@@ -78,7 +97,7 @@ class ReuseAcceptUniform(ChainSampler):
 
     name, exact, source = "reuse_u_for_residual", False, "vllm-project/vllm-ascend#16370"
 
-    def final_uniform(self, U, n_acc):
+    def final_uniform(self, U: Uniforms, n_acc: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         g = U.accept.shape[1]
         b = np.arange(len(n_acc))
         return np.where(n_acc < g, U.accept[b, np.minimum(n_acc, g - 1)], U.final)
@@ -90,12 +109,12 @@ class SharedNoise(ChainSampler):
 
     name, exact, source = "shared_noise", False, "vllm-project/vllm#47386"
 
-    def uniforms(self, rng, b, g):
+    def uniforms(self, rng: np.random.Generator, b: int, g: int) -> Uniforms:
         U = super().uniforms(rng, b, g)
         U.accept = U.draft
         return U
 
-    def final_uniform(self, U, n_acc):
+    def final_uniform(self, U: Uniforms, n_acc: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         g = U.draft.shape[1]
         return np.where(n_acc < g, U.draft[np.arange(len(n_acc)), np.minimum(n_acc, g - 1)], U.final)
 
@@ -106,7 +125,7 @@ class UniformZero(ChainSampler):
 
     name, exact, source = "u_const_zero", False, "vllm-project/vllm-ascend#13470"
 
-    def uniforms(self, rng, b, g):
+    def uniforms(self, rng: np.random.Generator, b: int, g: int) -> Uniforms:
         U = super().uniforms(rng, b, g)
         U.accept = np.zeros_like(U.accept)
         return U
@@ -118,10 +137,12 @@ class MinPBonusOnly(ChainSampler):
 
     name, exact, source, needs = "minp_bonus_only", False, "vllm-project/vllm#42744", MIN_P
 
-    def target_rows(self, pair, ridx, settings, *, bonus):
+    def target_rows(
+        self, pair: TablePair, ridx: npt.NDArray[np.int64], settings: SamplingSettings | None, *, bonus: bool
+    ) -> npt.NDArray[np.float64]:
         if bonus:
             return pair.target_table(settings)[ridx]
-        s = settings.to_dict() if settings else {}
+        s: dict[str, Any] = settings.to_dict() if settings else {}
         s["min_p"] = 0.0
         return pair.target_table(SamplingSettings(**s))[ridx]
 
@@ -134,20 +155,25 @@ class TopKTopPOrder(ChainSampler):
     name, exact, source, needs = "topk_topp_order", False, "sgl-project/sglang#36173", TOPK_TOPP
 
     @staticmethod
-    def _other_order(logits, s):
+    def _other_order(logits: npt.NDArray[np.float64], s: SamplingSettings) -> npt.NDArray[np.float64]:
         x = logits / s.temperature
         p_only = probs_from_logits(x, SamplingSettings(top_p=s.top_p))
         k_only = probs_from_logits(x, SamplingSettings(top_k=s.top_k))
         keep = (p_only > 0) & (k_only > 0)
         w = np.where(keep, softmax(x), 0.0)
-        return w / w.sum(-1, keepdims=True)
+        out: npt.NDArray[np.float64] = w / w.sum(-1, keepdims=True)
+        return out
 
-    def target_rows(self, pair, ridx, settings, *, bonus):
+    def target_rows(
+        self, pair: TablePair, ridx: npt.NDArray[np.int64], settings: SamplingSettings | None, *, bonus: bool
+    ) -> npt.NDArray[np.float64]:
         if settings is None or settings.is_greedy:  # no top-k / top-p in play
             return super().target_rows(pair, ridx, settings, bonus=bonus)
         return self._other_order(pair.target_logits[ridx], settings)
 
-    def draft_rows_sampled(self, pair, ridx, settings):
+    def draft_rows_sampled(
+        self, pair: TablePair, ridx: npt.NDArray[np.int64], settings: SamplingSettings | None
+    ) -> npt.NDArray[np.float64]:
         if settings is None or settings.is_greedy:
             return super().draft_rows_sampled(pair, ridx, settings)
         return self._other_order(pair.draft_logits[ridx], settings)
@@ -161,7 +187,9 @@ class InclusiveCompare(ChainSampler):
     name, exact, source = "inclusive_compare", False, "sgl-project/sglang#35771"
     detector = "boundary"
 
-    def accept(self, px, qx, U, ctx):
+    def accept(
+        self, px: npt.NDArray[np.float64], qx: npt.NDArray[np.float64], U: Uniforms, ctx: dict[str, npt.NDArray[Any]]
+    ) -> npt.NDArray[np.bool_]:
         with np.errstate(divide="ignore", invalid="ignore"):
             return U.accept <= px / qx
 
@@ -174,13 +202,21 @@ class Bf16Draft(ChainSampler):
     #: raw logits carry an arbitrary offset; at magnitude ~24 bf16's spacing is 0.125
     logit_offset = 24.0
 
-    def draft_rows_sampled(self, pair, ridx, settings):
+    def draft_rows_sampled(
+        self, pair: TablePair, ridx: npt.NDArray[np.int64], settings: SamplingSettings | None
+    ) -> npt.NDArray[np.float64]:
         import torch
 
         lg = torch.tensor(pair.draft_logits[ridx] + self.logit_offset).to(torch.bfloat16).double().numpy()
         return probs_from_logits(lg, settings)
 
-    def draft_rows_reported(self, pair, ridx, settings, sampled):
+    def draft_rows_reported(
+        self,
+        pair: TablePair,
+        ridx: npt.NDArray[np.int64],
+        settings: SamplingSettings | None,
+        sampled: npt.NDArray[np.float64],
+    ) -> npt.NDArray[np.float64]:
         return pair.draft_table(settings)[ridx]
 
 
@@ -190,11 +226,14 @@ class OrAccept(ChainSampler):
 
     name, exact, source = "or_accept", False, "alibaba/rtp-llm#1295"
 
-    def accept(self, px, qx, U, ctx):
+    def accept(
+        self, px: npt.NDArray[np.float64], qx: npt.NDArray[np.float64], U: Uniforms, ctx: dict[str, npt.NDArray[Any]]
+    ) -> npt.NDArray[np.bool_]:
         P, X = ctx["P"], ctx["X"]
         g = X.shape[1]
         y = inverse_cdf_sample(P[:, :g], U.target[:, :g])
-        return (y == X) | (U.accept * qx < px)
+        out: npt.NDArray[np.bool_] = (y == X) | (U.accept * qx < px)
+        return out
 
 
 class ContinueAfterRejection(ChainSampler):
@@ -209,7 +248,7 @@ class ContinueAfterRejection(ChainSampler):
         "sequence",
     )
 
-    def continue_after_rejection(self):
+    def continue_after_rejection(self) -> bool:
         return True
 
 
@@ -219,7 +258,9 @@ class ReplacementFromP(ChainSampler):
 
     name, exact, source = "replacement_from_p", False, "ShopeeLLM/Spec-RL#14"
 
-    def residual_weights(self, p_row, q_row, x):
+    def residual_weights(
+        self, p_row: npt.NDArray[np.float64], q_row: npt.NDArray[np.float64], x: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
         return p_row
 
 
@@ -228,7 +269,9 @@ class ReplacementFromQ(ChainSampler):
 
     name, exact, source = "replacement_from_q", False, "structural mutant"
 
-    def residual_weights(self, p_row, q_row, x):
+    def residual_weights(
+        self, p_row: npt.NDArray[np.float64], q_row: npt.NDArray[np.float64], x: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
         return q_row
 
 
@@ -238,7 +281,9 @@ class NoKVRollback(ChainSampler):
 
     name, exact, source, harness = "no_kv_rollback", False, "ml-explore/mlx-lm#1109", "sequence"
 
-    def next_context(self, tokens, n_acc, drafts):
+    def next_context(
+        self, tokens: npt.NDArray[np.int64], n_acc: npt.NDArray[np.int64], drafts: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
         g = drafts.shape[1]
         b = np.arange(len(n_acc))
         return np.where(n_acc < g, drafts[b, np.minimum(n_acc, g - 1)], tokens[b, n_acc])
@@ -251,10 +296,11 @@ class ResidualNotNormalised(ChainSampler):
 
     name, exact, source = "residual_not_normalised", False, "structural mutant (statistics.md 7g)"
 
-    def draw_residual(self, weights, u):
+    def draw_residual(self, weights: npt.NDArray[np.float64], u: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         cum = np.cumsum(weights, axis=-1)
         idx = np.count_nonzero(cum <= u[:, None], axis=-1)
-        return np.minimum(idx, weights.shape[1] - 1)
+        out: npt.NDArray[np.int64] = np.minimum(idx, weights.shape[1] - 1)
+        return out
 
 
 class OffByOneTargetRow(ChainSampler):
@@ -263,12 +309,15 @@ class OffByOneTargetRow(ChainSampler):
 
     name, exact, source = "off_by_one_target_row", False, "vllm-project/vllm#41768"
 
-    def accept(self, px, qx, U, ctx):
+    def accept(
+        self, px: npt.NDArray[np.float64], qx: npt.NDArray[np.float64], U: Uniforms, ctx: dict[str, npt.NDArray[Any]]
+    ) -> npt.NDArray[np.bool_]:
         P, X = ctx["P"], ctx["X"]
         b, g = X.shape
         shifted = P[np.arange(b)[:, None], np.arange(1, g + 1)[None, :], X]
         with np.errstate(divide="ignore", invalid="ignore"):
-            return U.accept < shifted / qx
+            out: npt.NDArray[np.bool_] = U.accept < shifted / qx
+            return out
 
 
 class SameUniformAllPositions(ChainSampler):
@@ -277,7 +326,7 @@ class SameUniformAllPositions(ChainSampler):
 
     name, exact, source = "same_uniform_all_positions", False, "flashinfer-ai/flashinfer#424"
 
-    def uniforms(self, rng, b, g):
+    def uniforms(self, rng: np.random.Generator, b: int, g: int) -> Uniforms:
         U = super().uniforms(rng, b, g)
         U.accept = np.repeat(U.accept[:, :1], g, axis=1)
         return U
@@ -294,11 +343,15 @@ class TemperatureTwice(ChainSampler):
         SamplingSettings(temperature=0.7),
     )
 
-    def target_rows(self, pair, ridx, settings, *, bonus):
+    def target_rows(
+        self, pair: TablePair, ridx: npt.NDArray[np.int64], settings: SamplingSettings | None, *, bonus: bool
+    ) -> npt.NDArray[np.float64]:
         t = settings.temperature if settings else 1.0
         return pair.target_table(SamplingSettings(temperature=t * t))[ridx]
 
-    def draft_rows_sampled(self, pair, ridx, settings):
+    def draft_rows_sampled(
+        self, pair: TablePair, ridx: npt.NDArray[np.int64], settings: SamplingSettings | None
+    ) -> npt.NDArray[np.float64]:
         t = settings.temperature if settings else 1.0
         return pair.draft_table(SamplingSettings(temperature=t * t))[ridx]
 
@@ -310,10 +363,18 @@ class DraftSettingsNotForwarded(ChainSampler):
 
     name, exact, source, needs = "draft_settings_not_forwarded", False, "huggingface/transformers#28166", TEMP
 
-    def draft_rows_sampled(self, pair, ridx, settings):
+    def draft_rows_sampled(
+        self, pair: TablePair, ridx: npt.NDArray[np.int64], settings: SamplingSettings | None
+    ) -> npt.NDArray[np.float64]:
         return pair.draft_table(None)[ridx]
 
-    def draft_rows_reported(self, pair, ridx, settings, sampled):
+    def draft_rows_reported(
+        self,
+        pair: TablePair,
+        ridx: npt.NDArray[np.int64],
+        settings: SamplingSettings | None,
+        sampled: npt.NDArray[np.float64],
+    ) -> npt.NDArray[np.float64]:
         return pair.draft_table(settings)[ridx]
 
 
@@ -323,7 +384,14 @@ class RejectOneLate(ChainSampler):
 
     name, exact, source = "reject_one_late", False, "openvinotoolkit/openvino.genai#4190"
 
-    def round(self, pair, ctx, gamma, rng, settings=None):
+    def round(
+        self,
+        pair: TablePair,
+        ctx: npt.NDArray[np.int64],
+        gamma: int,
+        rng: np.random.Generator,
+        settings: SamplingSettings | None = None,
+    ) -> RoundOutput:
         out = super().round(pair, ctx, gamma, rng, settings)
         b = np.arange(len(out.num_accepted))
         stop = out.num_accepted < gamma
@@ -341,7 +409,9 @@ class ResidualWrongSign(ChainSampler):
 
     name, exact, source = "residual_wrong_sign", False, "structural mutant"
 
-    def residual_weights(self, p_row, q_row, x):
+    def residual_weights(
+        self, p_row: npt.NDArray[np.float64], q_row: npt.NDArray[np.float64], x: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
         w = np.maximum(q_row - p_row, 0.0)
         empty = ~(w > 0).any(-1)
         w[empty] = p_row[empty]
@@ -354,11 +424,16 @@ class DedupGreedyRatio(ChainSampler):
 
     name, exact, source = "topk_candidate_with_draft_ratio", False, "SafeAILab/EAGLE#221"
 
-    def draft_token(self, q_sampled, u, j, U):
-        return np.argmax(q_sampled, axis=-1)
+    def draft_token(
+        self, q_sampled: npt.NDArray[np.float64], u: npt.NDArray[np.float64], j: int, U: Uniforms
+    ) -> npt.NDArray[np.int64]:
+        out: npt.NDArray[np.int64] = np.argmax(q_sampled, axis=-1)
+        return out
 
-    def residual_weights(self, p_row, q_row, x):
-        w = p_row.copy()
+    def residual_weights(
+        self, p_row: npt.NDArray[np.float64], q_row: npt.NDArray[np.float64], x: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        w: npt.NDArray[np.float64] = p_row.copy()
         w[np.arange(len(x)), x] = 0.0
         return w
 
@@ -368,8 +443,11 @@ class BonusFromPreviousRow(ChainSampler):
     p_{gamma+1}: an index off by one on the bonus row."""
 
     name, exact, source = "bonus_from_previous_row", False, "structural mutant (statistics.md 7g)"
+    _last_ridx: npt.NDArray[np.int64]  # the rows of the last non-bonus call
 
-    def target_rows(self, pair, ridx, settings, *, bonus):
+    def target_rows(
+        self, pair: TablePair, ridx: npt.NDArray[np.int64], settings: SamplingSettings | None, *, bonus: bool
+    ) -> npt.NDArray[np.float64]:
         if bonus:  # the engine asks for rows in order 0..gamma, so _last_ridx is row gamma - 1
             return pair.target_table(settings)[self._last_ridx]
         self._last_ridx = ridx
@@ -384,7 +462,9 @@ class MultiplyInsteadOfDivide(ChainSampler):
 
     name, exact = "decoy_u_times_q", True
 
-    def accept(self, px, qx, U, ctx):
+    def accept(
+        self, px: npt.NDArray[np.float64], qx: npt.NDArray[np.float64], U: Uniforms, ctx: dict[str, npt.NDArray[Any]]
+    ) -> npt.NDArray[np.bool_]:
         return U.accept * qx < px
 
 
@@ -394,15 +474,16 @@ class GumbelResidual(ChainSampler):
 
     name, exact = "decoy_exponential_race", True
 
-    def uniforms(self, rng, b, g):
+    def uniforms(self, rng: np.random.Generator, b: int, g: int) -> Uniforms:
         U = super().uniforms(rng, b, g)
         self._rng = rng
         return U
 
-    def draw(self, weights, u):
+    def draw(self, weights: npt.NDArray[np.float64], u: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         e = self._rng.exponential(size=weights.shape)
         with np.errstate(divide="ignore"):
-            return np.argmax(weights / e, axis=-1)
+            out: npt.NDArray[np.int64] = np.argmax(weights / e, axis=-1)
+            return out
 
 
 class OneHotRule(ChainSampler):
@@ -412,11 +493,15 @@ class OneHotRule(ChainSampler):
     rule = "one_hot"  # white-box strata assume the full rule with the pair's draft rows
     name, exact = "decoy_one_hot", True
 
-    def accept(self, px, qx, U, ctx):
+    def accept(
+        self, px: npt.NDArray[np.float64], qx: npt.NDArray[np.float64], U: Uniforms, ctx: dict[str, npt.NDArray[Any]]
+    ) -> npt.NDArray[np.bool_]:
         return U.accept < px
 
-    def residual_weights(self, p_row, q_row, x):
-        w = p_row.copy()
+    def residual_weights(
+        self, p_row: npt.NDArray[np.float64], q_row: npt.NDArray[np.float64], x: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        w: npt.NDArray[np.float64] = p_row.copy()
         w[np.arange(len(x)), x] = 0.0
         return w
 
@@ -427,14 +512,19 @@ class SampleAndMatch(ChainSampler):
     rule = "sample_and_match"  # white-box strata assume the full rule with the pair's draft rows
     name, exact = "decoy_sample_and_match", True
 
-    def accept(self, px, qx, U, ctx):
+    def accept(
+        self, px: npt.NDArray[np.float64], qx: npt.NDArray[np.float64], U: Uniforms, ctx: dict[str, npt.NDArray[Any]]
+    ) -> npt.NDArray[np.bool_]:
         P, X = ctx["P"], ctx["X"]
         g = X.shape[1]
         self._y = inverse_cdf_sample(P, U.target)  # [B, g + 1]
-        return self._y[:, :g] == X
+        out: npt.NDArray[np.bool_] = self._y[:, :g] == X
+        return out
 
-    def residual_weights(self, p_row, q_row, x):
-        w = p_row.copy()
+    def residual_weights(
+        self, p_row: npt.NDArray[np.float64], q_row: npt.NDArray[np.float64], x: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        w: npt.NDArray[np.float64] = p_row.copy()
         w[np.arange(len(x)), x] = 0.0  # the target's own draw, given it differs from x
         return w
 
@@ -445,8 +535,11 @@ class ArgmaxDraftOneHot(OneHotRule):
 
     name, exact = "decoy_argmax_draft_one_hot", True
 
-    def draft_token(self, q_sampled, u, j, U):
-        return np.argmax(q_sampled, axis=-1)
+    def draft_token(
+        self, q_sampled: npt.NDArray[np.float64], u: npt.NDArray[np.float64], j: int, U: Uniforms
+    ) -> npt.NDArray[np.int64]:
+        out: npt.NDArray[np.int64] = np.argmax(q_sampled, axis=-1)
+        return out
 
 
 class DraftOtherTemperatureHonest(ChainSampler):
@@ -456,7 +549,9 @@ class DraftOtherTemperatureHonest(ChainSampler):
     rule = None  # white-box strata assume the full rule with the pair's draft rows
     name, exact, needs = "decoy_draft_other_temperature", True, TEMP
 
-    def draft_rows_sampled(self, pair, ridx, settings):
+    def draft_rows_sampled(
+        self, pair: TablePair, ridx: npt.NDArray[np.int64], settings: SamplingSettings | None
+    ) -> npt.NDArray[np.float64]:
         return pair.draft_table(SamplingSettings(temperature=1.3))[ridx]
 
 
@@ -465,7 +560,14 @@ class TorchKernel(ChainSampler):
 
     name, exact = "decoy_torch_kernel", True
 
-    def round(self, pair, ctx, gamma, rng, settings=None):
+    def round(
+        self,
+        pair: TablePair,
+        ctx: npt.NDArray[np.int64],
+        gamma: int,
+        rng: np.random.Generator,
+        settings: SamplingSettings | None = None,
+    ) -> RoundOutput:
         import torch
 
         from ..algorithms.chain_torch import verify_chain_torch
@@ -473,7 +575,8 @@ class TorchKernel(ChainSampler):
         b = len(ctx)
         U = self.uniforms(rng, b, gamma)
         X = np.empty((b, gamma), dtype=np.int64)
-        P, Q = [], []
+        P: list[npt.NDArray[np.float64]] = []
+        Q: list[npt.NDArray[np.float64]] = []
         c = ctx
         for j in range(gamma):
             r = pair.row_index(c, j)
@@ -484,10 +587,8 @@ class TorchKernel(ChainSampler):
             c = X[:, j]
         P.append(pair.target_table(settings)[pair.row_index(c, gamma)])
         t = torch.from_numpy
-        tok, n = verify_chain_torch(t(X), t(np.stack(Q, 1)), t(np.stack(P, 1)), t(U.accept), t(U.final))
-        tok, n = tok.numpy(), n.numpy()
-        from ..harness import RoundOutput
-
+        tok_t, n_t = verify_chain_torch(t(X), t(np.stack(Q, 1)), t(np.stack(P, 1)), t(U.accept), t(U.final))
+        tok, n = tok_t.numpy(), n_t.numpy()
         return RoundOutput(tok, n, X, tok[np.arange(b), n])
 
 
@@ -497,7 +598,14 @@ class BonusDropped(ChainSampler):
 
     name, exact, harness = "decoy_bonus_dropped", True, "sequence"
 
-    def round(self, pair, ctx, gamma, rng, settings=None):
+    def round(
+        self,
+        pair: TablePair,
+        ctx: npt.NDArray[np.int64],
+        gamma: int,
+        rng: np.random.Generator,
+        settings: SamplingSettings | None = None,
+    ) -> RoundOutput:
         out = super().round(pair, ctx, gamma, rng, settings)
         full = out.num_accepted == gamma
         out.tokens[full, gamma] = -1

@@ -78,7 +78,7 @@ DEFAULT_TOPK = 16
 class StreamLaw:
     """Per-row precomputations for a probability table [M, V] (float64, rows sum to one)."""
 
-    def __init__(self, table: np.ndarray):
+    def __init__(self, table: np.ndarray) -> None:
         self.table = np.asarray(table, dtype=np.float64)
         m, v = self.table.shape
         # Descending probability, ties by lowest id: stable sort of -p.
