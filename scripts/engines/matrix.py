@@ -260,11 +260,12 @@ def engine_settings(cfg: EngineConfig, settings) -> tuple:
 
 def _label_by_grid(verdict, settings, full) -> None:
     """Check names keep the setting's index in the full grid when some settings were skipped."""
-    for c in verdict.checks:
+    for i, c in enumerate(verdict.checks):
         for j, s in enumerate(settings):
             head = f"settings[{j}] {s.short()}"
-            if c.name.startswith(head):
-                c.name = f"settings[{full.index(s)}] {s.short()}" + c.name[len(head) :]
+            if c.name.startswith(head):  # outcomes are frozen: a renamed copy replaces each
+                name = f"settings[{full.index(s)}] {s.short()}" + c.name[len(head) :]
+                verdict.checks[i] = dataclasses.replace(c, name=name)
                 break
 
 

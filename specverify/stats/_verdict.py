@@ -56,7 +56,7 @@ SKIPPED, UNSUPPORTED = Status.SKIPPED, Status.UNSUPPORTED
 SCHEMA_VERSION = "specverify.verdict/2"  # /2: the `diagnosis` field of a FAIL
 
 
-@dataclasses.dataclass(kw_only=True)
+@dataclasses.dataclass(kw_only=True, frozen=True)
 class CheckOutcome:
     """One check of an audit (a statistical test family, or an exact check)."""
 
@@ -67,7 +67,7 @@ class CheckOutcome:
     pvalue: float | None = None  # family-wise adjusted, statistical checks only
     eps: float | None = None
     n: int | None = None
-    details: Any = None
+    details: dict[str, Any] | None = None  # the check's facts as data (JSON-able)
     lossy_by_design: bool = False
     #: which check this is, as data: 'unit/<index>' (a sampled unit), 'exact/<check>' ('greedy',
     #: 'boundary', 'differential', 'reproducibility', 'deviation'), 'plan/skipped', 'lm/...', 'endpoint/...'
@@ -82,7 +82,7 @@ class CheckOutcome:
     whitebox: str | None = None
 
     def __post_init__(self) -> None:
-        self.status = Status(self.status)
+        object.__setattr__(self, "status", Status(self.status))  # frozen: the one normalisation
 
 
 @dataclasses.dataclass(kw_only=True)

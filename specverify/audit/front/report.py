@@ -154,7 +154,7 @@ def _test_words(test: str) -> str:
 def _plain_eprocess(c: CheckOutcome, unit: str, *, pooled: bool = True) -> str:
     """The sequential e-process stopped the unit (conclude_unit: no fixed-sample stratum failed);
     ``pooled``: add the pooled bins' largest moves (small: the deviation shows context by context)."""
-    d = c.details
+    d = c.details or {}
     log_e = float(d.get("eprocess_max_log_e", math.inf))
     e = f"{math.exp(log_e):.2g}" if log_e < 700 else f"e^{log_e:.0f}"
     smallest = min((s["pvalue_holm"] for s in d.get("strata", [])), default=1.0)
@@ -169,7 +169,7 @@ def _plain_eprocess(c: CheckOutcome, unit: str, *, pooled: bool = True) -> str:
 
 def _plain_whitebox(c: CheckOutcome, unit: str, name: str, body: str) -> str:
     """A white-box stratum of a declared full rule failed: what that stratum says, with its cells."""
-    entry = next((w for w in c.details.get("whitebox", []) if w["stratum"] == name), None)
+    entry = next((w for w in (c.details or {}).get("whitebox", []) if w["stratum"] == name), None)
     comp = _component(entry["result"]) if entry else None
     family = entry.get("family", name) if entry else name
     lead = _WHITEBOX_WORDS.get(family, name)
@@ -188,7 +188,7 @@ def _plain_whitebox(c: CheckOutcome, unit: str, name: str, body: str) -> str:
 def _plain_stream(c: CheckOutcome, unit: str, stratum: str | None, body: str, lead: str = _NOT_TARGET) -> str:
     """A stratum of the emitted tokens failed: its worst test's cells (all bins when it is the
     sorted-mass test of the recorded worst stratum); ``lead`` opens the sentence."""
-    d = c.details
+    d = c.details or {}
     entry = next((s for s in d.get("strata", []) if s["stratum"] == stratum), None)
     comps = [x for x in (_component(t) for t in (entry or {}).get("components", [])) if x]
     comp = min(comps, key=lambda x: x["p"]) if comps else None  # the stratum's worst test, as conclude picks it
