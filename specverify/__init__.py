@@ -6,9 +6,9 @@ Layers (data flows up; nothing imports from a layer above it):
 docs/verdict.md; the shapes an implementation may take: docs/adapters.md.
 """
 
-from .dists import GREEDY, SamplingSettings
+from .dists import GREEDY, RequestSettings, SamplingSettings
 from .errors import SpecVerifyError
 
 __version__ = "0.1.0"
 
-__all__ = ["GREEDY", "SamplingSettings", "SpecVerifyError", "__version__"]
+__all__ = ["GREEDY", "RequestSettings", "SamplingSettings", "SpecVerifyError", "__version__"]

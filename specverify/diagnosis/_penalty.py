@@ -24,6 +24,7 @@ its target-mass band), as in :mod:`._score`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..dists import SamplingSettings, probs_from_logits, process_logits
+from ..harness import history_counts
 from ._diagnose import NOT_KNOWN, Diagnosis
 from ._models import pipeline, settings_without
 from ._score import _bands
@@ -77,14 +79,24 @@ def penalty_units(
     return out
 
 
-def _histories(
-    gen: Generation, pair: Any, n: int
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """(rows [n], full-prefix counts [n, V], round-start counts [n, V]) of the first n tokens."""
+@dataclasses.dataclass(frozen=True)
+class _Histories:
+    """Of the first n tokens: their pair rows [n], and the counts [n, V] each penalty sees, over the
+    whole prefix and over the prefix at the round's start (``seen``: the repetition penalty's,
+    prompt included; ``out``: presence and frequency penalties', generated tokens only)."""
+
+    rows: npt.NDArray[np.int64]
+    seen: npt.NDArray[np.float64]
+    seen_start: npt.NDArray[np.float64]
+    out: npt.NDArray[np.float64]
+    out_start: npt.NDArray[np.float64]
+
+
+def _histories(gen: Generation, pair: Any, n: int, settings: SamplingSettings) -> _Histories:
     V = pair.target_logits.shape[1]
     rows = np.empty(n, dtype=np.int64)
-    full, start = np.zeros((n, V)), np.zeros((n, V))
-    seq_prev = -1
+    seen, seen_start, out, out_start = (np.zeros((n, V)) for _ in range(4))
+    seq_prev, n_prompt = -1, 0
     hist: list[int] = []
     for i in range(n):
         s, j = int(gen.sequence[i]), int(gen.position[i])
@@ -92,29 +104,33 @@ def _histories(
             assert gen.prompts is not None, "penalty units keep their prompts"
             p = gen.prompts[s]
             hist, seq_prev = [int(t) for t in p[p >= 0]], s
+            n_prompt = len(hist)
         rows[i] = pair.row_of(hist)
-        c = np.bincount(np.asarray(hist, dtype=np.int64), minlength=V)[:V]
-        full[i] = c
-        start[i] = c - np.bincount(np.asarray(hist[len(hist) - j :], dtype=np.int64), minlength=V)[:V] if j else c
+        seen[i], out[i] = history_counts(hist, n_prompt, settings, V)
+        start = hist[: len(hist) - j] if j else hist  # the round's drafts kept so far are not in its start
+        seen_start[i], out_start[i] = history_counts(start, min(n_prompt, len(start)), settings, V)
         hist.append(int(gen.tokens[i]))
-    return rows, full, start
+    return _Histories(rows, seen, seen_start, out, out_start)
 
 
 def _laws(gen: Generation, pair: Any, settings: SamplingSettings, n: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """({class: law [n, V]}, history status [n, V]: 0 unseen, 1 seen at the round's start,
     2 seen only in the drafts kept earlier in the round)."""
-    rows, full, start = _histories(gen, pair, n)
+    h = _histories(gen, pair, n, settings)
+    full, start = h.seen + h.out, h.seen_start + h.out_start  # seen by any penalty
     status = np.where(start > 0, 1, np.where(full > 0, 2, 0))
-    L = np.asarray(pair.target_logits, dtype=np.float64)[rows]
+    L = np.asarray(pair.target_logits, dtype=np.float64)[h.rows]
     plain = settings
     for knob in _PENALTIES:
         plain = settings_without(plain, knob)
     only = SamplingSettings(**{k: getattr(settings, k) for k in _PENALTIES})
-    penalised = process_logits(L, only, seen_counts=full, output_counts=full)  # as the recorder's law
+    penalised = process_logits(L, only, seen_counts=h.seen, output_counts=h.out)  # as the recorder's law
     laws = {
         "target": np.asarray(gen.law, dtype=np.float64)[gen.row[:n]],
         "repetition_penalty_draft_only": probs_from_logits(L, plain),
-        "repetition_penalty_stale_history": probs_from_logits(L, settings, seen_counts=start, output_counts=start),
+        "repetition_penalty_stale_history": probs_from_logits(
+            L, settings, seen_counts=h.seen_start, output_counts=h.out_start
+        ),
         **{name: pipeline(penalised, plain, order) for name, order in _ORDERS.items()},
     }
     return laws, status

@@ -14,7 +14,7 @@ from ._sampling import (
     inverse_cdf_sample_scalar,
     sample_tokens,
 )
-from ._settings import GREEDY, SamplingSettings
+from ._settings import GREEDY, RequestSettings, SamplingSettings
 from ._validate import (
     SUM_TOLERANCE,
     as_float64,
@@ -29,6 +29,7 @@ __all__ = [
     "GREEDY",
     "SUM_TOLERANCE",
     "SamplingSettings",
+    "RequestSettings",
     "as_float64",
     "check_same_vocab",
     "check_token_ids",

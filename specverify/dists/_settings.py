@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import NoReturn
 
 from ..errors import InvalidSettingsError, UnsupportedSettingError
 
-__all__ = ["SamplingSettings", "GREEDY"]
+__all__ = ["SamplingSettings", "RequestSettings", "GREEDY"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,3 +127,31 @@ class SamplingSettings:
 
 
 GREEDY = SamplingSettings(temperature=0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestSettings(SamplingSettings):
+    """The settings of one request as a round step receives them: the sampling knobs and
+    ``prompt_len``, how many tokens at the start of every prefix of the request are its prompt.
+    Presence and frequency penalties count the generated tokens only (``prefix[prompt_len:]``, as
+    the OpenAI API and vLLM define them); the repetition penalty counts the prompt too, unless
+    ``penalize_prompt`` is False."""
+
+    prompt_len: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (isinstance(self.prompt_len, int) and self.prompt_len >= 0):
+            raise InvalidSettingsError(
+                f"prompt_len must be an int >= 0, got {self.prompt_len!r}; pass the prompt's length", field="prompt_len"
+            )
+
+    @classmethod
+    def of(cls, settings: SamplingSettings, *, prompt_len: int) -> RequestSettings:
+        """``settings`` for a request whose prompt is the first ``prompt_len`` tokens."""
+        knobs = {f.name: getattr(settings, f.name) for f in dataclasses.fields(SamplingSettings)}
+        return cls(**knobs, prompt_len=prompt_len)
+
+    def generated(self, prefix: Sequence[int]) -> Sequence[int]:
+        """The tokens of ``prefix`` the request generated (what presence and frequency penalties count)."""
+        return prefix[self.prompt_len :]

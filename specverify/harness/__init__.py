@@ -12,7 +12,7 @@
   :class:`ChainSampler` (its hooks are what the bug catalogue overrides).
 """
 
-from ._contexts import PAIR_KINDS, ContextPair, greedy_raw_run, make_context_pair
+from ._contexts import PAIR_KINDS, ContextPair, greedy_raw_run, history_counts, make_context_pair
 from ._engine import ChainSampler, Uniforms, textbook_inverse_cdf
 from ._ids import as_token_ids
 from ._models import ModelPair, make_model_pair
@@ -31,6 +31,7 @@ __all__ = [
     "greedy_raw_run",
     "ModelPair",
     "make_model_pair",
+    "history_counts",
     "SequenceView",
     "MODES",
     "run_round_step",

@@ -33,7 +33,7 @@ from ..dists import GREEDY, SamplingSettings, probs_from_logits, token_counts
 from ..lm.synthetic import TablePair, llm_like_logits, tune_draft_noise
 from ._records import Generation
 
-__all__ = ["ContextPair", "PAIR_KINDS", "make_context_pair", "greedy_raw_run"]
+__all__ = ["ContextPair", "PAIR_KINDS", "make_context_pair", "greedy_raw_run", "history_counts"]
 
 PAIR_KINDS = ("low", "high", "greedy")
 _MASK = (1 << 64) - 1
@@ -123,14 +123,15 @@ class ContextPair(TablePair):
         return row
 
     def law_probs(
-        self, prefix: Sequence[int], settings: SamplingSettings | None, *, draft: bool = False
+        self, prefix: Sequence[int], settings: SamplingSettings | None, *, draft: bool = False, n_prompt: int = 0
     ) -> npt.NDArray[np.float64]:
         """Processed probabilities [V] for the token after ``prefix`` under ``settings``; laws that
-        depend on the history (a repetition penalty) are computed from ``prefix``."""
+        depend on the history are computed from ``prefix``, whose first ``n_prompt`` tokens are the
+        prompt (:func:`history_counts`)."""
         if settings is not None and settings.uses_history:
-            seen = token_counts(prefix, self.vocab_size)
+            seen, out = history_counts(prefix, n_prompt, settings, self.vocab_size)
             return probs_from_logits(
-                self.law_logits(prefix, draft=draft), settings, seen_counts=seen, output_counts=seen
+                self.law_logits(prefix, draft=draft), settings, seen_counts=seen, output_counts=out
             )
         table = self.draft_table(settings) if draft else self.target_table(settings)
         row: npt.NDArray[np.float64] = table[self.row_of(prefix)]
@@ -241,3 +242,13 @@ def greedy_raw_run(
     pair = make_context_pair(vocab, "greedy", seed=seed + GREEDY_RUN_SALT)
     rng = np.random.default_rng([seed, GREEDY_RUN_SALT])
     return pair, generate(pair, GREEDY_RUN_SEQUENCES, gamma, rng, GREEDY)
+
+
+def history_counts(
+    prefix: Sequence[int], n_prompt: int, settings: SamplingSettings, vocab: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """(counts the repetition penalty sees, counts presence and frequency penalties see) [V] of a
+    prefix whose first ``n_prompt`` tokens are the prompt: the repetition penalty counts the prompt
+    too (unless ``penalize_prompt`` is False), presence and frequency the generated tokens only."""
+    generated = token_counts(prefix[n_prompt:], vocab)
+    return (token_counts(prefix, vocab) if settings.penalize_prompt else generated), generated

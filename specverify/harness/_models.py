@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from ..dists import SamplingSettings, probs_from_logits, token_counts
+from ..dists import SamplingSettings, probs_from_logits
+from ._contexts import history_counts
 
 if TYPE_CHECKING:  # torch and transformers are imported lazily: the table pairs need neither
     from transformers import PreTrainedModel
@@ -68,12 +69,12 @@ class ModelPair:
             self._cache[(draft, ids[: t + 1])] = out[t]
 
     def law_probs(
-        self, prefix: Sequence[int], settings: SamplingSettings | None, *, draft: bool = False
+        self, prefix: Sequence[int], settings: SamplingSettings | None, *, draft: bool = False, n_prompt: int = 0
     ) -> npt.NDArray[np.float64]:
         row = self.law_logits(prefix, draft=draft)
         if settings is not None and settings.uses_history:
-            seen = token_counts(prefix, self.vocab_size)
-            return probs_from_logits(row, settings, seen_counts=seen, output_counts=seen)
+            seen, out = history_counts(prefix, n_prompt, settings, self.vocab_size)
+            return probs_from_logits(row, settings, seen_counts=seen, output_counts=out)
         return probs_from_logits(row, settings)
 
 

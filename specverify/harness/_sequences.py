@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..dists import SamplingSettings
+from ..dists import RequestSettings, SamplingSettings
 from ..errors import MalformedOutputError
 from ._contexts import ContextPair
 from ._ids import as_token_ids
@@ -34,6 +34,9 @@ __all__ = ["SequenceView", "settings_arguments", "run_round_step", "run_generato
 
 MODES = ("probs", "logits", "greedy")
 PROMPT_LENGTHS = (2, 6)  # [low, high) prompt tokens per sequence
+#: prompts of requests whose law depends on the history: long enough that what a penalty counts
+#: (prompt and generated tokens, or generated ones only) changes the law of most tokens
+HISTORY_PROMPT_LENGTHS = (12, 25)
 
 
 def _readonly(a: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -56,6 +59,7 @@ class SequenceView:
     settings: SamplingSettings
     mode: str = "probs"
     asked: list[int] = dataclasses.field(default_factory=list)  # prefix + proposed of the last target() call
+    prompt_len: int = 0  # the current request's prompt: the first prompt_len tokens of every prefix
 
     @property
     def vocab_size(self) -> int:
@@ -76,7 +80,7 @@ class SequenceView:
         if self.mode == "logits":
             return self.pair.law_logits(prefix, draft=draft)
         s = None if self.mode == "greedy" else self.settings
-        return _readonly(self.pair.law_probs(prefix, s, draft=draft))
+        return _readonly(self.pair.law_probs(prefix, s, draft=draft, n_prompt=self.prompt_len))
 
     def draft(self, prefix: Iterable[int]) -> npt.NDArray[np.float64]:
         return self._row(list(prefix), draft=True)
@@ -155,7 +159,8 @@ class _Recorder:
         self.prompts.setdefault(seq_id, list(seq))
         if self.per_token_law:
             self.rows.append(len(self.laws))
-            self.laws.append(pair.law_probs(seq, None if self.view.mode == "greedy" else s))
+            n_prompt = len(self.prompts[seq_id])
+            self.laws.append(pair.law_probs(seq, None if self.view.mode == "greedy" else s, n_prompt=n_prompt))
         else:
             self.rows.append(pair.row_of(seq))
         self.tokens.append(t)
@@ -205,8 +210,9 @@ def _check_step_output(out: Any, gamma: int, v: int, name: str) -> list[int]:
     return ids
 
 
-def _prompt(rng: np.random.Generator, v: int) -> list[int]:
-    prompt: list[int] = rng.integers(0, v, int(rng.integers(*PROMPT_LENGTHS))).tolist()
+def _prompt(rng: np.random.Generator, v: int, settings: SamplingSettings) -> list[int]:
+    lengths = HISTORY_PROMPT_LENGTHS if settings.uses_history else PROMPT_LENGTHS
+    prompt: list[int] = rng.integers(0, v, int(rng.integers(*lengths))).tolist()
     return prompt
 
 
@@ -235,14 +241,14 @@ def run_round_step(
     """``n`` sequences of ``length`` emitted tokens from ``step(prefix, draft, target, gamma, rng[, settings])``;
     the settings go to ``settings_param`` (by keyword, or sixth when positional-only), never elsewhere."""
     rec = _Recorder(view)
-    extra, kw = settings_arguments(settings_param, view.settings)
     v = view.vocab_size
 
     def body(tick: Ticker) -> int:
         rounds = 0
         for i in range(n):
-            seq = _prompt(rng, v)
-            limit = len(seq) + length
+            seq = _prompt(rng, v, view.settings)
+            view.prompt_len, limit = len(seq), len(seq) + length
+            extra, kw = settings_arguments(settings_param, RequestSettings.of(view.settings, prompt_len=len(seq)))
             step_rng = np.random.default_rng(rng.integers(2**63))
             while len(seq) < limit:
                 view.asked = []
@@ -271,7 +277,8 @@ def run_generator(
 
     def body(tick: Ticker) -> int:
         for i in range(n):
-            prompt = _prompt(rng, v)
+            prompt = _prompt(rng, v, view.settings)
+            view.prompt_len = len(prompt)
             tick()
             ids = as_token_ids(generate(list(prompt), length, int(rng.integers(2**31)), view), name)
             out: list[int] = ids[:length].tolist()

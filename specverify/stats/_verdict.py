@@ -185,6 +185,13 @@ class Verdict:
                 for k, v in nd.items()
                 if isinstance(v, (int, float, str))
             )
+        unsettled = [c for c in self.checks if c.status == INCONCLUSIVE]
+        if unsettled and all(c.kind == "exact" for c in unsettled):  # the statistics reached eps: say what did not
+            c = unsettled[0]
+            return (
+                f"INCONCLUSIVE: no deviation found, but the exact check '{c.name}' is not settled: {c.summary}"
+                + self._unsupported_note()
+            )
         reach = (
             f"the samples collected detect TV >= {self.eps:.4g}, above the requested {self.eps_requested:g}"
             if self.eps is not None and self.eps < 1

@@ -1,0 +1,92 @@
+"""Presence and frequency penalties at the request level (issue 21, item 1, in part): a round step
+is told where the prompt ends (``settings.prompt_len``: its settings are a RequestSettings), and
+the laws the auditor computes count presence and frequency over the generated tokens only, the
+repetition penalty over the prompt too (OpenAI / vLLM semantics). Each buggy step is modelled on a
+report (tests/user_impls/penalty_steppers.py); fixed seeds, so each verdict is deterministic."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from user_impls import penalty_steppers as P  # noqa: E402
+
+from specverify import RequestSettings, SamplingSettings  # noqa: E402
+from specverify.audit import GeneratorAdapter, RoundAdapter, audit  # noqa: E402
+from specverify.errors import InvalidSettingsError  # noqa: E402
+from specverify.harness import history_counts  # noqa: E402
+
+PENALTIES = (SamplingSettings(presence_penalty=1.5, frequency_penalty=1.0),)
+OPTIONS = dict(settings=PENALTIES, eps=0.1, diagnose=False)
+
+CORRECT = ["step_penalties_correct", "step_penalties_target_only", "step_incremental_correct"]
+BUGGY = [
+    "step_frequency_ignored",  # vllm#18902, TensorRT-LLM#17701
+    "step_penalties_count_the_prompt",
+    "step_penalty_fed_last_token_only",  # sglang#33643
+    "step_history_keeps_rejected_drafts",  # vmlx-swift#357
+]
+
+
+@pytest.mark.parametrize("name", CORRECT)
+def test_a_correct_penalised_step_passes(name):
+    v = audit(RoundAdapter(getattr(P, name), logits=True, name=name), **OPTIONS)
+    assert v.status == "PASS", v.headline()
+
+
+@pytest.mark.parametrize("name", BUGGY)
+def test_a_step_that_counts_the_wrong_tokens_fails(name):
+    v = audit(RoundAdapter(getattr(P, name), logits=True, name=name), **OPTIONS)
+    assert v.status == "FAIL", v.headline()
+    assert "presence_penalty=1.5,frequency_penalty=1.0" in v.headline()
+
+
+def test_generators_are_judged_by_generated_tokens_only():
+    # target-only generators: the laws are what is tested here (their rounds reach no draft position)
+    ok = audit(GeneratorAdapter(P.generate_penalties_correct, logits=True, name="gen"), exact_checks=False, **OPTIONS)
+    assert ok.status == "PASS", ok.headline()  # before: the law counted the prompt, a false FAIL
+    bad = audit(
+        GeneratorAdapter(P.generate_penalties_count_the_prompt, logits=True, name="g"), exact_checks=False, **OPTIONS
+    )
+    assert bad.status == "FAIL", bad.headline()
+
+
+def test_a_step_sees_the_prompt_boundary_of_each_request():
+    seen = []
+
+    def step(prefix, draft, target, gamma, rng, settings):
+        seen.append((len(prefix), settings.prompt_len, isinstance(settings, RequestSettings)))
+        return P.step_penalties_correct(prefix, draft, target, gamma, rng, settings)
+
+    audit(RoundAdapter(step, logits=True, name="spy"), settings=PENALTIES, rounds=3, exact_checks=False)
+    assert all(is_request and 12 <= n_prompt <= 24 and n >= n_prompt for n, n_prompt, is_request in seen)
+    assert len({p for _, p, _ in seen}) > 1, "each request has its own prompt"
+
+
+def test_history_counts_split_the_prompt_from_the_generated_tokens():
+    s = SamplingSettings(presence_penalty=1.0, repetition_penalty=1.2)
+    seen, out = history_counts([3, 3, 5, 3, 7], 3, s, 8)
+    assert seen.tolist() == [0, 0, 0, 3, 0, 1, 0, 1] and out.tolist() == [0, 0, 0, 1, 0, 0, 0, 1]
+    seen, _ = history_counts([3, 3, 5, 3, 7], 3, SamplingSettings(penalize_prompt=False), 8)
+    assert seen.tolist() == [0, 0, 0, 1, 0, 0, 0, 1]  # llama-cpp-python's convention: generated only
+
+
+def test_request_settings_validate_the_prompt_length():
+    with pytest.raises(InvalidSettingsError, match="prompt_len must be an int >= 0") as e:
+        RequestSettings(prompt_len=-1)
+    assert e.value.field == "prompt_len"
+    r = RequestSettings.of(PENALTIES[0], prompt_len=4)
+    assert r.presence_penalty == 1.5 and list(r.generated([1, 2, 3, 4, 5, 6])) == [5, 6]
+
+
+def test_an_inconclusive_exact_check_is_named_not_blamed_on_eps():
+    # found here: a target-only generator's greedy raw-row check reaches no draft position; the
+    # headline said "detect TV >= 0.063, above the requested 0.1" (it is below)
+    v = audit(GeneratorAdapter(P.generate_penalties_correct, logits=True, name="gen"), **OPTIONS)
+    assert v.status == "INCONCLUSIVE"
+    assert v.headline().startswith("INCONCLUSIVE: no deviation found, but the exact check 'greedy equivalence")
+    assert "above the requested" not in v.headline()

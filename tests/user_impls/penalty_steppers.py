@@ -1,0 +1,150 @@
+"""Round steps in logits mode that apply presence and frequency penalties themselves, written as
+users write them: ``step(prefix, draft, target, gamma, rng, settings)``, where ``settings`` is a
+``RequestSettings`` (``settings.prompt_len``: how many tokens of ``prefix`` are the prompt).
+
+OpenAI / vLLM semantics: presence subtracts ``presence_penalty`` from the logit of every token that
+was generated at least once, frequency subtracts ``frequency_penalty`` times its count; both over
+the generated tokens only (the prompt does not count). The bugs are modelled on real reports
+(cited per step); the correct steps include two unusual ones (incremental counts kept across
+rounds, penalties on the target only).
+"""
+
+import dataclasses
+
+import numpy as np
+
+from specverify import SamplingSettings
+
+from .logits_steppers import _residual, one_hot_argmax, softmax
+
+
+def penalised(logits, generated, s):
+    """Presence and frequency penalties over ``generated``, then temperature and softmax (argmax at 0)."""
+    x = np.asarray(logits, dtype=np.float64).copy()
+    if len(generated):
+        counts = np.bincount(np.asarray(generated, dtype=np.int64), minlength=len(x))[: len(x)]
+        x -= s.presence_penalty * (counts > 0) + s.frequency_penalty * counts
+    return one_hot_argmax(x) if s.temperature == 0 else softmax(x / s.temperature)
+
+
+def chain(prefix, draft, target, gamma, rng, qfn, pfn):
+    """Chain speculative sampling; qfn / pfn: (logits, history) -> law of the draft / target row."""
+    xs, qs = [], []
+    for _ in range(gamma):
+        h = list(prefix) + xs
+        qs.append(qfn(draft(h), h))
+        xs.append(int(rng.choice(len(qs[-1]), p=qs[-1])))
+    L = np.asarray(target(list(prefix), xs))
+    for j, x in enumerate(xs):
+        p = pfn(L[j], list(prefix) + xs[:j])
+        if rng.random() >= p[x] / qs[j][x]:
+            return xs[:j] + [int(rng.choice(len(p), p=_residual(p, qs[j])))]
+    return xs + [int(rng.choice(L.shape[1], p=pfn(L[gamma], list(prefix) + xs)))]
+
+
+# ----------------------------------------------------------------------------- correct
+
+
+def step_penalties_correct(prefix, draft, target, gamma, rng, settings):
+    """Correct: every row penalised over the generated tokens before it (prompt excluded, drafts included)."""
+    f = lambda logits, h: penalised(logits, h[settings.prompt_len :], settings)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, f, f)
+
+
+def step_penalties_target_only(prefix, draft, target, gamma, rng, settings):
+    """Correct (decoy): the draft is not penalised; only the target's law decides the output."""
+    q = lambda logits, h: penalised(logits, [], settings)  # noqa: E731
+    p = lambda logits, h: penalised(logits, h[settings.prompt_len :], settings)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, q, p)
+
+
+class IncrementalCounts:
+    """Correct (unusual): counts kept across the rounds of a request, updated with exactly the tokens
+    each round emitted (never the rejected drafts), reset when a new request starts."""
+
+    def __init__(self, *, feed="emitted"):
+        self.feed, self.counts, self.asked = feed, [], []
+
+    def __call__(self, prefix, draft, target, gamma, rng, settings):
+        if len(prefix) == settings.prompt_len:  # a new request
+            self.counts = []
+        base = list(self.counts)
+        f = lambda logits, h: penalised(logits, base + h[len(prefix) :], settings)  # noqa: E731
+        self.asked = []
+        out = chain(prefix, draft, _Spy(target, self), gamma, rng, f, f)
+        if self.feed == "emitted":
+            self.counts += out
+        elif self.feed == "last":  # sglang#33643
+            self.counts += out[-1:]
+        else:  # every draft proposed, rejected ones too, then the emitted token (vmlx-swift#357)
+            self.counts += self.asked[len(prefix) :] + out[-1:]
+        return out
+
+
+class _Spy:
+    """Remembers what the step proposed to the target (its drafts)."""
+
+    def __init__(self, target, owner):
+        self.target, self.owner = target, owner
+
+    def __call__(self, prefix, proposed):
+        self.owner.asked = list(prefix) + list(proposed)
+        return self.target(prefix, proposed)
+
+
+step_incremental_correct = IncrementalCounts(feed="emitted")
+
+
+# ----------------------------------------------------------------------------- buggy
+
+
+def step_frequency_ignored(prefix, draft, target, gamma, rng, settings):
+    """Bug (vllm-project/vllm#18902: frequency penalty has no effect under speculative decoding;
+    NVIDIA/TensorRT-LLM#17701: penalties dropped by one-model speculation): the speculative path
+    applies the presence penalty but never the frequency penalty."""
+    no_frequency = SamplingSettings(**{**_knobs(settings), "frequency_penalty": 0.0})
+    f = lambda logits, h: penalised(logits, h[settings.prompt_len :], no_frequency)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, f, f)
+
+
+def step_penalties_count_the_prompt(prefix, draft, target, gamma, rng, settings):
+    """Bug: presence and frequency counted over the whole prefix, prompt included (the repetition
+    penalty's convention applied to penalties that count generated tokens only)."""
+    f = lambda logits, h: penalised(logits, h, settings)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, f, f)
+
+
+#: Bug (sgl-project/sglang#33643): the penalizer is fed only the last token of each verification
+#: step, so the accepted drafts never enter the counts (a frequency penalty acts as about
+#: penalty / accepted length).
+step_penalty_fed_last_token_only = IncrementalCounts(feed="last")
+
+#: Bug (vmlx-swift#357): the penalty history records every proposed draft, the rejected ones too.
+step_history_keeps_rejected_drafts = IncrementalCounts(feed="proposed")
+
+
+def _knobs(s):
+    return {f.name: getattr(s, f.name) for f in dataclasses.fields(SamplingSettings)}
+
+
+# ----------------------------------------------------------------------------- generators
+
+
+def _target_only(prompt, n, seed, model, count_prompt):
+    rng, out = np.random.default_rng(seed), []
+    for _ in range(n):
+        p = penalised(
+            model.target_logits(list(prompt) + out), (list(prompt) if count_prompt else []) + out, model.settings
+        )
+        out.append(int(rng.choice(len(p), p=p)))
+    return out
+
+
+def generate_penalties_correct(prompt, n, seed, model):
+    """Correct: target-only sampling, penalties over the generated tokens (the generator knows its prompt)."""
+    return _target_only(prompt, n, seed, model, count_prompt=False)
+
+
+def generate_penalties_count_the_prompt(prompt, n, seed, model):
+    """Bug: presence and frequency penalties count the prompt's tokens too."""
+    return _target_only(prompt, n, seed, model, count_prompt=True)
