@@ -90,3 +90,29 @@ def test_an_inconclusive_exact_check_is_named_not_blamed_on_eps():
     assert v.status == "INCONCLUSIVE"
     assert v.headline().startswith("INCONCLUSIVE: no deviation found, but the exact check 'greedy equivalence")
     assert "above the requested" not in v.headline()
+
+
+def test_the_installed_cli_audits_penalties_at_80_columns():
+    import os
+    import subprocess
+
+    cli = Path(sys.executable).parent / "specverify"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "COLUMNS": "80", "OMP_NUM_THREADS": "1"}
+    opts = ["--logits", "--presence-penalty", "1.5", "--frequency-penalty", "1", "--eps", "0.1", "--no-progress"]
+
+    def run(step):
+        spec = f"user_impls.penalty_steppers:{step}"
+        return subprocess.run([str(cli), "audit", "--round", spec, *opts], capture_output=True, text=True, env=env)
+
+    ok, bad = run("step_penalties_correct"), run("step_penalty_fed_last_token_only")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "PASS: no deviation of TV >= " in ok.stdout
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "presence_penalty=1.5,frequency_penalty=1.0" in bad.stdout
+    for out in (ok.stdout, bad.stdout):  # the check lines fit; the lead and headline are one line each (greppable)
+        lines = out.splitlines()
+        body = [ln for ln in lines[:-1] if not ln.startswith(("Diagnosis:", "  - "))]
+        assert max(map(len, body)) <= 80 and lines[-1].startswith(("PASS", "FAIL"))
+    usage = subprocess.run([str(cli), "audit", "--round", "x:y", "--presence-penalty", "nan"], capture_output=True,
+                           text=True, env=env)  # fmt: skip
+    assert usage.returncode == 2 and "--presence-penalty: presence_penalty must be finite" in usage.stderr

@@ -185,6 +185,9 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
     a.add_argument("--top-k", type=int, default=0)
     a.add_argument("--top-p", type=float, default=1.0)
     a.add_argument("--min-p", type=float, default=0.0)
+    a.add_argument("--repetition-penalty", type=float, default=1.0, help="over prompt and generated tokens")
+    a.add_argument("--presence-penalty", type=float, default=0.0, help="over generated tokens only (OpenAI)")
+    a.add_argument("--frequency-penalty", type=float, default=0.0, help="over generated tokens only (OpenAI)")
     a.add_argument("--call-timeout", type=float, default=30.0, help="per-call timeout in seconds")
     a.add_argument("--checkpoint", help="checkpoint file (written after every batch)")
     a.add_argument("--resume", action="store_true", help="continue from --checkpoint")
@@ -351,16 +354,25 @@ def _settings(args: argparse.Namespace) -> Settings:
     """The settings the options name, or None: the audit's defaults (its own grid for --logits)."""
     from ...dists import SamplingSettings
 
-    if not args.temperature and not args.top_k and args.top_p == 1.0 and not args.min_p:
+    knobs = {k: getattr(args, k) for k in _KNOB_OPTIONS if k != "temperature"}
+    if not args.temperature and knobs == {k: getattr(SamplingSettings(), k) for k in knobs}:
         return None
-    temps = args.temperature or [1.0]
     try:
-        return tuple(
-            SamplingSettings(temperature=t, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p) for t in temps
-        )
+        return tuple(SamplingSettings(temperature=t, **knobs) for t in args.temperature or [1.0])
     except InvalidSettingsError as exc:
-        opt = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p"}
-        raise UsageError(f"{opt.get(exc.field or '', exc.field or 'settings')}: {exc}") from exc
+        raise UsageError(f"{_KNOB_OPTIONS.get(exc.field or '', exc.field or 'settings')}: {exc}") from exc
+
+
+#: the sampling settings the CLI sets, each with its option
+_KNOB_OPTIONS = {
+    "temperature": "--temperature",
+    "top_k": "--top-k",
+    "top_p": "--top-p",
+    "min_p": "--min-p",
+    "repetition_penalty": "--repetition-penalty",
+    "presence_penalty": "--presence-penalty",
+    "frequency_penalty": "--frequency-penalty",
+}
 
 
 def validate(args: argparse.Namespace) -> tuple[Settings, Callable[..., Any] | None]:
