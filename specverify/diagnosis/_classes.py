@@ -33,7 +33,9 @@ __all__ = ["BugClass", "Kind", "Scorer", "RECORDS", "CLASSES", "bug_class", "rou
 Kind = Literal["rule", "settings", "state", "greedy", "structure"]
 #: who can name a class: the round scorer (``_diagnose``), the token scorers (``_greedy``,
 #: ``_penalty``, ``_stream``) or the signature of an exact check (``_audit``)
-Scorer = Literal["rounds", "greedy", "penalty", "stream", "lm", "exact/boundary", "exact/reproducibility"]
+Scorer = Literal[
+    "rounds", "greedy", "penalty", "stream", "lm", "exact/boundary", "exact/reproducibility", "exact/seeds"
+]
 #: builds a fresh round model (models carry fitted parameters, so each diagnosis gets its own)
 ModelFactory = Callable[[], RoundModel]
 
@@ -464,6 +466,19 @@ RECORDS: tuple[BugClass, ...] = (
         kind="state",
         named_by=("rounds", "exact/reproducibility"),
         model=law.StateNotReset,
+    ),
+    BugClass(
+        name="seed_not_honoured",
+        mechanism=(
+            "The request's seed does not reach the sampler: every request draws from one stream started afresh "
+            "(or shared), so requests with different seeds return the same tokens."
+        ),
+        check="where the sampler's generator is seeded: from the request's seed, one generator per request",
+        sources=("NVIDIA/TensorRT-LLM#19487 (unseeded requests sharing one RNG stream gave identical samples)",),
+        kind="state",
+        named_by=("exact/seeds",),
+        model=None,
+        no_model_because="named by the seed-independence check's signature (_audit): no law of one request shows it",
     ),
     BugClass(
         name="float16_probabilities",

@@ -20,6 +20,7 @@ adapter cannot support it).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,10 +29,16 @@ import numpy as np
 from ...algorithms.chain_numpy import verify_chain_batch
 from ...catalogue import Uniforms
 from ...dists import GREEDY, SamplingSettings
-from ...harness import greedy_raw_run
+from ...harness import SequenceView, as_token_ids, greedy_raw_run
 from ...lm.synthetic import TablePair, make_markov_pair, make_positional_pair
 from ...stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome
-from ..sources.adapters import KernelAdapter, SamplerAdapter, _check_round_tokens, call_with_timeout
+from ..sources.adapters import (
+    GeneratorAdapter,
+    KernelAdapter,
+    SamplerAdapter,
+    _check_round_tokens,
+    call_with_timeout,
+)
 
 if TYPE_CHECKING:
     from ...harness import Generation
@@ -363,6 +370,53 @@ def reproducibility_check(
     )
 
 
+#: requests of the seed-independence check, and the longest sequence it asks for
+SEED_REQUESTS, SEED_MAX_LENGTH = 6, 512
+
+
+def seed_independence_check(
+    adapter: Adapter, cfg: AuditConfig, *, plan: AuditPlan, pairs: dict[int, Any]
+) -> CheckOutcome | None:
+    """Different seeds, different samples: ``SEED_REQUESTS`` requests of one prompt, each with its own
+    seed, must not repeat one another (NVIDIA/TensorRT-LLM#19487: requests sharing one RNG stream gave
+    identical samples). Under the target law two independent samples of L tokens coincide with
+    probability at most m^L (m: the largest probability of any row), so L is chosen to make the
+    chance of any coincidence among the pairs of requests at most a thousandth of alpha (the
+    audit's false-fail budget is spent on its statistics): a repeat is a FAIL at that rate."""
+    units = [u for u in plan.units if not u.settings.uses_history and hasattr(pairs[u.index], "target_table")]
+    if not isinstance(adapter, GeneratorAdapter) or not units:
+        return None
+    u, n_pairs = units[0], SEED_REQUESTS * (SEED_REQUESTS - 1) // 2
+    pair = pairs[u.index]
+    m = float(pair.target_table(u.settings).max())
+    if m >= 1.0:
+        return None  # a deterministic row: identical samples are what the law gives
+    length = max(8, math.ceil(math.log(cfg.alpha * 1e-3 / n_pairs) / math.log(m)))
+    if length > SEED_MAX_LENGTH:
+        return None
+    rng = np.random.default_rng([cfg.seed, 9])
+    prompt = rng.integers(0, pair.vocab_size, 4).tolist()
+    seeds = rng.choice(2**31, SEED_REQUESTS, replace=False).tolist()
+    view = SequenceView(pair, u.settings, adapter.mode(u.settings))
+    outs = [
+        as_token_ids(call_with_timeout(adapter.fn, list(prompt), length, sd, view, timeout=adapter.call_timeout,
+                                       what=adapter.name), adapter.name).tolist()[:length]
+        for sd in seeds
+    ]  # fmt: skip
+    same = [(seeds[i], seeds[j]) for i in range(len(outs)) for j in range(i) if outs[i] == outs[j]]
+    bound = n_pairs * m**length
+    if same:
+        a, b = same[0]
+        summary = (
+            f"seeds {a} and {b} gave the same {length} tokens ({len(same)} of {n_pairs} pairs of requests repeat): "
+            f"the randomness does not follow the request's seed; under the target law a repeat has probability "
+            f"at most {bound:.2g}"
+        )
+        return CheckOutcome(name="seed independence", status=FAIL, kind="exact", summary=summary)
+    summary = f"{SEED_REQUESTS} seeds, {SEED_REQUESTS} different samples of {length} tokens from one prompt"
+    return CheckOutcome(name="seed independence", status=PASS, kind="exact", summary=summary)
+
+
 @dataclasses.dataclass(frozen=True)
 class ExactCheck:
     """One exact check: ``fn(adapter, cfg, plan=plan, pairs=pairs)`` returns a CheckOutcome, or None when it
@@ -379,4 +433,5 @@ EXACT_CHECKS: tuple[ExactCheck, ...] = (
     ExactCheck(greedy_check, "exact/greedy", "greedy equivalence (temperature 0)"),
     ExactCheck(differential_check, "exact/differential", "differential: injected uniforms against the reference"),
     ExactCheck(reproducibility_check, "exact/reproducibility", "seeded reproducibility"),
+    ExactCheck(seed_independence_check, "exact/seeds", "seed independence"),
 )
