@@ -81,6 +81,7 @@ def test_request_settings_validate_the_prompt_length():
     assert e.value.field == "prompt_len"
     r = RequestSettings.of(PENALTIES[0], prompt_len=4)
     assert r.presence_penalty == 1.5 and list(r.generated([1, 2, 3, 4, 5, 6])) == [5, 6]
+    assert r.short() == PENALTIES[0].short()  # labels name the settings, not the request's prompt
 
 
 def test_an_inconclusive_exact_check_is_named_not_blamed_on_eps():

@@ -107,11 +107,12 @@ class SamplingSettings:
             )
 
     def short(self) -> str:
-        """Compact label listing only the non-default settings, for reports."""
+        """Compact label listing only the non-default sampling settings, for reports (a request's
+        context, such as RequestSettings.prompt_len, is not a setting)."""
         default = SamplingSettings()
         parts = [
             f"{f.name}={getattr(self, f.name)}"
-            for f in dataclasses.fields(self)
+            for f in dataclasses.fields(SamplingSettings)
             if getattr(self, f.name) != getattr(default, f.name)
         ]
         return ",".join(parts) or "default"
