@@ -52,6 +52,8 @@ CHECKS = """checks run by an audit:
   differential   exact: a kernel that takes injected uniforms is run beside the reference on the same draws and
                  must emit the same tokens
   reproducible   exact: the same seed gives the same output
+  seeds          exact (generators): six requests of one prompt with six seeds give six different samples, each
+                 long enough that a repeat under the target law has probability at most alpha / 1000
   two-sample     with --baseline-endpoint: per position, salted hash buckets of the speculative endpoint's tokens
                  against the non-speculative endpoint's, Holm across positions and settings"""
 
