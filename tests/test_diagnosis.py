@@ -7,8 +7,8 @@ so each); two bugs outside the catalogue must get "not a known class", the refer
 import numpy as np
 import pytest
 
-from specverify.audit.pipeline import run as audit_run
 from specverify.audit.front.report import render_html
+from specverify.audit.pipeline import run as audit_run
 from specverify.audit.sources.adapters import SamplerAdapter
 from specverify.catalogue import BUGS, ChainSampler
 from specverify.diagnosis import NOT_KNOWN, diagnose_rounds, round_evidence

@@ -1,10 +1,12 @@
-"""LM audits run the table audit's stages (checkpoints and resume included): a plan by pair kind when specverify builds the models,
-typed options, and a diagnosis after a FAIL (settings dropped on the speculative path, drafts kept
-unverified), each case modelled on a real report. Fixed seeds: each verdict is deterministic."""
+"""LM audits run the table audit's stages (checkpoints and resume included): a plan by pair kind
+when specverify builds the models, typed options, and a diagnosis after a FAIL (settings dropped on
+the speculative path, drafts kept unverified), each case modelled on a real report. Fixed seeds:
+each verdict is deterministic."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -141,7 +143,7 @@ def test_an_interrupted_lm_audit_resumes_to_the_uninterrupted_verdict(pairs, tmp
     path = str(tmp_path / "lm.ckpt")
     with pytest.raises(KeyboardInterrupt):  # call_timeout=None: calls run in this thread, as a Ctrl-C meets them
         audit_lm(interrupted, t, checkpoint=path, call_timeout=None, **options)
-    assert json.loads(open(path).read())["units"]["0"]["sequences"], "the checkpoint holds what was collected"
+    assert json.loads(Path(path).read_text())["units"]["0"]["sequences"], "the checkpoint holds what was collected"
     resumed = audit_lm(interrupted, t, checkpoint=path, resume=True, **options)
     diff = differences(normalised(resumed.to_dict()), normalised(whole.to_dict()))
     assert not diff, diff[:5]

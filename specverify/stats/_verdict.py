@@ -174,6 +174,10 @@ class Verdict:
             more = sum(x.status == FAIL for x in self.checks) - 1
             tail = f"; {more} more check{'s' if more > 1 else ''} failed" if more else ""
             return f"FAIL{tag} in {where}: {body} (false-fail <= {self.alpha:g}; seed {self.seed}{tail})"
+        return self._inconclusive(terms)
+
+    def _inconclusive(self, terms: str) -> str:
+        """The headline of an INCONCLUSIVE: what did not settle, and what would, in the caller's terms."""
         nd = self.needed or {}
         if terms == "python" and isinstance(nd.get("statement_python"), str):
             needed = nd["statement_python"]
