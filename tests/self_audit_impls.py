@@ -59,9 +59,15 @@ def _example(file: str, name: str) -> Callable[..., Any]:
 kernel_correct = _example("kernel.py", "verify")
 
 
-def _probs(logits, settings, history=None):
-    seen = None if history is None else np.bincount(np.asarray(history, dtype=np.int64), minlength=np.shape(logits)[-1])
-    return probs_from_logits(np.asarray(logits, dtype=np.float64), settings, seen_counts=seen)
+def _probs(logits, settings, history=None, n_prompt=0):
+    """The law under ``settings``; the repetition penalty over ``history``, presence and frequency over
+    its generated part (after the first ``n_prompt`` tokens)."""
+    if history is None:
+        return probs_from_logits(np.asarray(logits, dtype=np.float64), settings)
+    v = np.shape(logits)[-1]
+    seen = np.bincount(np.asarray(history, dtype=np.int64), minlength=v)
+    out = np.bincount(np.asarray(history[n_prompt:], dtype=np.int64), minlength=v)
+    return probs_from_logits(np.asarray(logits, dtype=np.float64), settings, seen_counts=seen, output_counts=out)
 
 
 def kernel_logits_correct(draft_tokens, draft_logits, target_logits, settings, generator):
@@ -72,19 +78,19 @@ def kernel_logits_correct(draft_tokens, draft_logits, target_logits, settings, g
 class _ProbsFromLogits:
     """A generator's ``model`` that turns the logits it is handed into the laws under ``model.settings``."""
 
-    def __init__(self, model):
-        self.model, self.vocab_size, self.settings = model, model.vocab_size, model.settings
+    def __init__(self, model, n_prompt):
+        self.model, self.vocab_size, self.settings, self.n_prompt = model, model.vocab_size, model.settings, n_prompt
 
     def target_probs(self, prefix):
-        return _probs(self.model.target_logits(prefix), self.settings, prefix)
+        return _probs(self.model.target_logits(prefix), self.settings, list(prefix), self.n_prompt)
 
     def draft_probs(self, prefix):
-        return _probs(self.model.draft_logits(prefix), self.settings, prefix)
+        return _probs(self.model.draft_logits(prefix), self.settings, list(prefix), self.n_prompt)
 
 
 def generate_logits_correct(prompt, max_new_tokens, seed, model):
     """Correct: ``generate_correct`` on the laws it computes itself from the logits and ``model.settings``."""
-    return generate_correct(prompt, max_new_tokens, seed, _ProbsFromLogits(model))
+    return generate_correct(prompt, max_new_tokens, seed, _ProbsFromLogits(model, len(prompt)))
 
 
 #: the correct implementation of each (shape, mode)

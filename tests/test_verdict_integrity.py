@@ -147,11 +147,12 @@ def test_refusing_step_passes_what_it_takes_and_reports_the_rest_unsupported(use
     assert r.returncode == 0, r.stdout + r.stderr
     assert "FAIL" not in r.stdout
     unsupported = " ".join(_rows(r.stdout, "UNSUPPORTED"))
-    for name in ("greedy equivalence (temperature 0)", "min_p=0.1", "repetition_penalty=1.3"):
+    for name in ("greedy equivalence (temperature 0)", "min_p=0.1", "repetition_penalty=1.3", "presence_penalty=1.5"):
         assert name in unsupported, r.stdout
     headline = r.stdout.strip().splitlines()[-1]
     assert headline.startswith("PASS: no deviation of TV >= ")
-    assert "4 UNSUPPORTED by the implementation, not covered: " in headline
+    # min-p, the three penalties and the combined setting, and greedy
+    assert "6 UNSUPPORTED by the implementation, not covered: " in headline
 
 
 def test_every_setting_declined_is_unsupported_with_exit_5(usermods):

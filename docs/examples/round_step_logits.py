@@ -2,7 +2,10 @@
 round_step_logits:step --logits``.
 
 With ``--logits``, ``draft(prefix)`` and ``target(prefix, proposed)`` return raw logits and the step
-receives the audit's ``settings`` (a :class:`specverify.SamplingSettings`) as a sixth argument.
+receives the audit's ``settings`` (a :class:`specverify.RequestSettings`: the sampling settings, and
+``prompt_len``, the length of the request's prompt at the start of ``prefix``) as a sixth argument.
+The repetition penalty counts every token of the history; presence and frequency penalties count
+the generated ones only.
 Only the target's processing decides the output law, so it is what this audit tests: here it is
 specverify's own pipeline (``probs_from_logits``); in your code it is your own.
 """
@@ -12,9 +15,13 @@ import numpy as np
 from specverify.dists import probs_from_logits
 
 
+def _counts(ids, v):
+    return np.bincount(np.asarray(ids, dtype=np.int64), minlength=v).astype(np.float64)
+
+
 def _probs(logits, settings, history):
-    seen = np.bincount(np.asarray(history, dtype=np.int64), minlength=len(logits)).astype(np.float64)
-    return probs_from_logits(np.asarray(logits, dtype=np.float64), settings, seen_counts=seen)
+    seen, generated = _counts(history, len(logits)), _counts(history[settings.prompt_len :], len(logits))
+    return probs_from_logits(np.asarray(logits, dtype=np.float64), settings, seen_counts=seen, output_counts=generated)
 
 
 def _sample(w, rng):

@@ -24,6 +24,15 @@ def rep_penalty(logits, history, r):
     return out
 
 
+def presence_frequency(logits, generated, s):
+    # OpenAI / vLLM: over the generated tokens only (the prompt does not count)
+    pres, freq = getattr(s, "presence_penalty", 0.0), getattr(s, "frequency_penalty", 0.0)
+    if (pres == 0 and freq == 0) or len(generated) == 0:
+        return logits
+    counts = np.bincount(np.asarray(generated, dtype=np.int64), minlength=len(logits))[: len(logits)]
+    return logits - pres * (counts > 0) - freq * counts
+
+
 def top_k(logits, k):
     if k <= 0 or k >= len(logits):
         return logits
@@ -65,6 +74,7 @@ def probs(logits, history, s, steps=STEPS, penalty=True):
     x = np.asarray(logits, dtype=np.float64)
     if penalty:
         x = rep_penalty(x, history, getattr(s, "repetition_penalty", 1.0))
+        x = presence_frequency(x, history[getattr(s, "prompt_len", 0) :], s)
     if s.temperature == 0:
         return one_hot_argmax(x)
     for name in steps:

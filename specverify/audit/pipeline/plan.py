@@ -65,7 +65,18 @@ PARITY_GRID = (
     SamplingSettings(top_k=5),
     SamplingSettings(min_p=0.1),
     SamplingSettings(repetition_penalty=1.3),
-    SamplingSettings(temperature=0.8, top_k=5, top_p=0.8, min_p=0.1, repetition_penalty=1.3),
+    # presence and frequency count the generated tokens only (a round step reads settings.prompt_len)
+    SamplingSettings(presence_penalty=1.5),
+    SamplingSettings(frequency_penalty=1.0),
+    SamplingSettings(
+        temperature=0.8,
+        top_k=5,
+        top_p=0.8,
+        min_p=0.1,
+        repetition_penalty=1.3,
+        presence_penalty=0.5,
+        frequency_penalty=0.5,
+    ),
 )
 
 #: mean acceptance of the kernel-level pairs of each kind
