@@ -439,3 +439,26 @@ def test_an_lm_audit_advises_in_its_own_keywords_from_python():
     assert v.status == "INCONCLUSIVE"
     assert "raise budget_s or max_sequences" in v.headline(terms="python") and "--" not in v.headline(terms="python")
     assert "raise --budget or --rounds" in v.headline()
+
+
+def test_a_settings_step_that_samples_at_temperature_0_is_told_how_to_decline():
+    # met as a newcomer: a step takes `settings` only to refuse min-p and samples at temperature 0
+    def step(prefix, draft, target, gamma, rng, settings):
+        if settings.min_p:
+            raise NotImplementedError("no min-p")
+        xs, qs = [], []
+        for _ in range(gamma):
+            q = np.asarray(draft(list(prefix) + xs))
+            xs.append(int(rng.choice(len(q), p=q)))
+            qs.append(q)
+        P = np.asarray(target(list(prefix), xs))
+        for j, x in enumerate(xs):
+            if rng.random() >= min(1.0, P[j][x] / qs[j][x]):
+                r = np.maximum(P[j] - qs[j], 0)
+                return xs[:j] + [int(rng.choice(len(r), p=r / r.sum() if r.sum() > 0 else P[j]))]
+        return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+
+    v = audit(RoundAdapter(step, name="sampler"), settings=(SamplingSettings(),), rounds=200, diagnose=False)
+    (greedy,) = [c for c in v.checks if c.name.startswith("greedy equivalence")]
+    assert greedy.status == FAIL
+    assert "asked for temperature 0" in greedy.summary and "raise NotImplementedError" in greedy.summary

@@ -180,13 +180,20 @@ def _greedy_outcome(name: str, pair: Any, gen: Generation, cfg: AuditConfig, *, 
         srt = np.sort(logits[i])[::-1]
         margin = srt[0] - srt[1]
         kind = "an exact tie (lowest id wins)" if margin == 0 else f"top-2 logit margin {margin:.3g}"
+        # most tokens off the argmax: the implementation sampled although it was asked for temperature 0
+        hint = (
+            "; it was asked for temperature 0 (settings.temperature == 0): decode greedily then, or raise "
+            "NotImplementedError to decline greedy decoding (UNSUPPORTED, not FAIL)"
+            if raw and (~ok).mean() > 0.5
+            else ""
+        )
         return CheckOutcome(
             name=name,
             status=FAIL,
             kind="exact",
             summary=f"{int((~ok).sum())} of {len(ok):,} tokens differ from target-only greedy; "
             f"first at round position {int(gen.position[i])}: emitted {int(gen.tokens[i])}, target argmax "
-            f"{int(want[i])} ({kind}); tokens per position {where}",
+            f"{int(want[i])} ({kind}); tokens per position {where}{hint}",
         )
     missing = [j for j, c in enumerate(counts) if c == 0]
     if raw and missing:
