@@ -591,32 +591,22 @@ class SubprocessAdapter(Adapter):
         return reply
 
     def kernel(self, X: np.ndarray, Q: np.ndarray | None, P: np.ndarray, gen: np.random.Generator) -> np.ndarray:
-        reply = self._ask(
-            {
-                "op": "verify",
-                "draft_tokens": X.tolist(),
-                "draft_probs": None if Q is None else Q.tolist(),
-                "target_probs": P.tolist(),
-                "seed": int(gen.integers(2**31)),
-            }
-        )
-        if "tokens" not in reply:
-            raise MalformedOutputError(f"{self.cmd!r} reply has no 'tokens': {str(reply)[:200]}")
-        return np.asarray(reply["tokens"])
+        rows = {"draft_probs": None if Q is None else Q.tolist(), "target_probs": P.tolist()}
+        return self._verify(X, rows, gen)
 
     def kernel_logits(
         self, X: np.ndarray, DL: ArrayLike, TL: ArrayLike, settings: SamplingSettings, gen: np.random.Generator
     ) -> np.ndarray:
-        reply = self._ask(
-            {
-                "op": "verify",
-                "draft_tokens": X.tolist(),
-                "draft_logits": np.asarray(DL).tolist(),
-                "target_logits": np.asarray(TL).tolist(),
-                "settings": settings.to_dict(),
-                "seed": int(gen.integers(2**31)),
-            }
-        )
+        rows = {
+            "draft_logits": np.asarray(DL).tolist(),
+            "target_logits": np.asarray(TL).tolist(),
+            "settings": settings.to_dict(),
+        }
+        return self._verify(X, rows, gen)
+
+    def _verify(self, X: np.ndarray, rows: dict[str, Any], gen: np.random.Generator) -> np.ndarray:
+        """One ``verify`` request (the drafts, the rows in either mode, a seed) and its tokens."""
+        reply = self._ask({"op": "verify", "draft_tokens": X.tolist(), **rows, "seed": int(gen.integers(2**31))})
         if "tokens" not in reply:
             raise MalformedOutputError(f"{self.cmd!r} reply has no 'tokens': {str(reply)[:200]}")
         return np.asarray(reply["tokens"])
