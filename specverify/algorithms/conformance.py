@@ -205,6 +205,156 @@ def generate_tree_cases(seed: int = 20261129) -> list[dict[str, Any]]:
     return cases
 
 
+__all__ += ["generate_block_cases", "generate_traversal_cases", "write_block_vectors"]
+
+BLOCK_FILE_NAME = "block-v1.json"
+TRAVERSAL_FILE_NAME = "traversal-v1.json"
+
+
+def _strs(rows: Iterable[Iterable[Fraction]]) -> list[list[str]]:
+    return [[str(f) for f in r] for r in rows]
+
+
+def _block_case(
+    rng: np.random.Generator, idx: int, *, v: int, gamma: int, relation: str, kinds: tuple[str, str]
+) -> dict[str, Any]:
+    from .block_verification import block_kernel_law, block_weights
+
+    if relation == "near":  # q = p up to a little noise: long blocks, where the two rules differ most
+        p_w = [_weights(rng, v, kinds[0]) for _ in range(gamma + 1)]
+        q_w = [4 * w + rng.integers(0, 3, v) for w in p_w[:gamma]]
+        draft = [int(rng.choice(v, p=w / w.sum())) for w in q_w]
+    else:
+        p_w, q_w, draft = _case_weights(
+            rng, v=v, gamma=gamma, rule="full", relation=relation, p_kind=kinds[0], q_kind=kinds[1]
+        )
+    p_rows, q_rows = [_row(w) for w in p_w], [_row(w) for w in q_w]
+    entries = sorted(block_kernel_law(p_rows, q_rows, draft).items())
+    count_law = [Fraction(0)] * (gamma + 1)
+    for (k, _), pr in entries:
+        count_law[k] += pr
+    expected = sum((k + 1) * pr for k, pr in enumerate(count_law))
+    chain = kernel_output_law(p_rows, q_rows, draft, RULES["full"])
+    chain_expected = sum((k + 1) * pr for (k, _), pr in chain.items())
+    return {
+        "id": f"{idx:03d}-block-{relation}-V{v}-g{gamma}",
+        "rule": "block",
+        "vocab_size": v,
+        "gamma": gamma,
+        "tags": sorted({relation, f"p:{kinds[0]}", f"q:{kinds[1]}"}),
+        "p": _strs(p_rows),
+        "q": _strs(q_rows),
+        "draft_tokens": draft,
+        "weights": [str(w) for w in block_weights(p_rows, q_rows, draft)],
+        "law": [{"accepted": k, "token": y, "prob": str(pr), "prob_float": float(pr)} for (k, y), pr in entries],
+        "accepted_count_law": [str(c) for c in count_law],
+        "accepted_count_law_float": [float(c) for c in count_law],
+        "expected_emitted": str(expected),
+        "expected_emitted_float": float(expected),
+        "token_wise_expected_emitted": str(chain_expected),
+    }
+
+
+def generate_block_cases(seed: int = 20261129) -> list[dict[str, Any]]:
+    """Block verification (Sun et al. 2025) on fixed drafts: the exact law of (kept drafts, last token).
+
+    ``weights`` are w_0..w_gamma; ``token_wise_expected_emitted`` is the chain rule's on the same call,
+    for reference (block verification's advantage holds on average over drafts, not call by call).
+    """
+    rng = np.random.default_rng(seed + 2)
+    vocabs = [2, 3, 4, 5, 8, 16, 32]
+    kinds = [("general", "general"), ("one_hot", "dense"), ("near_tie", "near_tie"), ("sparse", "one_hot")]
+    cases: list[dict[str, Any]] = []
+    for relation in ("independent", "near", "equal", "disjoint", "q_positive_p_zero"):
+        for pk, qk in kinds:
+            for rep in range(3 if relation in ("independent", "near") else 1):
+                i = len(cases)
+                v, gamma = vocabs[i % len(vocabs)], 2 + (i + rep) % 5
+                cases.append(_block_case(rng, i, v=v, gamma=gamma, relation=relation, kinds=(pk, qk)))
+    return cases
+
+
+def _traversal_case(rng: np.random.Generator, idx: int, v: int, parents: list[int], kind: str) -> dict[str, Any]:
+    from .traversal import _path, traversal_kernel_law
+
+    p_rows = [_row(_weights(rng, v, kind if s % 2 else "dense")) for s in range(len(parents) + 1)]
+    q_w = [_weights(rng, v, "dense") for _ in range(len(parents) + 1)]
+    q_rows = [_row(w) for w in q_w]
+    draft: list[int] = []
+    for n, par in enumerate(parents):  # children of a slot drawn from its q row, without replacement
+        w = q_w[par + 1].astype(np.float64)
+        for m in range(n):
+            if parents[m] == par:
+                w[draft[m]] = 0.0
+        draft.append(int(rng.choice(v, p=w / w.sum())))
+    law = traversal_kernel_law(p_rows, q_rows, draft, parents)
+    entries = sorted(law.items())
+    expected = sum((len(_path(parents, n)) + 1) * pr for (n, _), pr in entries)
+    return {
+        "id": f"{idx:03d}-traversal-V{v}-N{len(parents)}",
+        "rule": "traversal",
+        "without_replacement": True,
+        "vocab_size": v,
+        "parents": parents,
+        "draft_tokens": draft,
+        "p_by_slot": _strs(p_rows),
+        "q_by_slot": _strs(q_rows),
+        "law": [
+            {
+                "node": n,
+                "path_tokens": [draft[m] for m in _path(parents, n)],
+                "token": y,
+                "prob": str(pr),
+                "prob_float": float(pr),
+            }
+            for (n, y), pr in entries
+        ],
+        "expected_emitted": str(expected),
+        "expected_emitted_float": float(expected),
+    }
+
+
+def generate_traversal_cases(seed: int = 20261129) -> list[dict[str, Any]]:
+    """Traversal verification on fixed trees (parent arrays; slot 0 the root, slot n + 1 after node n)."""
+    from .traversal import branching_parents, chain_parents
+
+    rng = np.random.default_rng(seed + 3)
+    shapes = [
+        chain_parents(3),
+        [-1, -1],
+        [-1, 0, 0],
+        branching_parents([2, 1]),
+        [-1, 0, -1, 2, 2],
+        branching_parents([2, 2]),
+    ]
+    cases: list[dict[str, Any]] = []
+    for parents in shapes:
+        for kind in ("general", "sparse", "near_tie"):
+            v = 4 + 2 * (len(cases) % 3)
+            cases.append(_traversal_case(rng, len(cases), v, parents, kind))
+    return cases
+
+
+def write_block_vectors(out_dir: str | Path, seed: int = 20261129) -> tuple[Path, Path]:
+    """Write ``block-v1.json`` and ``traversal-v1.json`` (the fields are described in each generator)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, cases in (
+        (BLOCK_FILE_NAME, generate_block_cases(seed)),
+        (TRAVERSAL_FILE_NAME, generate_traversal_cases(seed)),
+    ):
+        doc = {
+            "format_version": FORMAT_VERSION,
+            "generator": "specverify.algorithms.conformance",
+            "seed": seed,
+            "cases": cases,
+        }
+        (out / name).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        paths.append(out / name)
+    return paths[0], paths[1]
+
+
 def write_vectors(out_dir: str | Path, seed: int = 20261129) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -223,6 +373,7 @@ def write_vectors(out_dir: str | Path, seed: int = 20261129) -> Path:
         "cases": generate_tree_cases(seed),
     }
     (out / TREE_FILE_NAME).write_text(json.dumps(tdoc, indent=1, sort_keys=True) + "\n")
+    write_block_vectors(out, seed)
     return path
 
 
