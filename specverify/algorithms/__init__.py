@@ -7,6 +7,16 @@ Each rule exists as a scalar executable spec (:mod:`.chain_reference`), a numpy 
 """
 
 from ._fused import fused_kernel_available, numpy_fallback
+from .block_verification import (
+    BLOCK,
+    BLOCK_VARIANTS,
+    BlockVariant,
+    block_first_tokens_law,
+    block_kernel_law,
+    block_round_law,
+    verify_block,
+    verify_block_batch,
+)
 from .chain_numpy import (
     ChainResult,
     draft_and_verify_batch,
@@ -39,6 +49,15 @@ from .exact_law import (
     target_law,
     total_variation,
 )
+from .traversal import (
+    TRAVERSAL,
+    TraversalResult,
+    traversal_first_tokens_law,
+    traversal_kernel_law,
+    traversal_round_law,
+    verify_traversal,
+    verify_traversal_batch,
+)
 
 __all__ = [
     "ChainResult",
@@ -69,4 +88,19 @@ __all__ = [
     "verify_one_hot_batch",
     "verify_sample_and_match",
     "verify_sample_and_match_batch",
+    "BLOCK",
+    "BLOCK_VARIANTS",
+    "BlockVariant",
+    "block_first_tokens_law",
+    "block_kernel_law",
+    "block_round_law",
+    "verify_block",
+    "verify_block_batch",
+    "TRAVERSAL",
+    "TraversalResult",
+    "traversal_first_tokens_law",
+    "traversal_kernel_law",
+    "traversal_round_law",
+    "verify_traversal",
+    "verify_traversal_batch",
 ]
