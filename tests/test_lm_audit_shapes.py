@@ -42,7 +42,7 @@ def realigns_badly(target, draft, input_ids, max_new_tokens, *, do_sample, tempe
             target, draft, prompt, max_new_tokens, s, torch.Generator().manual_seed(seed), gamma=3
         ).tokens
     )
-    out = out[:4] + [out[3]] + out[4:-1]
+    out = (out[:4] + [out[3]] + out[4:])[:max_new_tokens]  # never more than asked for (that is a finding)
     return torch.tensor([prompt + out])
 
 

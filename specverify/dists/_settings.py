@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Iterable, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
 
 from ..errors import InvalidSettingsError, UnsupportedSettingError
 
@@ -41,6 +43,7 @@ class SamplingSettings:
     min_tokens_to_keep: int = 1
     temperature_last: bool = False
     penalize_prompt: bool = True
+    stop_token_ids: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         def bad(field: str, what: str, fix: str) -> NoReturn:
@@ -70,6 +73,10 @@ class SamplingSettings:
             bad("temperature_last", f"must be True or False, got {self.temperature_last!r}", "use False (transformers)")
         if not isinstance(self.penalize_prompt, bool):
             bad("penalize_prompt", f"must be True or False, got {self.penalize_prompt!r}", "use True (transformers)")
+        stops = _ids_or_none(self.stop_token_ids)
+        if stops is None:
+            bad("stop_token_ids", f"must be token ids (ints >= 0), got {self.stop_token_ids!r}", "use () for none")
+        object.__setattr__(self, "stop_token_ids", stops)  # a list (from JSON) becomes a tuple
 
     @property
     def is_greedy(self) -> bool:
@@ -106,6 +113,10 @@ class SamplingSettings:
                 f"audit it with penalize_prompt={penalize_prompt}"
             )
 
+    def stop_at(self, ids: Sequence[int]) -> int | None:
+        """The index of the first stop token in ``ids``, or None."""
+        return next((i for i, t in enumerate(ids) if t in self.stop_token_ids), None)
+
     def short(self) -> str:
         """Compact label listing only the non-default sampling settings, for reports (a request's
         context, such as RequestSettings.prompt_len, is not a setting)."""
@@ -117,14 +128,25 @@ class SamplingSettings:
         ]
         return ",".join(parts) or "default"
 
-    def to_dict(self) -> dict[str, float | int | bool]:
-        """Every field; ``temperature_last`` and ``penalize_prompt`` only when not at their defaults
-        (files and protocols written before they existed read the same)."""
-        d: dict[str, float | int | bool] = dataclasses.asdict(self)
-        for f, default in (("temperature_last", False), ("penalize_prompt", True)):
+    def to_dict(self) -> dict[str, Any]:
+        """Every field; ``temperature_last``, ``penalize_prompt`` and ``stop_token_ids`` (a list)
+        only when not at their defaults (files and protocols written before they existed read the same)."""
+        d: dict[str, Any] = dataclasses.asdict(self)
+        for f, default in (("temperature_last", False), ("penalize_prompt", True), ("stop_token_ids", ())):
             if d[f] == default:
                 del d[f]
+        if "stop_token_ids" in d:
+            d["stop_token_ids"] = list(self.stop_token_ids)
         return d
+
+
+def _ids_or_none(x: object) -> tuple[int, ...] | None:
+    """``x`` as a tuple of token ids, or None when it is not a sequence of ints >= 0."""
+    if isinstance(x, (str, bytes)) or not isinstance(x, Iterable):
+        return None
+    ids: tuple[object, ...] = tuple(x)
+    ok = all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 0 for t in ids)
+    return tuple(int(t) for t in ids) if ok else None  # type: ignore[call-overload]
 
 
 GREEDY = SamplingSettings(temperature=0.0)

@@ -31,7 +31,16 @@ from ..dists.torch_ops import process_logits_torch
 if TYPE_CHECKING:  # transformers is imported where a model is built (importing it takes seconds)
     from transformers import PreTrainedModel
 
-__all__ = ["build_model", "perturbed_copy", "early_exit_copy", "load_local", "CausalLM", "KVSession", "layered_target"]
+__all__ = [
+    "build_model",
+    "perturbed_copy",
+    "with_token_mass",
+    "early_exit_copy",
+    "load_local",
+    "CausalLM",
+    "KVSession",
+    "layered_target",
+]
 
 FAMILIES = ("llama", "gpt2", "qwen2")
 
@@ -109,6 +118,32 @@ def perturbed_copy(model: PreTrainedModel, *, eps: float = 0.1, seed: int = 1) -
             noise = torch.randn(p.shape, generator=g).to(p.device, p.dtype)
             p.add_(eps * p.abs().mean() * noise)
     return d.eval()
+
+
+def with_token_mass(model: PreTrainedModel, token: int, *, mean_prob: float, seed: int = 0) -> PreTrainedModel:
+    """A copy of ``model`` whose LM head adds one bias to ``token``'s logit, chosen so that the
+    token's probability averages ``mean_prob`` over seeded random contexts (an EOS with real mass
+    at many positions, mid-block included; random inits give each id about 1 / vocab)."""
+    m = copy.deepcopy(model)
+    head = m.get_output_embeddings()
+    vocab = int(head.weight.shape[0])
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (16, 24), generator=g)
+    with torch.no_grad():
+        logits = m(ids).logits.reshape(-1, vocab).double()
+    lo, hi = -50.0, 50.0
+    for _ in range(60):  # bisection: the mean probability rises with the bias
+        b = (lo + hi) / 2
+        x = logits.clone()
+        x[:, token] += b
+        lo, hi = (b, hi) if float(torch.softmax(x, -1)[:, token].mean()) < mean_prob else (lo, b)
+    biased = torch.nn.Linear(head.in_features, vocab, bias=True, dtype=head.weight.dtype, device=head.weight.device)
+    with torch.no_grad():
+        biased.weight.copy_(head.weight)
+        biased.bias.zero_()
+        biased.bias[token] = (lo + hi) / 2
+    m.set_output_embeddings(biased)
+    return m.eval()
 
 
 def early_exit_copy(model: PreTrainedModel, *, layers: int) -> PreTrainedModel:

@@ -82,6 +82,8 @@ def target_only_generate(
             y = int(inverse_cdf_sample_torch(p, u))
         out.append(y)
         pending = [y]
+        if y in settings.stop_token_ids:  # the request ends at its first stop token
+            break
     return RunResult(out, [], [], passes, 0, time.perf_counter() - t0)
 
 
@@ -96,7 +98,9 @@ def speculative_generate(
     *,
     gamma: int = 4,
 ) -> RunResult:
-    """Chain speculative decoding with a draft model; exact in sampling, greedy-equal at temperature 0."""
+    """Chain speculative decoding with a draft model; exact in sampling, greedy-equal at temperature 0.
+    The request ends at ``max_new_tokens`` or at its first stop id (``settings.stop_token_ids``),
+    wherever in a round it is accepted."""
     tl, dl = CausalLM(target), CausalLM(draft)
     t0 = time.perf_counter()
     ts, ds = KVSession(target), KVSession(draft)
@@ -148,6 +152,9 @@ def speculative_generate(
         out.extend(drafts[:k] + [y])
         accepted.append(k)
         drafted.append(g)
+        if (stop := settings.stop_at(out[len(out) - k - 1 :])) is not None:  # a stop may be accepted mid-round
+            del out[len(out) - k - 1 + stop + 1 :]
+            break
         # Target cache holds ... + t_pending + drafts: drop the rejected drafts.
         ts.rollback(g - k)
         t_pending = [y]

@@ -3,6 +3,7 @@ companions (TensorFlow Probability's pattern), result objects (scipy's), and the
 """
 
 from ._anderson import ad_limit_sf, anderson_darling_uniform
+from ._counts import EventCountResult, event_count_test
 from ._gof import exact_multinomial_test, g_test, monte_carlo_gof_test, pearson_test, pool_cells, tv_interval
 from ._multiple import benjamini_hochberg, holm
 from ._power import (
@@ -55,6 +56,8 @@ from ._verdict import (
 )
 
 __all__ = [
+    "EventCountResult",
+    "event_count_test",
     # goodness of fit, two-sample
     "pearson_test",
     "g_test",

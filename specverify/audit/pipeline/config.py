@@ -88,6 +88,9 @@ class LMAuditConfig:
     settings: tuple[SamplingSettings, ...] | None = None  # None: DEFAULT_SETTINGS
     prompts: tuple[tuple[int, ...], ...] | None = None  # None: 8 seeded prompts of 2 to 5 ids
     length: int | None = None  # tokens per sequence; None: 4 (gamma + 1)
+    # the stop unit's stop ids: None, the EOS of pairs specverify builds (none for a given model); () no stop unit
+    stop_token_ids: tuple[int, ...] | None = None
+    long_length: int = 512  # tokens per sequence of the long unit (block boundaries crossed); 0: no long unit
     max_sequences: int | None = None  # sequences per unit at most: fixed sizes instead of the plan
     name: str = "generator"
     call_timeout: float | None = 60.0  # seconds per call (per sequence of a batch call)
@@ -97,6 +100,7 @@ class LMAuditConfig:
     lossy_by_design: bool = False
     looks: tuple[float, ...] = (1.0,)  # fractions of the plan tested in turn (alpha split over them)
     logit_tol: float = 0.0  # bound on |engine logit - float64 logit| at filter boundaries
+    logprob_tol: float = 1e-3  # nats: returned logprobs farther than this from the float64 law are a finding
     diagnose: bool = True  # rank root causes after a FAIL (never changes the verdict)
     checkpoint: str | None = None  # a file the collected ids are written to (and resumed from)
     resume: bool = False

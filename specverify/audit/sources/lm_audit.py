@@ -45,14 +45,23 @@ from scipy.stats import poisson_binom
 
 from ...dists import GREEDY, SamplingSettings
 from ...errors import ImplementationError, MalformedOutputError, SpecVerifyError, UnsupportedSettingError
-from ...harness import as_token_ids
 from ...lm.transformers_lm import CausalLM, KVSession
-from ...stats import FAIL, INCONCLUSIVE, PASS, CheckOutcome, StreamLaw, Verdict, default_stream_test
+from ...stats import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    CheckOutcome,
+    StreamLaw,
+    Verdict,
+    default_stream_test,
+    event_count_test,
+)
 from ..pipeline.checkpoint import digest, load_json_checkpoint, save_json_checkpoint
 from ..pipeline.conclude import FINDING, UNSUPPORTED, failed_outcome, failure_of, make_verdict
 from ..pipeline.config import LMAuditConfig, TestFamily
 from ..pipeline.plan import DEFAULT_SETTINGS
 from .adapters import call_with_timeout
+from .lm_logprobs import RequestOutput, logprob_problem, logprobs_mode, parse_output, reference_laws
 
 __all__ = [
     "LMAuditConfig",
@@ -70,6 +79,8 @@ GREEDY_NAME = "greedy equivalence (tie-aware)"
 Generate = Callable[..., Any]
 #: a model pair's kind: the caller's own target (draft unknown), or a pair specverify built
 LMPairKind = Literal["given", "low", "high"]
+#: what a unit audits: one setting, where requests end (stop ids), or long outputs
+LMRole = Literal["settings", "stop", "long"]
 
 
 def _auditor(model: torch.nn.Module) -> CausalLM:
@@ -139,22 +150,31 @@ class LMPair:
     target: torch.nn.Module
     draft: torch.nn.Module | None = None
     kind: LMPairKind = "given"
+    eos_token_id: int | None = None  # a stop id with real mass under the target (the stop unit's)
+
+
+#: the mean probability of the EOS id under the target of :func:`lm_pairs`
+EOS_MASS = 0.05
 
 
 def lm_pairs(vocab: int = 256, *, seed: int = 0) -> tuple[LMPair, LMPair]:
     """A low- and a high-overlap pair of seeded tiny Llama models (2 layers, hidden 32), built from
     configs: the high draft is the target plus 5% relative weight noise, the low draft an
-    independently seeded model of the same shape (as :func:`specverify.harness.make_model_pair`)."""
-    from ...lm.transformers_lm import build_model, perturbed_copy
+    independently seeded model of the same shape (as :func:`specverify.harness.make_model_pair`).
+    The last id is an EOS with mass :data:`EOS_MASS` on average under the target (and the high
+    draft), at many positions: the stop unit's sequences end at it, mid-block included, and a
+    shortcut keyed on the last id of the vocabulary meets a token that matters."""
+    from ...lm.transformers_lm import build_model, perturbed_copy, with_token_mass
 
     def model(s: int) -> torch.nn.Module:
         m: torch.nn.Module = build_model("llama", vocab=vocab, hidden=32, layers=2, heads=2, seed=s, lm_head_scale=6.0)
         return m
 
-    target = model(seed)
+    eos = vocab - 1
+    target = with_token_mass(model(seed), eos, mean_prob=EOS_MASS, seed=seed)
     return (
-        LMPair(target=target, draft=model(seed + 7919), kind="low"),
-        LMPair(target=target, draft=perturbed_copy(target, eps=0.05, seed=seed + 1), kind="high"),
+        LMPair(target=target, draft=model(seed + 7919), kind="low", eos_token_id=eos),
+        LMPair(target=target, draft=perturbed_copy(target, eps=0.05, seed=seed + 1), kind="high", eos_token_id=eos),
     )
 
 
@@ -176,23 +196,74 @@ class LMUnit:
     pair_index: int
     kind: LMPairKind
     family: TestFamily
+    length: int  # max_new_tokens of every request of the unit
+    role: LMRole = "settings"
 
     @property
     def label(self) -> str:
         pair = "" if self.kind == "given" else f" / {self.kind}-overlap pair"
-        return f"settings[{self.setting_index}] {self.settings.short()}{pair}"
+        long = f" / {self.length} tokens" if self.role == "long" else ""
+        return f"settings[{self.setting_index}] {self.settings.short()}{long}{pair}"
+
+    @property
+    def tests(self) -> int:
+        """Tests the unit runs: the stream test, plus the stop count or one per offset bucket."""
+        return 1 + (self.role == "stop") + (len(_buckets(self.length)) if self.role == "long" else 0)
 
 
 def plan_lm(cfg: LMAuditConfig, pairs: Sequence[LMPair]) -> tuple[LMUnit, ...]:
-    """Units = settings x pairs; alpha split over units, looks, and the boundary test (union bound)."""
+    """Units = settings x pairs, then the request units on the first setting that samples: a stop
+    unit (stop ids: the option, else the pair's EOS; on the high-overlap pair, where drafted stops
+    are accepted mid-block) and a long unit (``long_length`` tokens; on the low-overlap pair, where
+    rejections leave state to roll back). Alpha is split over every test of every unit, the looks,
+    and the boundary test (union bound)."""
     settings = cfg.settings if cfg.settings is not None else DEFAULT_SETTINGS
-    cells = [(i, s, j, p.kind) for i, s in enumerate(settings) for j, p in enumerate(pairs)]
-    tests = max(len(cells), 1) * len(cfg.looks) * (2 if cfg.logit_tol > 0 else 1)
+    length = int(cfg.length or 0)
+    cells: list[tuple[int, SamplingSettings, int, int, LMRole]] = [
+        (i, s, j, length, "settings") for i, s in enumerate(settings) for j, p in enumerate(pairs)
+    ]
+    first = next(((i, s) for i, s in enumerate(settings) if not s.is_greedy), None)
+    if first is not None:
+        i, s = first
+        j = _pair_of(pairs, "high")
+        stops = cfg.stop_token_ids if cfg.stop_token_ids is not None else _eos(pairs[j])
+        if stops:
+            cells.append((i, dataclasses.replace(s, stop_token_ids=tuple(stops)), j, stop_length(cfg), "stop"))
+        if cfg.long_length:
+            cells.append((i, s, _pair_of(pairs, "low"), int(cfg.long_length), "long"))
+    units = [
+        LMUnit(index=u, setting_index=i, settings=s, pair_index=j, kind=pairs[j].kind, family=_NO_FAMILY, length=n,
+               role=r)
+        for u, (i, s, j, n, r) in enumerate(cells)
+    ]  # fmt: skip
+    tests = max(sum(u.tests for u in units), 1) * len(cfg.looks) * (2 if cfg.logit_tol > 0 else 1)
     fam = TestFamily(cfg.alpha / tests, cfg.beta, cfg.eps, strata=1, sequential=False)
-    return tuple(
-        LMUnit(index=u, setting_index=i, settings=s, pair_index=j, kind=k, family=fam)
-        for u, (i, s, j, k) in enumerate(cells)
-    )
+    return tuple(dataclasses.replace(u, family=fam) for u in units)
+
+
+def stop_length(cfg: LMAuditConfig) -> int:
+    """max_new_tokens of the stop unit: not a multiple of gamma + 1, so that the round that reaches
+    the cap crosses it, and short enough that a third of the requests get there (sglang#31599: a
+    stop inside that round was masked by the length check)."""
+    return int(cfg.length or 0) + cfg.gamma // 2 + 1
+
+
+def _pair_of(pairs: Sequence[LMPair], kind: LMPairKind) -> int:
+    return next((j for j, p in enumerate(pairs) if p.kind == kind), 0)
+
+
+def _eos(pair: LMPair) -> tuple[int, ...]:
+    return () if pair.eos_token_id is None else (pair.eos_token_id,)
+
+
+def _buckets(length: int) -> tuple[tuple[int, int], ...]:
+    """Offset ranges of a long unit tested on their own (FAIL only): block boundaries at 64, 128,
+    256 and 512 fall between them, so a bug from some offset on shows in its bucket undiluted."""
+    edges = [e for e in (0, 64, 128, 256, 512, 1024, 2048) if e < length] + [length]
+    return tuple(zip(edges, edges[1:]))
+
+
+_NO_FAMILY = TestFamily(1.0, 1.0, 1.0, strata=1)
 
 
 def _validated(cfg: LMAuditConfig) -> LMAuditConfig:
@@ -203,6 +274,10 @@ def _validated(cfg: LMAuditConfig) -> LMAuditConfig:
         )
     if not (np.isfinite(cfg.logit_tol) and cfg.logit_tol >= 0):
         raise ValueError(f"logit_tol={cfg.logit_tol!r}: a bound on |engine logit - float64 logit|, finite and >= 0")
+    if not (isinstance(cfg.long_length, int) and cfg.long_length >= 0):
+        raise ValueError(f"long_length={cfg.long_length!r}: tokens per long sequence, an int >= 0 (0: no long unit)")
+    if cfg.stop_token_ids is not None:
+        SamplingSettings(stop_token_ids=cfg.stop_token_ids)  # the same check as a request's
     return dataclasses.replace(cfg, looks=looks, length=cfg.length or 4 * (cfg.gamma + 1))
 
 
@@ -215,8 +290,9 @@ def _config(config: LMAuditConfig | None, overrides: dict[str, Any]) -> LMAuditC
         )
     if "prompts" in overrides and overrides["prompts"] is not None:
         overrides = {**overrides, "prompts": tuple(tuple(int(t) for t in p) for p in overrides["prompts"])}
-    if "settings" in overrides and overrides["settings"] is not None:
-        overrides = {**overrides, "settings": tuple(overrides["settings"])}
+    for key in ("settings", "stop_token_ids"):
+        if overrides.get(key) is not None:
+            overrides = {**overrides, key: tuple(overrides[key])}
     return _validated(dataclasses.replace(config or LMAuditConfig(), **overrides))
 
 
@@ -238,6 +314,7 @@ class LMSample:
     complete: bool = False
     early: CheckOutcome | None = None  # a FAIL at a look before the last
     looks_done: int = 0  # looks concluded without a FAIL (a resumed unit goes on from the next)
+    logprobs_checked: int = 0  # tokens whose returned logprobs matched the target's law
     # the unit's own stream of request seeds: a unit's sample never depends on how far another got
     rng: np.random.Generator = dataclasses.field(default_factory=lambda: np.random.default_rng(0))
 
@@ -254,7 +331,7 @@ def _collect(
     """Sample ``unit`` into ``sample`` until it holds ``need`` tested tokens, the deadline passes
     (after at least one batch) or ``max_sequences`` is reached; a declined setting or an
     implementation failure ends it."""
-    length, s, prompts = int(cfg.length or 0), unit.settings, cfg.prompts or ()
+    length, s, prompts = unit.length, unit.settings, cfg.prompts or ()
     size = max(1, int(getattr(generate, "batch_size", 1)))
     while (short := need - sample.tested) > 0:
         i = len(sample.sequences)
@@ -264,17 +341,21 @@ def _collect(
         batch = [list(prompts[(i + j) % len(prompts)]) for j in range(k)]
         seeds = [int(sample.rng.integers(2**31)) for _ in range(k)]
         try:
-            seqs = _call_batch(generate, batch, length, seeds, s, timeout=cfg.call_timeout, name=cfg.name)
+            outs = _call_batch(generate, batch, length, seeds, s, timeout=cfg.call_timeout, name=cfg.name)
         except UnsupportedSettingError as exc:
             sample.unsupported = str(exc)
             return
         except ImplementationError as exc:
             sample.error = str(exc)
             return
-        seqs = [[int(t) for t in seq[:length]] for seq in seqs]
-        if bad := next((q for q in seqs if len(q) < length or any(t < 0 or t >= aud.vocab_size for t in q)), None):
-            sample.error = f"{cfg.name} returned {bad}; expected {length} ids in [0, {aud.vocab_size})"
+        seqs = [o.ids for o in outs]
+        if problem := next((m for q in seqs if (m := request_problem(q, length, s, aud.vocab_size))), None):
+            sample.error = f"{cfg.name}: {problem}"
             return
+        if problem := _logprobs_problem(generate, aud, batch, outs, s, cfg):
+            sample.error = f"{cfg.name}: {problem}"
+            return
+        sample.logprobs_checked += sum(len(o.ids) for o in outs if o.logprobs is not None or o.top_logprobs)
         laws, marks = _laws(aud, batch, seqs, s, cfg.logit_tol)
         sample.rows.extend(laws)
         sample.marks.extend(marks)
@@ -313,22 +394,67 @@ def _collect_with_looks(
     raise AssertionError("looks end at 1.0")
 
 
+def request_problem(ids: Sequence[int], n: int, s: SamplingSettings, vocab: int) -> str | None:
+    """What is wrong with ``ids`` as the output of a request for ``n`` new tokens under ``s``
+    (None: nothing). A request ends at its first stop id (that token included) or at ``n`` tokens:
+    tokens after a stop, an end that is neither, ids outside the vocabulary and more than ``n``
+    tokens are findings (the reference is target-only sampling with the same stop rule)."""
+    ids = list(ids)
+    if bad := [t for t in ids if not 0 <= t < vocab]:
+        return f"returned ids {bad[:5]} outside [0, {vocab}) (output {_clip(ids)})"
+    if len(ids) > n:
+        return f"returned {len(ids)} tokens for max_new_tokens={n} (output {_clip(ids)})"
+    if (at := s.stop_at(ids)) is not None and at < len(ids) - 1:
+        return (
+            f"emitted {len(ids) - 1 - at} token(s) after stop id {ids[at]} (token {at} of {len(ids)}: "
+            f"...{ids[max(0, at - 2) : at + 3]}...; stop_token_ids={list(s.stop_token_ids)}): a request ends at its "
+            "first stop token, a stop accepted "
+            "mid-round included. Cut the output after it, or raise NotImplementedError when settings.stop_token_ids "
+            "is set (reported as unsupported)"
+        )
+    if len(ids) < n and at is None:
+        ends = f"a stop id {list(s.stop_token_ids)} or " if s.stop_token_ids else ""
+        return f"returned {len(ids)} tokens {_clip(ids)}: a request ends at {ends}max_new_tokens={n}"
+    return None
+
+
+def _clip(ids: list[int], k: int = 12) -> str:
+    return str(ids) if len(ids) <= k else f"[{', '.join(map(str, ids[:k]))}, ...] ({len(ids)} ids)"
+
+
 def _call_batch(
     generate: Generate, prompts: list[list[int]], length: int, seeds: list[int], s: SamplingSettings, *,
     timeout: float | None, name: str,
-) -> list[list[int]]:  # fmt: skip
-    """``len(prompts)`` sequences: one ``generate.batch`` call when the generator has one (engines
-    that schedule requests together; the call gets ``timeout`` per sequence), else one call each."""
+) -> list[RequestOutput]:  # fmt: skip
+    """``len(prompts)`` outputs: one ``generate.batch`` call when the generator has one (engines
+    that schedule requests together; the call gets ``timeout`` per sequence), else one call each.
+    An output is ids, or ids with logprobs (:mod:`.lm_logprobs`)."""
     if hasattr(generate, "batch"):
         t = timeout * len(prompts) if timeout else None
         out = call_with_timeout(generate.batch, [list(p) for p in prompts], length, seeds, s, timeout=t, what=name)
         if len(out) != len(prompts):
             raise MalformedOutputError(f"{name}.batch returned {len(out)} sequences for {len(prompts)} prompts")
-        return [as_token_ids(x, f"{name}.batch").tolist() for x in out]
+        return [parse_output(x, f"{name}.batch") for x in out]
     return [
-        as_token_ids(call_with_timeout(generate, list(p), length, sd, s, timeout=timeout, what=name), name).tolist()
+        parse_output(call_with_timeout(generate, list(p), length, sd, s, timeout=timeout, what=name), name)
         for p, sd in zip(prompts, seeds, strict=False)
     ]
+
+
+def _logprobs_problem(
+    generate: Generate, aud: CausalLM, prompts: list[list[int]], outs: list[RequestOutput], s: SamplingSettings,
+    cfg: LMAuditConfig,
+) -> str | None:  # fmt: skip
+    """The first logprob that differs from the target's law (None: none, or none returned)."""
+    which = [i for i, o in enumerate(outs) if o.logprobs is not None or o.top_logprobs]
+    if not which:
+        return None
+    mode = logprobs_mode(generate)
+    laws = reference_laws(aud, [prompts[i] for i in which], [outs[i].ids for i in which], s, mode)
+    for i, law in zip(which, laws, strict=True):
+        if problem := logprob_problem(outs[i], law, tol=cfg.logprob_tol, mode=mode):
+            return f"{problem} (prompt {prompts[i]}, settings {s.short()})"
+    return None
 
 
 def _tested(toks: list[int], marks: list[np.ndarray]) -> int:
@@ -381,22 +507,20 @@ def _conclude_sample(unit: LMUnit, cfg: LMAuditConfig, sample: LMSample) -> Chec
         boundary = _boundary_count(m, cfg.logit_tol)
         if (c := _boundary_outcome(label, fam, boundary, len(toks))) is not None:
             return c
-    res = default_stream_test(
-        StreamLaw(np.concatenate(sample.rows)[keep]),
-        toks[keep],
-        np.arange(int(keep.sum())),
-        rng=np.random.default_rng([cfg.seed, unit.index]),
-        alpha=fam.alpha_fixed,
-        beta=fam.beta,
-        stratum="all generated tokens",
-    )
+    rows = np.concatenate(sample.rows)
+    res = _stream_test(rows, toks, keep, unit, cfg, stratum="all generated tokens")
+    request = _request_tests(unit, cfg, sample, rows, toks, keep)
     detail: dict[str, Any] = {
         "setting": f"settings[{unit.setting_index}] {unit.settings.short()}",
         "pair_kind": unit.kind,
         "components": [c.record() for c in res.components],
         "sequences": len(sample.sequences),
-        "length": cfg.length,
+        "length": unit.length,
+        "logprobs_checked": sample.logprobs_checked,
     }
+    detail.update(request.details)
+    if res.pvalue > fam.alpha_fixed and request.failed is not None:
+        return dataclasses.replace(request.failed, details=detail)
     note = ""
     if boundary is not None:
         detail["boundary"] = boundary
@@ -406,6 +530,72 @@ def _conclude_sample(unit: LMUnit, cfg: LMAuditConfig, sample: LMSample) -> Chec
                 f"{cfg.logit_tol:g} left out (at most {boundary['at_most_expected']:.1f} expected)"
             )
     return _stream_outcome(label, fam, res, int(keep.sum()), sample.complete, cfg.eps, detail, note)
+
+
+def _stream_test(
+    rows: np.ndarray,
+    toks: np.ndarray,
+    keep: np.ndarray,
+    unit: LMUnit,
+    cfg: LMAuditConfig,
+    *,
+    stratum: str,
+    salt: int = 0,
+) -> Any:
+    """The default stream test of the kept tokens against their rows, at the unit's per-test alpha."""
+    return default_stream_test(
+        StreamLaw(rows[keep]),
+        toks[keep],
+        np.arange(int(keep.sum())),
+        rng=np.random.default_rng([cfg.seed, unit.index, salt])
+        if salt
+        else np.random.default_rng([cfg.seed, unit.index]),
+        alpha=unit.family.alpha_fixed,
+        beta=unit.family.beta,
+        stratum=stratum,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _RequestTests:
+    """The request unit's own tests: a FAIL (or None) and the facts for the details."""
+
+    failed: CheckOutcome | None = None
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _request_tests(
+    unit: LMUnit, cfg: LMAuditConfig, sample: LMSample, rows: np.ndarray, toks: np.ndarray, keep: np.ndarray
+) -> _RequestTests:
+    """A stop unit counts its stops against the law's P(stop) at every position (where sequences
+    end); a long unit tests each offset bucket on its own (a bug from some offset on)."""
+    fam, label = unit.family, unit.label
+    if unit.role == "stop":
+        stops = list(unit.settings.stop_token_ids)
+        r = event_count_test(np.isin(toks[keep], stops), rows[keep][:, stops].sum(axis=1))
+        fact = {"observed": r.observed, "expected": round(r.expected, 1), "sd": round(r.sd, 1), "pvalue": r.pvalue}
+        if r.pvalue > fam.alpha_fixed:
+            return _RequestTests(details={"stops": fact})
+        text = (
+            f"{r.observed:,} requests ended at a stop id {stops} where the target's law expects {r.expected:,.1f} "
+            f"(sd {r.sd:.1f}; p = {r.pvalue:.2g}): {r.direction} stops than target-only sampling makes"
+        )
+        c = CheckOutcome(name=label, status=FAIL, kind="statistical", summary=f"{label}, where requests end: {text}",
+                         stratum="where requests end", finding=text, pvalue=r.pvalue, n=int(keep.sum()))  # fmt: skip
+        return _RequestTests(c, {"stops": fact})
+    if unit.role != "long":
+        return _RequestTests()
+    offsets = np.concatenate([np.arange(len(q)) for q in sample.sequences])
+    for b, (lo, hi) in enumerate(_buckets(unit.length), 1):
+        inside = keep & (offsets >= lo) & (offsets < hi)
+        if inside.sum() < 50:
+            continue
+        stratum = f"tokens {lo}-{hi - 1} of each sequence"
+        res = _stream_test(rows, toks, inside, unit, cfg, stratum=stratum, salt=b)
+        if res.pvalue <= fam.alpha_fixed:
+            f = failure_of(stratum, res.worst, res.pvalue)
+            return _RequestTests(failed_outcome(label, f, kind="statistical", pvalue=res.pvalue, n=int(inside.sum())))
+    return _RequestTests(details={"buckets": [list(b) for b in _buckets(unit.length)]})
 
 
 def _stream_outcome(
@@ -500,6 +690,8 @@ def _run(make: Callable[[LMPair], Generate], pairs: Sequence[LMPair], cfg: LMAud
         checks.append(dataclasses.replace(_conclude_sample(u, cfg, samples[u.index]), check_id=f"unit/{u.index}"))
     if cfg.greedy_check:
         checks.append(_greedy_check(gens[0], pairs[0].target, cfg))
+    if (seeds := _seed_check(gens[0], aud, units, cfg)) is not None:
+        checks.append(seeds)
     v = make_verdict(
         checks, [c.summary for c in checks if c.status == FAIL], alpha=cfg.alpha, beta=cfg.beta, eps=cfg.eps,
         seed=cfg.seed, needed=_needed(checks, units, cfg), samples=sum(len(s.tokens) for s in samples.values()),
@@ -582,11 +774,75 @@ class _Saver:
 
 
 def _greedy_check(generate: Generate, target: torch.nn.Module, cfg: LMAuditConfig) -> CheckOutcome:
+    # greedy over the long unit's length too: a divergence that starts after a few hundred tokens counts
+    length = max(int(cfg.length or 0), cfg.long_length, 16)
     out = greedy_equivalence(
-        generate, target, prompts=[list(p) for p in (cfg.prompts or ())][:8], length=max(int(cfg.length or 0), 16),
+        generate, target, prompts=[list(p) for p in (cfg.prompts or ())][:8], length=length,
         name=cfg.name, tie_tol=cfg.tie_tol, target_greedy=cfg.target_greedy, call_timeout=cfg.call_timeout,
     )  # fmt: skip
     return dataclasses.replace(out, check_id="exact/greedy")
+
+
+#: requests of the seed check: one prompt, each with its own seed (and one repeat when seeded)
+SEED_REQUESTS = 6
+
+
+def _seed_check(generate: Generate, aud: CausalLM, units: Sequence[LMUnit], cfg: LMAuditConfig) -> CheckOutcome | None:
+    """Different seeds, different samples; the same seed, the same sample where the generator
+    declares ``seeded = True`` (NVIDIA/TensorRT-LLM#19487: requests sharing one RNG stream gave
+    identical samples). Two independent requests coincide on a sequence x with probability P(x)^2,
+    so a coincidence on any x with P(x) <= delta has probability at most delta per pair: the check
+    FAILs on a repeat whose probability under the target law is at most a thousandth of alpha over
+    the pairs (P(x) from the float64 law; the audit's false-fail budget is spent on its statistics)."""
+    u = next((u for u in units if u.role == "settings" and not u.settings.is_greedy), None)
+    if u is None or not cfg.prompts:
+        return None
+    try:
+        return _seed_outcome(generate, aud, u.settings, cfg)
+    except UnsupportedSettingError:
+        return None  # the setting is reported unsupported by its unit
+    except ImplementationError as exc:
+        return CheckOutcome(
+            name="seed independence", status=FAIL, kind="exact", summary=str(exc), check_id="exact/seeds"
+        )
+
+
+def _seed_outcome(generate: Generate, aud: CausalLM, s: SamplingSettings, cfg: LMAuditConfig) -> CheckOutcome:
+    """:func:`_seed_check` on one setting."""
+    assert cfg.prompts
+    rng = np.random.default_rng([cfg.seed, 9])
+    seeds = [int(x) for x in rng.choice(2**31, SEED_REQUESTS, replace=False)]
+    prompt, n = list(cfg.prompts[0]), max(int(cfg.length or 0), 32)
+    outs = [o.ids for o in _call_batch(generate, [prompt] * len(seeds), n, seeds, s,
+                                       timeout=cfg.call_timeout, name=cfg.name)]  # fmt: skip
+    n_pairs, delta = len(seeds) * (len(seeds) - 1) // 2, cfg.alpha * 1e-3
+    repeats = [(i, j) for i in range(len(outs)) for j in range(i) if outs[i] == outs[j]]
+    for i, j in repeats:
+        law = aud.batch_sequence_probs([prompt], [outs[i]], s)[0]
+        p = float(np.prod(law[np.arange(len(outs[i])), outs[i]]))
+        if p * n_pairs <= delta:
+            text = (
+                f"seeds {seeds[j]} and {seeds[i]} gave the same {len(outs[i])} tokens: the randomness does not follow "
+                f"the request's seed (that sequence has probability {p:.2g} under the target law; any repeat this "
+                f"unlikely has probability at most {n_pairs * p:.2g})"
+            )
+            return CheckOutcome(
+                name="seed independence", status=FAIL, kind="exact", summary=text, check_id="exact/seeds"
+            )
+    note = ""
+    if getattr(generate, "seeded", False):
+        again = _call_batch(generate, [prompt], n, seeds[:1], s, timeout=cfg.call_timeout, name=cfg.name)
+        if again[0].ids != outs[0]:
+            text = (
+                f"seed {seeds[0]} gave two different outputs ({_clip(outs[0])}, then {_clip(again[0].ids)}), while "
+                f"{cfg.name} declares seeded=True (the same seed reproduces a request)"
+            )
+            return CheckOutcome(
+                name="seed independence", status=FAIL, kind="exact", summary=text, check_id="exact/seeds"
+            )
+        note = "; the same seed reproduced its request (seeded=True)"
+    summary = f"{len(seeds)} seeds, {len(set(map(tuple, outs)))} different samples from one prompt{note}"
+    return CheckOutcome(name="seed independence", status=PASS, kind="exact", summary=summary, check_id="exact/seeds")
 
 
 def _diagnosis(
@@ -665,7 +921,7 @@ def greedy_equivalence(
         )
         try:
             raw = call_with_timeout(generate, list(prompt), length, 0, GREEDY, timeout=call_timeout, what=name)
-            got = as_token_ids(raw, name).tolist()[:length]
+            got = parse_output(raw, name).ids[:length]
         except UnsupportedSettingError as exc:
             return CheckOutcome(name=GREEDY_NAME, status=UNSUPPORTED, kind="exact", summary=str(exc))
         except ImplementationError as exc:

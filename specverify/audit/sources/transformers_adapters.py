@@ -87,9 +87,10 @@ def hf_generator(
                 x,
                 attention_mask=torch.ones_like(x),
                 max_new_tokens=max_new_tokens,
-                min_new_tokens=max_new_tokens,
+                # without stop ids every request runs to max_new_tokens; with them, transformers stops at the first
+                min_new_tokens=0 if settings.stop_token_ids else max_new_tokens,
                 pad_token_id=0,
-                eos_token_id=None,
+                eos_token_id=list(settings.stop_token_ids) or None,
                 **kw,
             )
         ids: list[int] = out[0, len(prompt) :].tolist()
