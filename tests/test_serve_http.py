@@ -172,6 +172,15 @@ def test_endpoint_one_sample_against_the_builtin_model(servers, path):
     assert h.startswith("PASS") or h.startswith("INCONCLUSIVE: "), h
 
 
+def test_an_endpoint_audit_sends_stop_ids_and_serve_honours_them(servers):
+    # the stop unit through the OpenAI field stop_token_ids (vLLM's); serve ends a request at the first
+    r = cli("--endpoint", servers["spec"], "--model", f"builtin:{VOCAB}", "--rounds", "60", "--length", "6",
+            "--temperature", "1", "--eps", "0.5", "--stop-token-ids", "3,7", "--long-length", "40")  # fmt: skip
+    assert r.returncode in (0, 3), r.stdout + r.stderr
+    assert "stop_token_ids=(3, 7)" in r.stdout and "/ 40 tokens" in r.stdout, r.stdout
+    assert "after stop id" not in r.stdout
+
+
 def test_endpoint_one_sample_catches_another_model(servers):
     """The server's model has seed 1; the audit computes the law of seed 0's: a different law."""
     r = cli(

@@ -132,6 +132,20 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         action="store_true",
         help="with --endpoint: the server applies temperature after top-k/top-p/min-p (llama.cpp's server)",
     )
+    a.add_argument(
+        "--stop-token-ids",
+        type=lambda x: tuple(int(t) for t in x.split(",") if t.strip()),
+        default=None,
+        help="with --endpoint: ids that end a request (sent as stop_token_ids) in the stop unit, comma-separated "
+        "(default: none, no stop unit; pick ids with real mass under the model, e.g. its EOS)",
+    )
+    a.add_argument(
+        "--long-length",
+        type=int,
+        default=512,
+        help="with --endpoint: tokens per request of the long unit, crossing cache block boundaries (default 512; "
+        "0: no long unit)",
+    )
     a.add_argument("--one-hot", action="store_true", help="the kernel takes no draft probabilities")
     a.add_argument(
         "--full-rule",
@@ -499,7 +513,12 @@ def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
         raise UsageError("--checkpoint applies to audits that checkpoint (not --baseline-endpoint); drop it")
     if args.resume:
         _check_resumable(args.checkpoint)
-    for opt, used in (("--logit-tol", args.logit_tol != 0.0), ("--temperature-last", args.temperature_last)):
+    for opt, used in (
+        ("--logit-tol", args.logit_tol != 0.0),
+        ("--temperature-last", args.temperature_last),
+        ("--stop-token-ids", args.stop_token_ids is not None),
+        ("--long-length", args.long_length != 512),
+    ):
         if used and (shape != "endpoint" or args.baseline_endpoint):
             raise UsageError(f"{opt} applies to --endpoint audited against --model; drop it")
 
@@ -729,6 +748,8 @@ def _lm_config(args: argparse.Namespace, settings: Settings, *, prompts: list[li
         name=args.endpoint,
         call_timeout=args.call_timeout,
         logit_tol=args.logit_tol,
+        stop_token_ids=args.stop_token_ids,
+        long_length=args.long_length,
         diagnose=not args.no_diagnosis,
         checkpoint=args.checkpoint,
         resume=args.resume,

@@ -65,7 +65,7 @@ def _payload(
 ) -> dict[str, Any]:
     """A /v1/completions body: token-id prompt, every sampling setting explicit, and the full length
     by ``ignore_eos`` (not ``min_tokens``, which bans the end-of-sequence token and so changes the
-    law sampled from)."""
+    law sampled from); a request with ``stop_token_ids`` ends at the first of them."""
     body: dict[str, Any] = {
         "model": model,
         "prompt": [int(t) for t in prompt],
@@ -84,6 +84,8 @@ def _payload(
     }
     if seed is not None:
         body["seed"] = int(seed)
+    if settings.stop_token_ids:  # vLLM's and SGLang's field; ignore_eos leaves these stops in force
+        body["stop_token_ids"] = list(settings.stop_token_ids)
     return body
 
 
