@@ -218,6 +218,29 @@ def rotating_cache_keeps_rejected(target, draft):
     return generate
 
 
+def draft_buffer_of_one_block(target, draft):
+    """Written for this suite (no report): the draft rows are kept in a buffer sized for one
+    256-token block; past it the kernel reads the target's rows in their place, so every draft is
+    accepted (p / q = 1) from offset 256 on. Exact on any output shorter than a block."""
+
+    def generate(prompt, n, seed, s):
+        _decline_stops(s)
+        rng, out = np.random.default_rng(seed), []
+        while len(out) < n:
+            if len(out) < 256:
+                out += _round(target, draft, list(prompt) + out, s, rng)[0]
+                continue
+            drafts = []
+            for _ in range(GAMMA):
+                q = _rows(draft, list(prompt) + out + drafts, 1, s)[0]
+                drafts.append(int(rng.choice(len(q), p=q)))
+            p = _rows(target, list(prompt) + out + drafts, 1, s)[0]
+            out += drafts + [int(rng.choice(len(p), p=p))]
+        return out[:n]
+
+    return generate
+
+
 def logprobs_all_zero(target, draft):
     """ggml-org/llama.cpp#27972: under speculation the server reports logprob 0.0 (p = 1) for every
     token."""
@@ -296,6 +319,7 @@ BUGGY = (
     length_before_stop,
     stops_on_a_drafted_stop,
     rotating_cache_keeps_rejected,
+    draft_buffer_of_one_block,
     logprobs_all_zero,
     logprobs_of_the_draft,
     padded_vocab_recovery,

@@ -1,0 +1,117 @@
+"""Request-level audits of language-model generators (issue 21): where a request ends (stop ids,
+max_new_tokens), long outputs, seeds across requests, logprobs and ids outside the vocabulary.
+Each buggy generator is modelled on one public report (tests/user_impls/request_generators.py)
+and FAILs with the finding named; each correct one, unusual as it is, PASSes. The vocabulary (100)
+is not a multiple of 8 or 64, so a padded-tile shortcut shows. Fixed seeds: every verdict here is
+deterministic."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "docs" / "examples"))
+import lm_generator  # noqa: E402  # the docs' worked example
+from user_impls import request_generators as R  # noqa: E402
+
+from specverify import SamplingSettings  # noqa: E402
+from specverify.audit import audit_lm_pairs, lm_pairs  # noqa: E402
+from specverify.audit.sources.lm_audit import request_problem  # noqa: E402
+from specverify.audit.sources.lm_logprobs import parse_output  # noqa: E402
+from specverify.errors import MalformedOutputError  # noqa: E402
+from specverify.stats import event_count_test  # noqa: E402
+
+torch.set_num_threads(1)
+SETTING = (SamplingSettings(temperature=0.9),)
+FAST = dict(settings=SETTING, eps=0.25, seed=1, greedy_check=False)
+
+#: what each buggy generator's FAIL says (a piece of the failing check's summary)
+FINDINGS = {
+    "eos_checked_on_last_token": "token(s) after stop id 99",
+    "length_before_stop": "token(s) after stop id 99",
+    "stops_on_a_drafted_stop": "a request ends at a stop id [99] or max_new_tokens=23",
+    "logprobs_all_zero": "reported 0.0000",
+    "logprobs_of_the_draft": "logprobs differ from the target's processed law",
+    "padded_vocab_recovery": "outside [0, 100)",
+    "one_stream_for_every_request": "the randomness does not follow the request's seed",
+}
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return lm_pairs(vocab=100, seed=0)
+
+
+@pytest.mark.parametrize("make", (*R.CORRECT, lm_generator.make), ids=lambda f: f"{f.__module__}.{f.__name__}")
+def test_correct_request_handling_passes(pairs, make):
+    v = audit_lm_pairs(make, pairs, **FAST)
+    assert v.status == "PASS", v.headline()
+    stop = next(c for c in v.checks if "stop_token_ids=(99,)" in c.name)
+    assert stop.status == "PASS" and stop.details["stops"]["observed"] > 0, stop.details
+    assert any("/ 512 tokens /" in c.name and c.status == "PASS" for c in v.checks)
+    assert v.diagnosis is None
+
+
+@pytest.mark.parametrize("name", sorted(FINDINGS))
+def test_buggy_request_handling_fails_with_its_finding(pairs, name):
+    v = audit_lm_pairs(getattr(R, name), pairs, **FAST)
+    assert v.status == "FAIL", v.headline()
+    failed = " | ".join(c.summary for c in v.checks if c.status == "FAIL")
+    assert FINDINGS[name] in failed, failed
+
+
+def test_a_cache_that_keeps_rejected_drafts_past_256_tokens_fails_the_greedy_check_over_512(pairs):
+    # ml-explore/mlx-lm#846 behind a 256-token rotating cache: greedy output diverges after ~250 tokens,
+    # which the greedy check sees only because it runs over the long unit's length
+    v = audit_lm_pairs(R.rotating_cache_keeps_rejected, pairs, settings=(), seed=1, stop_token_ids=())
+    assert v.status == "FAIL", v.headline()
+    (greedy,) = [c for c in v.checks if c.name.startswith("greedy equivalence")]
+    at = int(greedy.summary.split("first at token ")[1].split(":")[0])
+    assert at >= 200, greedy.summary
+    short = audit_lm_pairs(R.rotating_cache_keeps_rejected, pairs, settings=(), seed=1, long_length=0)
+    assert short.status == "PASS", short.headline()  # 20 tokens per prompt never reach the rotation
+
+
+def test_a_bug_from_offset_256_on_fails_only_the_long_unit(pairs):
+    v = audit_lm_pairs(R.draft_buffer_of_one_block, pairs, settings=SETTING, eps=0.25, seed=1, greedy_check=False)
+    assert v.status == "FAIL", v.headline()
+    status = {c.name: c.status for c in v.checks}
+    assert status["settings[0] temperature=0.9 / low-overlap pair"] == "PASS", status
+    assert status["settings[0] temperature=0.9 / 512 tokens / low-overlap pair"] == "FAIL", status
+
+
+def test_a_stop_claimed_mid_round_and_the_length_cap_are_told_apart():
+    s = SamplingSettings(stop_token_ids=(9,))
+    assert request_problem([1, 2, 9], 5, s, 10) is None  # ended at a stop
+    assert request_problem([1, 2, 3, 4, 5], 5, s, 10) is None  # ended at the cap
+    assert "2 token(s) after stop id 9 (token 2 of 5" in request_problem([1, 2, 9, 4, 5], 5, s, 10)
+    assert "a request ends at a stop id [9] or max_new_tokens=5" in request_problem([1, 2], 5, s, 10)
+    assert "returned 6 tokens for max_new_tokens=5" in request_problem([1] * 6, 5, s, 10)
+    assert "outside [0, 10)" in request_problem([1, 10], 5, s, 10)
+    # without stop ids a request runs to max_new_tokens
+    assert "a request ends at max_new_tokens=5" in request_problem([1, 9], 5, SamplingSettings(), 10)
+
+
+def test_the_stop_count_is_valid_under_the_null_and_sees_skipped_stops():
+    rng = np.random.default_rng(0)
+    null = [event_count_test(rng.random(3000) < p, p).pvalue for p in rng.uniform(0, 0.1, (400, 3000))]
+    assert np.mean(np.asarray(null) <= 0.01) <= 0.01  # conservative (Ville with a union over 48 lambdas)
+    p = rng.uniform(0.02, 0.1, 60_000)
+    skipped = (rng.random(p.size) < p) & (rng.random(p.size) < 0.85)  # 15% of the stops skipped
+    r = event_count_test(skipped, p)
+    assert r.pvalue < 1e-9 and r.direction == "fewer", r
+
+
+def test_outputs_with_logprobs_are_parsed_and_malformed_ones_named():
+    out = parse_output({"ids": [1, 2], "logprobs": [-0.5, -1.0], "top_logprobs": [{1: -0.5}, [(2, -1.0)]]}, "gen")
+    assert out.ids == [1, 2] and out.logprobs == [-0.5, -1.0] and out.top_logprobs == [{1: -0.5}, {2: -1.0}]
+    assert parse_output(np.array([3, 4]), "gen").logprobs is None
+    with pytest.raises(MalformedOutputError, match="1 logprobs for 2 ids"):
+        parse_output({"ids": [1, 2], "logprobs": [-0.5]}, "gen")
+    with pytest.raises(MalformedOutputError, match="no 'ids'"):
+        parse_output({"tokens": [1, 2]}, "gen")
