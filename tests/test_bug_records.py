@@ -100,6 +100,7 @@ def _named_by_scorers() -> dict[str, set[str]]:
         "penalty": set(_penalty._FACTS) | set(_penalty._ORDERS),
         "stream": _laws_named_in(_stream),
         "lm": set(_lm.LM_FACTS),
+        "exact/request": set(_lm.REQUEST_SIGNATURES),
     }
     for check_id, (name, _fact) in _audit._EXACT_SIGNATURES.items():
         out.setdefault(check_id, set()).add(name)

@@ -34,7 +34,15 @@ Kind = Literal["rule", "settings", "state", "greedy", "structure"]
 #: who can name a class: the round scorer (``_diagnose``), the token scorers (``_greedy``,
 #: ``_penalty``, ``_stream``) or the signature of an exact check (``_audit``)
 Scorer = Literal[
-    "rounds", "greedy", "penalty", "stream", "lm", "exact/boundary", "exact/reproducibility", "exact/seeds"
+    "rounds",
+    "greedy",
+    "penalty",
+    "stream",
+    "lm",
+    "exact/boundary",
+    "exact/reproducibility",
+    "exact/seeds",
+    "exact/request",
 ]
 #: builds a fresh round model (models carry fitted parameters, so each diagnosis gets its own)
 ModelFactory = Callable[[], RoundModel]
@@ -60,7 +68,48 @@ _GREEDY_ONLY = "a greedy run is deterministic: the greedy scorer gives each toke
 _PENALTY_ONLY = "a penalised unit has no table of laws: the penalty scorer rebuilds each token's (_penalty)"
 _BOUNDARY_ONLY = "invisible to sampling (P(u = 0) is 2^-53): named by the exact boundary check's signature (_audit)"
 _LM_ONLY = "a request-level class of LM audits: the LM scorer recomputes each token's law from its prefix (_lm)"
+_REQUEST_ONLY = "an exact request-level finding of LM audits: named by its signature (_lm.REQUEST_SIGNATURES)"
 _STREAM_ONLY = "a black-box generator shows no rounds: the stream scorer rebuilds each token's law (_stream)"
+
+
+#: request-level classes (name, mechanism, what to check, sources): tokens a request must not return
+_REQUEST_CLASSES = (
+    (
+        "stop_missed_mid_round",
+        "A round commits several tokens at once and the stop check looks at only part of them (the last committed "
+        "token; or the length cap is checked first and a round that crosses it is cut there), so a stop accepted "
+        "mid-round is emitted and generation goes on past it.",
+        "the finish check after a round: scan every token the round committed, stops before the length cap",
+        ("huggingface/transformers#47912", "sgl-project/sglang#31599"),
+    ),
+    (
+        "request_ended_early",
+        "A request finishes on a token the target did not emit as a stop: a stop proposed by the drafter is taken "
+        "as the end before verification, or the finish check reads the draft block instead of the accepted tokens.",
+        "which tokens the stop check reads: the accepted ones, after verification",
+        ("huggingface/transformers#31301 (candidates cropped at a drafted EOS; a crop taken as the end)",),
+    ),
+    (
+        "over_max_tokens",
+        "The last round is not cut at max_new_tokens: a request returns more tokens than it asked for.",
+        "the cut of the last round at the request's remaining budget",
+        ("sgl-project/sglang#33758 (an accepted run that crosses max_new_tokens)",),
+    ),
+    (
+        "id_outside_vocab",
+        "A recovered or bonus token is drawn over the vocabulary padded to a kernel tile (or from an uninitialised "
+        "buffer), so an id >= the vocabulary size comes back when the vocabulary is not a multiple of the tile.",
+        "the residual / bonus sampling kernel: mask the padded tail of the last tile",
+        ("vllm-project/vllm#44744",),
+    ),
+    (
+        "logprobs_not_target",
+        "The logprobs returned beside the ids are not the target's law of the true prefix: 0.0 for every token, "
+        "the draft's row for accepted drafts, or the row of another position.",
+        "where the logprobs of accepted drafts are gathered: the target's rows of the verification pass",
+        ("ggml-org/llama.cpp#27972", "vllm-project/vllm#34497"),
+    ),
+)
 
 
 def _first_paragraph(doc: str | None) -> str:
@@ -466,6 +515,19 @@ RECORDS: tuple[BugClass, ...] = (
         kind="state",
         named_by=("rounds", "exact/reproducibility"),
         model=law.StateNotReset,
+    ),
+    *(
+        BugClass(
+            name=name,
+            mechanism=mechanism,
+            check=check,
+            sources=sources,
+            kind="structure",
+            named_by=("exact/request",),
+            model=None,
+            no_model_because=_REQUEST_ONLY,
+        )  # fmt: skip
+        for name, mechanism, check, sources in _REQUEST_CLASSES
     ),
     BugClass(
         name="seed_not_honoured",

@@ -35,7 +35,15 @@ from ._models import settings_without
 from ._stream import STREAM_FACTS, cells_by_index, draft_laws
 from ._tokens import TokenScores
 
-__all__ = ["LMStreamUnit", "diagnose_lm", "LM_TOKENS", "KNOB_CLASSES", "LM_FACTS"]
+__all__ = [
+    "LMStreamUnit",
+    "diagnose_lm",
+    "LM_TOKENS",
+    "KNOB_CLASSES",
+    "LM_FACTS",
+    "REQUEST_SIGNATURES",
+    "diagnose_request_finding",
+]
 
 #: tokens scored per unit at most (the first sequences'): a stated sample size that keeps it to seconds
 LM_TOKENS = 6_000
@@ -154,3 +162,26 @@ LM_FACTS = {
     "unverified_draft_tail": STREAM_FACTS["unverified_draft_tail"],
     "last_round_unverified": STREAM_FACTS["last_round_unverified"],
 }
+
+
+#: the classes a request-level finding of an LM audit names by its signature (exact: no scoring)
+REQUEST_SIGNATURES = {
+    "stop_missed_mid_round": "tokens were emitted after a stop id: the stop check looked at part of what a round "
+    "committed (its last token, or what came before the length cap)",
+    "request_ended_early": "a request ended at neither a stop id nor max_new_tokens: it finished on something the "
+    "target did not emit (a drafted stop not yet verified, a rejected draft)",
+    "over_max_tokens": "more ids than max_new_tokens came back: the last round was not cut at the cap",
+    "id_outside_vocab": "an id outside the vocabulary came back: a recovered or bonus token drawn over a padded "
+    "vocabulary (a kernel tile) or from an uninitialised buffer",
+    "logprobs_not_target": "the returned logprobs are not the target's law of the true prefix (0 for every token, "
+    "the draft's row, or another position's)",
+}
+
+
+def diagnose_request_finding(signature: str, check: str) -> Diagnosis:
+    """The diagnosis of an exact request-level finding: its class, from the finding's signature."""
+    from ._candidate import Candidate
+
+    cand = Candidate(signature, float("inf"), 1.0, {}, [], {}, "")
+    fact = REQUEST_SIGNATURES[signature]
+    return Diagnosis(signature, [cand], [fact], f"signature of the exact request check of '{check}'", 0.0, 1.0, 0)
