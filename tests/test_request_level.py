@@ -30,15 +30,15 @@ torch.set_num_threads(1)
 SETTING = (SamplingSettings(temperature=0.9),)
 FAST = dict(settings=SETTING, eps=0.25, seed=1, greedy_check=False)
 
-#: what each buggy generator's FAIL says (a piece of the failing check's summary)
+#: what each buggy generator's FAIL says (a piece of the failing check's summary), and the class its diagnosis names
 FINDINGS = {
-    "eos_checked_on_last_token": "token(s) after stop id 99",
-    "length_before_stop": "token(s) after stop id 99",
-    "stops_on_a_drafted_stop": "a request ends at a stop id [99] or max_new_tokens=23",
-    "logprobs_all_zero": "reported 0.0000",
-    "logprobs_of_the_draft": "logprobs differ from the target's processed law",
-    "padded_vocab_recovery": "outside [0, 100)",
-    "one_stream_for_every_request": "the randomness does not follow the request's seed",
+    "eos_checked_on_last_token": ("token(s) after stop id 99", "stop_missed_mid_round"),
+    "length_before_stop": ("token(s) after stop id 99", "stop_missed_mid_round"),
+    "stops_on_a_drafted_stop": ("a request ends at a stop id [99] or max_new_tokens=23", "request_ended_early"),
+    "logprobs_all_zero": ("reported 0.0000", "logprobs_not_target"),
+    "logprobs_of_the_draft": ("logprobs differ from the target's processed law", "logprobs_not_target"),
+    "padded_vocab_recovery": ("outside [0, 100)", "id_outside_vocab"),
+    "one_stream_for_every_request": ("the randomness does not follow the request's seed", None),
 }
 
 
@@ -62,7 +62,10 @@ def test_buggy_request_handling_fails_with_its_finding(pairs, name):
     v = audit_lm_pairs(getattr(R, name), pairs, **FAST)
     assert v.status == "FAIL", v.headline()
     failed = " | ".join(c.summary for c in v.checks if c.status == "FAIL")
-    assert FINDINGS[name] in failed, failed
+    words, named = FINDINGS[name]
+    assert words in failed, failed
+    if named is not None:  # an exact finding alone: its signature names the class
+        assert v.diagnosis is not None and v.diagnosis["verdict"] == named, v.diagnosis
 
 
 def test_a_cache_that_keeps_rejected_drafts_past_256_tokens_fails_the_greedy_check_over_512(pairs):
@@ -89,12 +92,17 @@ def test_a_stop_claimed_mid_round_and_the_length_cap_are_told_apart():
     s = SamplingSettings(stop_token_ids=(9,))
     assert request_problem([1, 2, 9], 5, s, 10) is None  # ended at a stop
     assert request_problem([1, 2, 3, 4, 5], 5, s, 10) is None  # ended at the cap
-    assert "2 token(s) after stop id 9 (token 2 of 5" in request_problem([1, 2, 9, 4, 5], 5, s, 10)
-    assert "a request ends at a stop id [9] or max_new_tokens=5" in request_problem([1, 2], 5, s, 10)
-    assert "returned 6 tokens for max_new_tokens=5" in request_problem([1] * 6, 5, s, 10)
-    assert "outside [0, 10)" in request_problem([1, 10], 5, s, 10)
+    cases = {
+        "stop_missed_mid_round": ([1, 2, 9, 4, 5], s, "2 token(s) after stop id 9 (token 2 of 5"),
+        "request_ended_early": ([1, 2], s, "a request ends at a stop id [9] or max_new_tokens=5"),
+        "over_max_tokens": ([1] * 6, s, "returned 6 tokens for max_new_tokens=5"),
+        "id_outside_vocab": ([1, 10], s, "outside [0, 10)"),
+    }
+    for signature, (ids, settings, words) in cases.items():
+        problem = request_problem(ids, 5, settings, 10)
+        assert problem is not None and problem.signature == signature and words in problem.text, problem
     # without stop ids a request runs to max_new_tokens
-    assert "a request ends at max_new_tokens=5" in request_problem([1, 9], 5, SamplingSettings(), 10)
+    assert "a request ends at max_new_tokens=5" in request_problem([1, 9], 5, SamplingSettings(), 10).text
 
 
 def test_the_stop_count_is_valid_under_the_null_and_sees_skipped_stops():

@@ -178,10 +178,13 @@ REQUEST_SIGNATURES = {
 }
 
 
+_SEEDS_FACT = "requests with different seeds gave the same tokens: one random stream serves them all"
+
+
 def diagnose_request_finding(signature: str, check: str) -> Diagnosis:
     """The diagnosis of an exact request-level finding: its class, from the finding's signature."""
     from ._candidate import Candidate
 
     cand = Candidate(signature, float("inf"), 1.0, {}, [], {}, "")
-    fact = REQUEST_SIGNATURES[signature]
+    fact = REQUEST_SIGNATURES.get(signature) or _SEEDS_FACT
     return Diagnosis(signature, [cand], [fact], f"signature of the exact request check of '{check}'", 0.0, 1.0, 0)

@@ -37,7 +37,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -315,6 +315,7 @@ class LMSample:
     early: CheckOutcome | None = None  # a FAIL at a look before the last
     looks_done: int = 0  # looks concluded without a FAIL (a resumed unit goes on from the next)
     logprobs_checked: int = 0  # tokens whose returned logprobs matched the target's law
+    signature: str | None = None  # the bug record an exact request-level finding names
     # the unit's own stream of request seeds: a unit's sample never depends on how far another got
     rng: np.random.Generator = dataclasses.field(default_factory=lambda: np.random.default_rng(0))
 
@@ -350,10 +351,10 @@ def _collect(
             return
         seqs = [o.ids for o in outs]
         if problem := next((m for q in seqs if (m := request_problem(q, length, s, aud.vocab_size))), None):
-            sample.error = f"{cfg.name}: {problem}"
+            sample.error, sample.signature = f"{cfg.name}: {problem.text}", problem.signature
             return
-        if problem := _logprobs_problem(generate, aud, batch, outs, s, cfg):
-            sample.error = f"{cfg.name}: {problem}"
+        if lp := _logprobs_problem(generate, aud, batch, outs, s, cfg):
+            sample.error, sample.signature = f"{cfg.name}: {lp}", "logprobs_not_target"
             return
         sample.logprobs_checked += sum(len(o.ids) for o in outs if o.logprobs is not None or o.top_logprobs)
         laws, marks = _laws(aud, batch, seqs, s, cfg.logit_tol)
@@ -394,27 +395,38 @@ def _collect_with_looks(
     raise AssertionError("looks end at 1.0")
 
 
-def request_problem(ids: Sequence[int], n: int, s: SamplingSettings, vocab: int) -> str | None:
+class RequestProblem(NamedTuple):
+    """A request's output that no correct implementation returns: its class (a bug record's name)
+    and what came back."""
+
+    signature: str
+    text: str
+
+
+def request_problem(ids: Sequence[int], n: int, s: SamplingSettings, vocab: int) -> RequestProblem | None:
     """What is wrong with ``ids`` as the output of a request for ``n`` new tokens under ``s``
     (None: nothing). A request ends at its first stop id (that token included) or at ``n`` tokens:
     tokens after a stop, an end that is neither, ids outside the vocabulary and more than ``n``
     tokens are findings (the reference is target-only sampling with the same stop rule)."""
     ids = list(ids)
     if bad := [t for t in ids if not 0 <= t < vocab]:
-        return f"returned ids {bad[:5]} outside [0, {vocab}) (output {_clip(ids)})"
+        return RequestProblem("id_outside_vocab", f"returned ids {bad[:5]} outside [0, {vocab}) (output {_clip(ids)})")
     if len(ids) > n:
-        return f"returned {len(ids)} tokens for max_new_tokens={n} (output {_clip(ids)})"
+        return RequestProblem("over_max_tokens", f"returned {len(ids)} tokens for max_new_tokens={n} ({_clip(ids)})")
     if (at := s.stop_at(ids)) is not None and at < len(ids) - 1:
-        return (
+        return RequestProblem(
+            "stop_missed_mid_round",
             f"emitted {len(ids) - 1 - at} token(s) after stop id {ids[at]} (token {at} of {len(ids)}: "
             f"...{ids[max(0, at - 2) : at + 3]}...; stop_token_ids={list(s.stop_token_ids)}): a request ends at its "
-            "first stop token, a stop accepted "
-            "mid-round included. Cut the output after it, or raise NotImplementedError when settings.stop_token_ids "
-            "is set (reported as unsupported)"
+            "first stop token, a stop accepted mid-round included. Cut the output after it, or raise "
+            "NotImplementedError when settings.stop_token_ids is set (reported as unsupported)",
         )
     if len(ids) < n and at is None:
         ends = f"a stop id {list(s.stop_token_ids)} or " if s.stop_token_ids else ""
-        return f"returned {len(ids)} tokens {_clip(ids)}: a request ends at {ends}max_new_tokens={n}"
+        return RequestProblem(
+            "request_ended_early",
+            f"returned {len(ids)} tokens {_clip(ids)}: a request ends at {ends}max_new_tokens={n}",
+        )
     return None
 
 
@@ -494,7 +506,11 @@ def _conclude_sample(unit: LMUnit, cfg: LMAuditConfig, sample: LMSample) -> Chec
         )
     if sample.error:
         return CheckOutcome(
-            name=f"{label}: implementation", status=FAIL, kind="exact", summary=sample.error, details=FINDING
+            name=f"{label}: implementation",
+            status=FAIL,
+            kind="exact",
+            summary=sample.error,
+            details={**FINDING, "signature": sample.signature} if sample.signature else FINDING,
         )
     if sample.early is not None:
         return sample.early
@@ -699,8 +715,8 @@ def _run(make: Callable[[LMPair], Generate], pairs: Sequence[LMPair], cfg: LMAud
     )  # fmt: skip
     if cfg.checkpoint and os.path.exists(cfg.checkpoint) and v.status != INCONCLUSIVE:
         os.remove(cfg.checkpoint)
-    if v.status == FAIL and cfg.diagnose and any(c.status == FAIL and c.details != FINDING for c in checks):
-        v.diagnosis = _diagnosis(aud, pairs, units, samples, cfg)
+    if v.status == FAIL and cfg.diagnose:
+        v.diagnosis = _diagnosis_of(checks, aud, pairs, units, samples, cfg)
     return v
 
 
@@ -843,6 +859,25 @@ def _seed_outcome(generate: Generate, aud: CausalLM, s: SamplingSettings, cfg: L
         note = "; the same seed reproduced its request (seeded=True)"
     summary = f"{len(seeds)} seeds, {len(set(map(tuple, outs)))} different samples from one prompt{note}"
     return CheckOutcome(name="seed independence", status=PASS, kind="exact", summary=summary, check_id="exact/seeds")
+
+
+def _diagnosis_of(
+    checks: list[CheckOutcome], aud: CausalLM, pairs: Sequence[LMPair], units: Sequence[LMUnit],
+    samples: dict[int, LMSample], cfg: LMAuditConfig,
+) -> dict[str, Any] | None:  # fmt: skip
+    """A statistical FAIL is scored class by class (:func:`_diagnosis`); an exact finding alone is
+    named by its signature (the stop check, the ids, the logprobs, the seeds)."""
+    from ...diagnosis import diagnose_request_finding
+
+    failed = [c for c in checks if c.status == FAIL]
+    if any((c.details or {}).get("finding") is None and c.check_id != "exact/seeds" for c in failed):
+        return _diagnosis(aud, pairs, units, samples, cfg)  # the statistics (or greedy) failed: score the tokens
+    for c in failed:
+        if sig := (c.details or {}).get("signature"):
+            return diagnose_request_finding(sig, c.name).to_dict()
+        if c.check_id == "exact/seeds":
+            return diagnose_request_finding("seed_not_honoured", c.name).to_dict()
+    return None
 
 
 def _diagnosis(
