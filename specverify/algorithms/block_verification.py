@@ -47,15 +47,21 @@ every sum taken in index order), :func:`block_kernel_law` (exact law of one call
 Fractions or floats), :func:`block_round_law` and :func:`block_first_tokens_law` (drafts drawn from
 a prefix-dependent draft model; the law of the generated tokens over rounds).
 
-:data:`BLOCK_VARIANTS` holds deliberately wrong variants (negative controls): the threshold replaced
-by the weight itself (u_i < w_i, a token-wise reading of the weights), or the residual left as the
-chain rule's (p_{tau+1} - q_{tau+1})+, or both (vllm-project/vllm-ascend#7807, fixed in #7808).
+:data:`BLOCK_VARIANTS` holds deliberately wrong variants (negative controls, and the catalogue's
+mutants, :mod:`specverify.catalogue.block`): the threshold replaced by the weight itself (u_i < w_i,
+a token-wise reading of the weights), or the residual left as the chain rule's (p_{tau+1} -
+q_{tau+1})+, or both (vllm-project/vllm-ascend#7807, fixed in #7808); the thresholds' residual
+mass read off the draft's own position (r_i from p_i, q_i: an index off by one); the final
+position never tested (the scan starts at gamma - 1: no draft block is kept whole, no bonus); and
+traversal verification's wrong parent update on a chain, h_i = min(1, r_i / (1 - q_{i+1}(x_{i+1}))).
+:func:`block_tau_law` and :func:`block_stop_rows` give, batched over rounds, the law of tau given
+the drafts and the row the last token is drawn from (the audit's white-box strata, the diagnosis).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -79,6 +85,8 @@ __all__ = [
     "block_first_tokens_law",
     "rounds_first_tokens_law",
     "expected_accepted",
+    "block_tau_law",
+    "block_stop_rows",
 ]
 
 #: a probability or weight: a Fraction (exact arithmetic) or a float, whichever the rows hold
@@ -98,10 +106,18 @@ class BlockVariant:
     name: str
     adjusted_test: bool = True  # False: stop at the largest i with u_i < w_i
     adjusted_residual: bool = True  # False: residual (p_{tau+1} - q_{tau+1})+
+    own_row_threshold: bool = False  # True: r_i from (p_i, q_i), the draft's own rows (off by one)
+    test_final: bool = True  # False: position gamma is never tested (h_gamma = 0: no bonus)
+    remaining_mass: bool = False  # True: h_i = min(1, r_i / (1 - q_{i+1}(x_{i+1}))) (traversal's wrong update)
 
     @property
     def exact(self) -> bool:
-        return self.adjusted_test and self.adjusted_residual
+        return (
+            self.adjusted_test
+            and self.adjusted_residual
+            and self.test_final
+            and not (self.own_row_threshold or self.remaining_mass)
+        )
 
 
 BLOCK = BlockVariant("block")
@@ -110,6 +126,9 @@ BLOCK_VARIANTS = (
     BlockVariant("weight_test_unadjusted_residual", adjusted_test=False, adjusted_residual=False),
     BlockVariant("weight_test", adjusted_test=False),
     BlockVariant("unadjusted_residual", adjusted_residual=False),
+    BlockVariant("own_row_threshold", own_row_threshold=True),
+    BlockVariant("final_position_untested", test_final=False),
+    BlockVariant("remaining_mass_threshold", remaining_mass=True),
 )
 
 
@@ -160,9 +179,16 @@ def block_thresholds(
     h = [w[0]] + [w[i] for i in range(1, gamma + 1)]
     if variant.adjusted_test:
         for i in range(1, gamma):
-            r = row_sum(residual(w[i], p_rows[i], q_rows[i]))
+            at = i - 1 if variant.own_row_threshold else i
+            r = row_sum(residual(w[i], p_rows[at], q_rows[at]))
+            if variant.remaining_mass:
+                left = 1 - q_rows[i][draft[i]]
+                h[i] = capped_ratio(_one(r), r, left) if left > 0 else _one(r)
+                continue
             den = (1 - w[i]) + r
             h[i] = r / den if den > 0 else _one(r)  # den = 0 is unreachable but through rounding
+    if not variant.test_final and gamma:
+        h[gamma] = h[gamma] * 0
     return w, h
 
 
@@ -210,49 +236,84 @@ def _batch_weights(px: np.ndarray, qx: np.ndarray) -> np.ndarray:
     return w
 
 
-def _batch_chunk(p: np.ndarray, q: np.ndarray, x: np.ndarray, w: np.ndarray, u: np.ndarray) -> np.ndarray:
+def _batch_thresholds(
+    p: np.ndarray, q: np.ndarray, x: np.ndarray, w: np.ndarray, variant: BlockVariant = BLOCK
+) -> np.ndarray:
+    """h_1..h_gamma [c, g] of one chunk: p [c or 1, g + 1, V], q [c or 1, g, V] float64; w [c, g + 1].
+    The scalar's operations, elementwise (block_thresholds)."""
+    c, g = x.shape
+    h: np.ndarray = w[:, 1:].copy()  # h_gamma = w_gamma; h_i for i < gamma replaced below
+    if variant.adjusted_test and g > 1:
+        lo = 0 if variant.own_row_threshold else 1
+        t = w[:, 1:g, None] * p[:, lo : lo + g - 1] - q[:, lo : lo + g - 1]  # [c, g - 1, V]: R_i, i = 1..g-1
+        np.maximum(t, 0.0, out=t)
+        r = np.cumsum(t, axis=-1)[..., -1]  # sequential sums, as row_sum
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if variant.remaining_mass:
+                left = 1.0 - _gather(q[:, 1:g], x[:, 1:], c)
+                h[:, : g - 1] = np.where(left > 0, np.where(r >= left, 1.0, r / left), 1.0)
+            else:
+                den = (1.0 - w[:, 1:g]) + r
+                h[:, : g - 1] = np.where(den > 0, r / den, 1.0)
+    if not variant.test_final and g:
+        h[:, g - 1] = 0.0
+    return h
+
+
+def _batch_chunk(
+    p: np.ndarray, q: np.ndarray, x: np.ndarray, w: np.ndarray, u: np.ndarray, variant: BlockVariant = BLOCK
+) -> np.ndarray:
     """tau for one chunk of rounds. p [c or 1, g + 1, V], q [c or 1, g, V] float64; w [c, g + 1]; u [c, g]."""
     c, g = x.shape
     if g == 0:  # nothing drafted: the bonus
         return np.zeros(c, dtype=np.int64)
-    h = w[:, 1:].copy()  # h_gamma = w_gamma; h_i for i < gamma replaced below
-    if g > 1:
-        t = w[:, 1:g, None] * p[:, 1:g] - q[:, 1:g]  # [c, g - 1, V]: R_i for i = 1..g-1
-        np.maximum(t, 0.0, out=t)
-        r = np.cumsum(t, axis=-1)[..., -1]  # sequential sums, as row_sum
-        den = (1.0 - w[:, 1:g]) + r
-        with np.errstate(divide="ignore", invalid="ignore"):
-            h[:, : g - 1] = np.where(den > 0, r / den, 1.0)
-    passed = u < h  # [c, g]
+    passed = u < _batch_thresholds(p, q, x, w, variant)  # [c, g]
     last = g - np.argmax(passed[:, ::-1], axis=1)  # the largest passing i (1-based)
     return np.asarray(np.where(passed.any(axis=1), last, 0), dtype=np.int64)
 
 
-def _batch_final(p: np.ndarray, q: np.ndarray, w: np.ndarray, tau: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """The last token of each round of a chunk (residual at tau < gamma, bonus at tau = gamma)."""
+def _stop_rows(
+    p: np.ndarray, q: np.ndarray, w: np.ndarray, tau: np.ndarray, variant: BlockVariant = BLOCK
+) -> np.ndarray:
+    """[c, V] unnormalised rows the last token of each round is drawn from (residual at tau < gamma,
+    bonus row at tau = gamma; a residual without mass, rounding only, falls back to p)."""
     c = len(tau)
     g = q.shape[1]
     bi = np.arange(c) if p.shape[0] != 1 else np.zeros(c, dtype=np.int64)
-    rows = p[bi, tau].copy()  # [c, V]
+    rows: np.ndarray = p[bi, tau].copy()  # [c, V]
     stopped = np.nonzero(tau < g)[0]
     if len(stopped):
         qi = bi[stopped] if q.shape[0] != 1 else np.zeros(len(stopped), dtype=np.int64)
-        res = w[stopped, tau[stopped], None] * rows[stopped] - q[qi, tau[stopped]]
+        scale = w[stopped, tau[stopped], None] if variant.adjusted_residual else 1.0
+        res = scale * rows[stopped] - q[qi, tau[stopped]]
         np.maximum(res, 0.0, out=res)
         keep = res.any(axis=1)  # else rounding only: fall back to p, as the reference does
         rows[stopped[keep]] = res[keep]
-    out: np.ndarray = inverse_cdf_sample(rows, u)
+    return rows
+
+
+def _batch_final(
+    p: np.ndarray, q: np.ndarray, w: np.ndarray, tau: np.ndarray, u: np.ndarray, variant: BlockVariant = BLOCK
+) -> np.ndarray:
+    """The last token of each round of a chunk (residual at tau < gamma, bonus at tau = gamma)."""
+    out: np.ndarray = inverse_cdf_sample(_stop_rows(p, q, w, tau, variant), u)
     return out
 
 
 def verify_block_batch(
-    draft_tokens: ArrayLike, q: ArrayLike, p: ArrayLike, u_accept: ArrayLike, u_final: ArrayLike
+    draft_tokens: ArrayLike,
+    q: ArrayLike,
+    p: ArrayLike,
+    u_accept: ArrayLike,
+    u_final: ArrayLike,
+    variant: BlockVariant = BLOCK,
 ) -> ChainResult:
     """B rounds of block verification, the same argument order and shapes as ``verify_chain_batch``:
 
     draft_tokens [B, gamma] int; q [B, gamma, V]; p [B, gamma + 1, V] (leading dim 1 broadcasts);
     u_accept [B, gamma]; u_final [B]  ->  ChainResult (tokens [B, gamma + 1], num_accepted = tau [B]).
     Every row is read (the thresholds need each position's residual mass): O(B gamma V) work.
+    ``variant``: one of :data:`BLOCK_VARIANTS` (the catalogue's mutants); the default is the rule.
     """
     p, q = _floats(p), _floats(q)
     x, b, g, v = _shapes(draft_tokens, p, q)
@@ -269,14 +330,49 @@ def verify_block_batch(
     uf = np.asarray(u_final, dtype=np.float64).reshape(b)
     tau = np.empty(b, dtype=np.int64)
     final = np.empty(b, dtype=np.int64)
+    for s, e, pc, qc in _chunks(p, q, b, g, v):
+        tau[s:e] = _batch_chunk(pc, qc, x[s:e], w[s:e], ua[s:e], variant)
+        final[s:e] = _batch_final(pc, qc, w[s:e], tau[s:e], uf[s:e], variant)
+    return ChainResult(_emit(x, tau, final), tau)
+
+
+def _chunks(p: np.ndarray, q: np.ndarray, b: int, g: int, v: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """(start, end, p rows, q rows) of each chunk of rounds, float64 (float32 upcast exactly)."""
     chunk = max(1, _CHUNK_BYTES // (8 * max(1, g) * v))
     for s in range(0, b, chunk):
         e = min(b, s + chunk)
-        pc = np.asarray(p[s:e] if p.shape[0] != 1 else p, dtype=np.float64)  # float32 upcast exactly
+        pc = np.asarray(p[s:e] if p.shape[0] != 1 else p, dtype=np.float64)
         qc = np.asarray(q[s:e] if q.shape[0] != 1 else q, dtype=np.float64)
-        tau[s:e] = _batch_chunk(pc, qc, x[s:e], w[s:e], ua[s:e])
-        final[s:e] = _batch_final(pc, qc, w[s:e], tau[s:e], uf[s:e])
-    return ChainResult(_emit(x, tau, final), tau)
+        yield s, e, pc, qc
+
+
+def block_tau_law(
+    p: ArrayLike, q: ArrayLike, draft_tokens: ArrayLike, variant: BlockVariant = BLOCK
+) -> tuple[np.ndarray, np.ndarray]:
+    """(w [B, g + 1], law [B, g + 1]): the weights and P(tau = i | the drafts) of B rounds (shapes of
+    :func:`verify_block_batch`), P(tau = i) = h_i prod_{j > i} (1 - h_j) with h_0 = 1, in float64.
+    Drafts with q = 0 are not refused here (a diagnosis scores what it is given)."""
+    p, q = _floats(p), _floats(q)
+    x, b, g, v = _shapes(draft_tokens, p, q)
+    w = _batch_weights(_gather(p[:, :g], x, b), _gather(q, x, b))
+    law = np.zeros((b, g + 1))
+    for s, e, pc, qc in _chunks(p, q, b, g, v):
+        h = _batch_thresholds(pc, qc, x[s:e], w[s:e], variant)  # [c, g]: h_1..h_g
+        after = np.ones((e - s, g + 1))  # after[:, i] = prod_{j > i} (1 - h_j)
+        if g:
+            after[:, :g] = np.cumprod((1.0 - h)[:, ::-1], axis=1)[:, ::-1]
+        law[s:e, 0] = after[:, 0]
+        law[s:e, 1:] = h * after[:, 1:]
+    return w, law
+
+
+def block_stop_rows(
+    p: ArrayLike, q: ArrayLike, w: np.ndarray, tau: ArrayLike, variant: BlockVariant = BLOCK
+) -> np.ndarray:
+    """[B, V] the normalised law of each round's last token given tau (w from :func:`block_tau_law`)."""
+    rows = _stop_rows(_floats(p).astype(np.float64), _floats(q).astype(np.float64), w, np.asarray(tau), variant)
+    out: np.ndarray = rows / rows.sum(axis=1, keepdims=True)
+    return out
 
 
 def _add(law: dict[_K, Weight], key: _K, w: Weight) -> None:

@@ -416,15 +416,21 @@ class _BatchState:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             self.w[:, n + 1] = np.where(num >= qx, 1.0, num / qx)
 
-    def reject(self, par: int, x: np.ndarray, rows: np.ndarray, without_replacement: bool) -> None:
+    def reject(
+        self, par: int, x: np.ndarray, rows: np.ndarray, without_replacement: bool, variant: TraversalVariant
+    ) -> None:
         s = par + 1
         w = self.w[rows, s]
         res = w[:, None] * (self.p[rows, s] / self.pm[rows, s, None]) - self.q[rows, s] / self.qm[rows, s, None]
         np.maximum(res, 0.0, out=res)
         r = np.cumsum(res, axis=-1)[:, -1]  # sequential sums, as row_sum
-        den = (1.0 - w) + r
         with np.errstate(divide="ignore", invalid="ignore"):
-            self.w[rows, s] = np.where(den > 0, r / den, 1.0)
+            if variant.remaining_mass:  # the negative control: min(1, r / (1 - Q(x)))
+                left = 1.0 - self.q[rows, s, x[rows]] / self.qm[rows, s]
+                self.w[rows, s] = np.where(left > 0, np.where(r >= left, 1.0, r / left), 1.0)
+            else:
+                den = (1.0 - w) + r
+                self.w[rows, s] = np.where(den > 0, r / den, 1.0)
         pos = r > 0
         self.p[rows[pos], s] = res[pos]
         self.pm[rows[pos], s] = r[pos]
@@ -435,7 +441,13 @@ class _BatchState:
 
 
 def _batch_traverse(
-    p: np.ndarray, q: np.ndarray, x: np.ndarray, parents: Sequence[int], u: np.ndarray, without_replacement: bool
+    p: np.ndarray,
+    q: np.ndarray,
+    x: np.ndarray,
+    parents: Sequence[int],
+    u: np.ndarray,
+    without_replacement: bool,
+    variant: TraversalVariant = TRAVERSAL,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(accepted node [c], unnormalised last-token rows [c, V]) for one chunk of rounds."""
     c = x.shape[0]
@@ -452,7 +464,7 @@ def _batch_traverse(
         rows = np.nonzero(active)[0]
         if not len(rows):
             break
-        st.reject(parents[n], x[:, n], rows, without_replacement)
+        st.reject(parents[n], x[:, n], rows, without_replacement, variant)
     return node, st.p[st.ar, node + 1]
 
 
@@ -475,12 +487,14 @@ def verify_traversal_batch(
     u_final: ArrayLike,
     *,
     without_replacement: bool = True,
+    variant: TraversalVariant = TRAVERSAL,
 ) -> TraversalResult:
     """B rounds of traversal verification on trees of one shape (``parents``, N nodes):
 
     draft_tokens [B, N] int; q, p [B, N + 1, V] (slot rows; leading dim 1 broadcasts);
     u_accept [B, N]; u_final [B]  ->  TraversalResult (tokens [B, depth + 1]).
-    The same tokens as :func:`verify_traversal` given the same uniforms. Work O(B N V).
+    The same tokens as :func:`verify_traversal` given the same uniforms (``variant`` as there).
+    Work O(B N V).
     """
     _check_parents(parents)
     p, q = _floats(p), _floats(q)
@@ -504,7 +518,7 @@ def verify_traversal_batch(
         e = min(b, s + chunk)
         pc = p[s:e] if p.shape[0] != 1 else p
         qc = q[s:e] if q.shape[0] != 1 else q
-        node[s:e], rows = _batch_traverse(pc, qc, x[s:e], parents, ua[s:e], without_replacement)
+        node[s:e], rows = _batch_traverse(pc, qc, x[s:e], parents, ua[s:e], without_replacement, variant)
         final[s:e] = inverse_cdf_sample(rows, uf[s:e])
     anc, depth = _paths_table(parents)
     a = anc[node + 1]  # [B, D]
