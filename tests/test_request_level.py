@@ -123,3 +123,60 @@ def test_outputs_with_logprobs_are_parsed_and_malformed_ones_named():
         parse_output({"ids": [1, 2], "logprobs": [-0.5]}, "gen")
     with pytest.raises(MalformedOutputError, match="no 'ids'"):
         parse_output({"tokens": [1, 2]}, "gen")
+
+
+# -- through the installed CLI, from a folder outside the repository, at 80 columns ------------------
+
+CLI = Path(sys.executable).parent / "specverify"
+CLI_FAST = ["--eps", "0.4", "--temperature", "0.9", "--long-length", "64", "--vocab", "100", "--no-progress"]
+
+
+def _cli(*args, cwd, module_form=False):
+    import os
+    import subprocess
+
+    head = [sys.executable, "-m", "specverify"] if module_form else [str(CLI)]
+    env = {**os.environ, "COLUMNS": "80", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([*head, "audit", *args], capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
+
+
+def _body(stdout):
+    """The check lines (the diagnosis lead and the headline are single lines by design: grep-able)."""
+    lines = stdout.splitlines()
+    return [ln for ln in lines if not ln.startswith(("Diagnosis:", "  - ", "PASS:", "FAIL ", "FAIL:"))]
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory):
+    """A user's folder: the docs' worked generator and a copy of the request-level generators."""
+    import shutil
+
+    d = tmp_path_factory.mktemp("user")
+    shutil.copy(Path(lm_generator.__file__), d / "lm_generator.py")
+    shutil.copy(Path(R.__file__), d / "mygens.py")
+    return d
+
+
+def test_the_cli_passes_the_worked_generator_from_outside_the_repository(outside):
+    r = _cli("--lm-generator", "lm_generator:make", *CLI_FAST, cwd=outside)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert max(map(len, _body(r.stdout))) <= 80, r.stdout
+    out = " ".join(r.stdout.split())  # the 80-column layout wraps lines
+    assert "stop_token_ids=(99,)" in out and "requests ended at a stop id" in out, r.stdout
+    assert r.stdout.strip().splitlines()[-1].startswith("PASS: no deviation of TV >= "), r.stdout
+
+
+def test_the_module_form_fails_a_stop_missed_mid_round_and_names_it(outside):
+    r = _cli("--lm-generator", "mygens:eos_checked_on_last_token", *CLI_FAST, cwd=outside, module_form=True)
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = " ".join(r.stdout.split())  # the 80-column layout wraps lines
+    assert "after stop id 99" in out, r.stdout
+    assert "Diagnosis: stop_missed_mid_round (signature of the exact request check" in r.stdout, r.stdout
+    assert max(map(len, _body(r.stdout))) <= 80, r.stdout
+
+
+def test_cli_request_options_are_refused_where_they_do_not_apply(outside):
+    r = _cli("--generator", "mygens:x", "--stop-token-ids", "3", cwd=outside)
+    assert r.returncode == 2 and "--stop-token-ids applies to --endpoint" in r.stderr, r.stderr
+    r = _cli("--lm-generator", "mygens:eos_checked_on_last_token", "--context", "transformers", cwd=outside)
+    assert r.returncode == 2 and "--context does not apply to --lm-generator" in r.stderr, r.stderr

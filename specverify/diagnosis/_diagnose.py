@@ -11,6 +11,7 @@ guess. Classes with a parameter fitted on a grid pay log(grid size) nats.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -59,6 +60,8 @@ class Diagnosis:
                 f"{best})"
             )
         c, cls = self.candidates[0], CLASSES[self.verdict]
+        if math.isinf(c.llr_vs_target) and self.rounds_scored == 0:  # named by an exact check, not by scoring
+            return f"Diagnosis: {self.verdict} ({self.method}). Check {cls.check}."
         runner = self.candidates[1] if len(self.candidates) > 1 else None
         gap = c.llr_vs_target - runner.llr_vs_target if runner else float("inf")
         vs = f", e^{gap:.1f} over {runner.name}" if runner else ""

@@ -65,13 +65,14 @@ SIGNATURES = {
         "kernel(draft_tokens, draft_logits, target_logits, settings, generator)",
     ),
     "generator": ("generate(prompt, max_new_tokens, seed, model)", "generate(prompt, max_new_tokens, seed, model)"),
+    "lm_generator": ("make(target, draft)", "make(target, draft)"),
 }
 
 
 ENDPOINT_LENGTH = 4  # tokens per request of an endpoint audit
 
 #: what is audited: a shape of docs/adapters.md, a --cmd process, an --endpoint, or a catalogue entry
-Shape = Literal["round", "kernel", "generator", "cmd", "endpoint", "catalogue"]
+Shape = Literal["round", "kernel", "generator", "lm_generator", "cmd", "endpoint", "catalogue"]
 #: the sampling settings the options name (None: the audit's defaults)
 Settings = tuple["SamplingSettings", ...] | None
 _P = TypeVar("_P", bound=argparse.ArgumentParser)
@@ -97,6 +98,12 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         "--kernel", metavar="MOD:FN", help="kernel(draft_tokens, draft_probs, target_probs, generator) -> [B, g+1]"
     )
     g.add_argument("--generator", metavar="MOD:FN", help="generate(prompt, max_new_tokens, seed, model) -> ids")
+    g.add_argument(
+        "--lm-generator",
+        metavar="MOD:FN",
+        help="make(target, draft) -> generate(prompt, max_new_tokens, seed, settings): audited on specverify's "
+        "tiny transformers pairs at the request level (stops, long outputs, seeds, logprobs; docs/adapters.md)",
+    )
     g.add_argument("--cmd", metavar="COMMAND", help="a process speaking the JSON-lines protocol (docs/protocol.md)")
     g.add_argument(
         "--endpoint",
@@ -233,7 +240,7 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
 
 
 def _shape(args: argparse.Namespace) -> Shape:
-    shapes: tuple[Shape, ...] = ("round", "kernel", "generator", "cmd", "endpoint")
+    shapes: tuple[Shape, ...] = ("round", "kernel", "generator", "lm_generator", "cmd", "endpoint")
     for k in shapes:
         if getattr(args, k) is not None:
             return k
@@ -401,7 +408,7 @@ def validate(args: argparse.Namespace) -> tuple[Settings, Callable[..., Any] | N
     for opt in ("checkpoint", "json", "html"):
         if getattr(args, opt) is not None:
             _writable(f"--{opt}", getattr(args, opt))
-    if shape in ("round", "kernel", "generator"):
+    if shape in ("round", "kernel", "generator", "lm_generator"):
         from ..sources.adapters import load_callable
 
         spec = getattr(args, shape)
@@ -447,10 +454,11 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 def _check_targets(args: argparse.Namespace, shape: Shape) -> None:
     """What is audited: non-empty specs, a runnable --cmd, endpoints and --model."""
-    for k in ("round", "kernel", "generator"):
+    for k in ("round", "kernel", "generator", "lm_generator"):
         v = getattr(args, k)
         if v is not None and not v.strip():
-            raise UsageError(f"--{k} is empty; pass MOD:FN, e.g. --{k} mypkg.spec:{'step' if k == 'round' else k}")
+            opt, fn = k.replace("_", "-"), {"round": "step", "lm_generator": "make"}.get(k, k)
+            raise UsageError(f"--{opt} is empty; pass MOD:FN, e.g. --{opt} mypkg.spec:{fn}")
     if args.cmd is not None:
         _check_cmd(args.cmd)
     if shape != "catalogue" and args.target:
@@ -466,8 +474,9 @@ def _check_targets(args: argparse.Namespace, shape: Shape) -> None:
         elif args.model is not None:
             raise UsageError("--model does not apply with --baseline-endpoint (two endpoints need no model); drop it")
     else:
-        for opt, used in (("--model", args.model is not None), ("--length", args.length is not None)):
-            if used:
+        used = [("--model", args.model is not None), ("--length", args.length is not None and shape != "lm_generator")]
+        for opt, on in used:
+            if on:
                 raise UsageError(f"{opt} applies to --endpoint only; drop it, or audit an endpoint")
 
 
@@ -489,6 +498,7 @@ def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
         what = {
             "catalogue": "a reference or catalogue target (catalogue samplers declare their own rule)",
             "generator": "--generator (a black box shows no rounds)",
+            "lm_generator": "--lm-generator (a black box shows no rounds)",
             "cmd": "--cmd (the JSON-lines protocol carries no rule)",
             "endpoint": "--endpoint (a black box shows no rounds)",
         }[shape]
@@ -505,22 +515,32 @@ def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
         raise UsageError("--greedy applies to --round and --generator; drop it")
     if args.greedy and args.logits:
         raise UsageError("--greedy and --logits exclude each other (a greedy step takes raw probabilities); drop one")
+    if args.context != "tables" and shape == "lm_generator":
+        raise UsageError("--context does not apply to --lm-generator (it is audited on transformers pairs); drop it")
     if args.workers > 1 and shape in ("cmd", "endpoint"):
         raise UsageError(f"--workers applies to importable implementations, not --{shape}; drop it")
+    if args.workers > 1 and shape == "lm_generator":
+        raise UsageError("--workers applies to table audits (an LM audit runs its units in turn); drop it")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint FILE; pass the checkpoint file to continue from")
     if args.checkpoint and args.baseline_endpoint:
         raise UsageError("--checkpoint applies to audits that checkpoint (not --baseline-endpoint); drop it")
     if args.resume:
         _check_resumable(args.checkpoint)
-    for opt, used in (
-        ("--logit-tol", args.logit_tol != 0.0),
-        ("--temperature-last", args.temperature_last),
-        ("--stop-token-ids", args.stop_token_ids is not None),
-        ("--long-length", args.long_length != 512),
+    _check_lm_options(args, shape)
+
+
+def _check_lm_options(args: argparse.Namespace, shape: Shape) -> None:
+    """Options of audits against a model's computed law: endpoints (with --model) and LM generators."""
+    for opt, used, lm in (
+        ("--logit-tol", args.logit_tol != 0.0, False),
+        ("--temperature-last", args.temperature_last, False),
+        ("--stop-token-ids", args.stop_token_ids is not None, True),
+        ("--long-length", args.long_length != 512, True),
     ):
-        if used and (shape != "endpoint" or args.baseline_endpoint):
-            raise UsageError(f"{opt} applies to --endpoint audited against --model; drop it")
+        if used and not (lm and shape == "lm_generator") and (shape != "endpoint" or args.baseline_endpoint):
+            where = "--endpoint audited against --model" + (" or --lm-generator" if lm else "")
+            raise UsageError(f"{opt} applies to {where}; drop it")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -696,6 +716,27 @@ def _preflight(url: str, timeout: float) -> Any:
         raise UsageError(f"nothing answers at {url} ({reason}); start the server or fix the URL") from exc
 
 
+def _audit_lm_generator(args: argparse.Namespace, settings: Settings, make: Callable[..., Any]) -> Verdict:
+    """--lm-generator: ``make(target, draft)`` audited on lm_pairs (a low- and a high-overlap tiny Llama
+    pair whose last id is an EOS with real mass), with the stop and long units and the seed check."""
+    try:
+        import torch
+
+        from ..sources.lm_audit import LM_VOCAB, audit_lm_pairs, lm_pairs
+    except ImportError as exc:
+        raise UsageError(f"--lm-generator needs transformers ({exc}); pip install 'specverify[models]'") from exc
+    torch.set_num_threads(1)
+    vocab = args.vocab if args.vocab != 64 else LM_VOCAB  # 64 is the table audits' default
+    cfg = dataclasses.replace(
+        _lm_config(args, settings, prompts=[]),
+        prompts=None,
+        gamma=args.gamma,
+        length=args.length,
+        name=args.lm_generator.strip(),
+    )
+    return audit_lm_pairs(make, lm_pairs(vocab=vocab, seed=args.seed), cfg)
+
+
 def _audit_endpoint(args: argparse.Namespace, settings: Settings) -> Verdict:
     from ..pipeline.run import DEFAULT_SETTINGS
     from ..sources.http_adapter import http_generator
@@ -806,6 +847,9 @@ def run_audit(args: argparse.Namespace) -> int:
         settings, fn = validate(args)
         if args.endpoint:
             v = _audit_endpoint(args, settings)
+        elif args.lm_generator:
+            assert fn is not None
+            v = _audit_lm_generator(args, settings, fn)
         else:
             cfg = _config(args, settings)
             adapter = _adapter(args, fn)

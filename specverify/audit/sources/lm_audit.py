@@ -64,6 +64,7 @@ from .adapters import call_with_timeout
 from .lm_logprobs import RequestOutput, logprob_problem, logprobs_mode, parse_output, reference_laws
 
 __all__ = [
+    "LM_VOCAB",
     "LMAuditConfig",
     "LMPair",
     "audit_lm",
@@ -155,9 +156,12 @@ class LMPair:
 
 #: the mean probability of the EOS id under the target of :func:`lm_pairs`
 EOS_MASS = 0.05
+#: the vocabulary of :func:`lm_pairs` by default: not a multiple of 8 or 64, so the last tile of a kernel
+#: that pads the vocabulary has a tail (vllm#44744: an id >= vocab from the padding)
+LM_VOCAB = 250
 
 
-def lm_pairs(vocab: int = 256, *, seed: int = 0) -> tuple[LMPair, LMPair]:
+def lm_pairs(vocab: int = LM_VOCAB, *, seed: int = 0) -> tuple[LMPair, LMPair]:
     """A low- and a high-overlap pair of seeded tiny Llama models (2 layers, hidden 32), built from
     configs: the high draft is the target plus 5% relative weight noise, the low draft an
     independently seeded model of the same shape (as :func:`specverify.harness.make_model_pair`).
@@ -538,10 +542,12 @@ def _conclude_sample(unit: LMUnit, cfg: LMAuditConfig, sample: LMSample) -> Chec
     if res.pvalue > fam.alpha_fixed and request.failed is not None:
         return dataclasses.replace(request.failed, details=detail)
     note = ""
+    if stops := request.details.get("stops"):  # a PASS says where its requests ended
+        note = f"; {stops['observed']:,} requests ended at a stop id, {stops['expected']:,.1f} expected"
     if boundary is not None:
         detail["boundary"] = boundary
         if boundary["excused"]:
-            note = (
+            note += (
                 f"; {boundary['excused']} more at filter boundaries within logit tolerance "
                 f"{cfg.logit_tol:g} left out (at most {boundary['at_most_expected']:.1f} expected)"
             )
