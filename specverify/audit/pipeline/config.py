@@ -39,8 +39,9 @@ Harness = Literal["kernel", "sequence", "context"]
 StrataRule = Literal["positions", "first-later", "pooled"]
 #: a unit's model pair: the catalogue's tuned pair, or a low- / high-overlap pair
 PairKind = Literal["default", "low", "high"]
-#: a declared verification rule: 'full' (min(1, p/q), (p - q)+ residual) enables the white-box strata
-Rule = Literal["full"]
+#: a declared verification rule: 'full' (min(1, p/q), (p - q)+ residual) enables the white-box strata;
+#: 'block' (block verification, Sun et al. ICLR 2025) enables the block rule's strata (specverify.stats._block)
+Rule = Literal["full", "block"]
 
 
 @dataclasses.dataclass(kw_only=True)
