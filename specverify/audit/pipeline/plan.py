@@ -30,6 +30,7 @@ from ...stats import (
     WHITEBOX_CONTEXT_STRATA,
     WHITEBOX_STRATA_WITH_DRAFTS,
 )
+from ...stats._block import WHITEBOX_BLOCK_STRATA
 from .config import Harness, PairKind, StrataRule, TestFamily
 
 if TYPE_CHECKING:
@@ -172,6 +173,8 @@ def plan_audit(adapter: Adapter, cfg: AuditConfig) -> AuditPlan:
     whitebox = 0
     if getattr(adapter, "rule", None) == "full" and adapter.harness != "sequence":
         whitebox = WHITEBOX_CONTEXT_STRATA if adapter.harness == "context" else WHITEBOX_STRATA_WITH_DRAFTS
+    if getattr(adapter, "rule", None) == "block" and adapter.harness != "sequence":
+        whitebox = WHITEBOX_BLOCK_STRATA  # block verification's strata (specverify.stats._block)
     kinds = adapter.pair_kinds
     cells = [(i, s, k) for i, s in enumerate(settings) if s in keep for k in _kinds_for(adapter, kinds, i)]
     fam = TestFamily(cfg.alpha / max(len(cells), 1), cfg.beta, cfg.eps, strata, whitebox)
