@@ -32,6 +32,7 @@ from ...stats import (
     whitebox_round_tests,
 )
 from ...theory import accepted_length_law_position_dependent, expected_tokens_position_dependent
+from .block_strata import block_whitebox
 from .collect import UnitSample
 from .plan import strata_of
 
@@ -119,11 +120,13 @@ def _law(unit: AuditUnit, pair: Any, gen: Generation) -> tuple[StreamLaw, np.nda
 
 
 def _whitebox(adapter: Adapter, unit: AuditUnit, pair: Any, gen: Generation, cfg: AuditConfig) -> list[StratumResult]:
-    """The white-box strata of a declared full rule (none for laws that depend on the history)."""
+    """The white-box strata of a declared full (or block) rule (none for laws that depend on the history)."""
     if unit.family.whitebox == 0 or gen.law is not None:
         return []
     s = unit.settings
     rng = np.random.default_rng([cfg.seed, unit.index, 3])
+    if getattr(adapter, "rule", None) == "block":  # block verification's own strata
+        return block_whitebox(unit, pair, gen, cfg, rng)
     if gen.draft_rows is not None and gen.drafts is not None:  # context runs record both
         return whitebox_context_tests(
             gen.tokens,
