@@ -45,6 +45,7 @@ import shlex
 import subprocess
 import tempfile
 import threading
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,8 @@ __all__ = [
     "GeneratorAdapter",
     "SubprocessAdapter",
     "load_callable",
+    "declared_rule",
+    "RULE_ATTRIBUTE",
     "SETTINGS_RULE",
     "settings_parameter",
     "call_with_timeout",
@@ -320,9 +323,12 @@ class KernelAdapter(Adapter):
     ) -> None:
         """``rule='full'`` declares the min(1, p/q) rule with the (p - q)+ residual: the audit then
         adds white-box strata (acceptance rate, accepted tokens, replacements, bonus tokens), which
-        localise a bug and detect it with fewer samples. Leave it None for any other exact rule."""
+        localise a bug and detect it with fewer samples. ``rule='block'`` declares block
+        verification (Sun et al., ICLR 2025): its strata are the kept drafts given the drafts and the
+        token after them (:mod:`specverify.stats._block`). Leave it None for any other exact rule;
+        a kernel may also declare its rule itself (:func:`declared_rule`)."""
         self.fn, self.one_hot, self.logits, self.accepts_uniforms = fn, one_hot, logits, accepts_uniforms
-        self.rule, self.spec = rule, spec
+        self.rule, self.spec = rule if rule is not None else declared_rule(fn), spec
         self.name = name or str(getattr(fn, "__name__", "kernel"))
         self.call_timeout = call_timeout
         self.takes_settings = logits
@@ -346,6 +352,25 @@ class KernelAdapter(Adapter):
         settings: SamplingSettings | None,
     ) -> Generation:
         return run_sampler(_KernelSampler(self), pair, n=n, gamma=gamma, rng=rng, settings=settings)
+
+
+#: the attribute by which a kernel or round step declares its rule (``fn.specverify_rule = "block"``)
+RULE_ATTRIBUTE = "specverify_rule"
+
+
+def declared_rule(fn: Callable[..., Any]) -> Rule | None:
+    """The rule ``fn`` declares through :data:`RULE_ATTRIBUTE` ('full' or 'block'), None if none: the
+    same as passing ``rule=`` (``--full-rule``), for implementations that know their rule."""
+    rule = getattr(fn, RULE_ATTRIBUTE, None)
+    if rule is None:
+        return None
+    if rule not in typing.get_args(Rule):
+        raise SpecVerifyError(
+            f"{getattr(fn, '__name__', fn)!r} declares {RULE_ATTRIBUTE} = {rule!r}; the declared rules are "
+            f"{', '.join(map(repr, typing.get_args(Rule)))}: set one of them or remove the attribute"
+        )
+    out: Rule = rule
+    return out
 
 
 #: The one rule by which a round step receives the settings (docs/adapters.md).
@@ -444,7 +469,7 @@ class RoundAdapter(_SequenceAdapter):
         length: int = 32,
     ) -> None:
         self._setup(fn, name, spec, logits, greedy, call_timeout, length, "step")
-        self.rule = rule
+        self.rule = rule if rule is not None else declared_rule(fn)
         self.settings_param = settings_parameter(fn)
         if logits and self.settings_param is None:
             raise SpecVerifyError(
