@@ -223,8 +223,8 @@ def test_wrong_block_variants_have_an_exact_counterexample(variant, capsys):
         verifier = partial(block_kernel_law, variant=variant)
         return block_first_tokens_law(pair.target, pair.draft, (), 3, 3, verifier)
 
-    # reading the draft's own rows only differs where the rows change along the block: order 1 there
-    order = 1 if variant.own_row_threshold else 0
+    # a threshold one position early differs only where the rows change along the block: order 1 there
+    order = 1 if variant.threshold_off_by_one else 0
     found = find(
         svst.markov_pairs(min_vocab=2, max_vocab=3, max_order=order),
         lambda pr: _tv_to_target(pr, law) > 0,

@@ -51,7 +51,8 @@ a prefix-dependent draft model; the law of the generated tokens over rounds).
 mutants, :mod:`specverify.catalogue.block`): the threshold replaced by the weight itself (u_i < w_i,
 a token-wise reading of the weights), or the residual left as the chain rule's (p_{tau+1} -
 q_{tau+1})+, or both (vllm-project/vllm-ascend#7807, fixed in #7808); the thresholds' residual
-mass read off the draft's own position (r_i from p_i, q_i: an index off by one); the final
+mass taken one position early (h_i from r_{i-1}: in vllm-project/vllm#46781's notation h_i =
+Z_{i+1} / (Z_{i+1} + 1 - p_i) read with Z_i, an index off by one); the final
 position never tested (the scan starts at gamma - 1: no draft block is kept whole, no bonus); and
 traversal verification's wrong parent update on a chain, h_i = min(1, r_i / (1 - q_{i+1}(x_{i+1}))).
 :func:`block_tau_law` and :func:`block_stop_rows` give, batched over rounds, the law of tau given
@@ -106,7 +107,7 @@ class BlockVariant:
     name: str
     adjusted_test: bool = True  # False: stop at the largest i with u_i < w_i
     adjusted_residual: bool = True  # False: residual (p_{tau+1} - q_{tau+1})+
-    own_row_threshold: bool = False  # True: r_i from (p_i, q_i), the draft's own rows (off by one)
+    threshold_off_by_one: bool = False  # True: h_i from r_{i-1} (= Z_i) instead of r_i (= Z_{i+1})
     test_final: bool = True  # False: position gamma is never tested (h_gamma = 0: no bonus)
     remaining_mass: bool = False  # True: h_i = min(1, r_i / (1 - q_{i+1}(x_{i+1}))) (traversal's wrong update)
 
@@ -116,7 +117,7 @@ class BlockVariant:
             self.adjusted_test
             and self.adjusted_residual
             and self.test_final
-            and not (self.own_row_threshold or self.remaining_mass)
+            and not (self.threshold_off_by_one or self.remaining_mass)
         )
 
 
@@ -126,7 +127,7 @@ BLOCK_VARIANTS = (
     BlockVariant("weight_test_unadjusted_residual", adjusted_test=False, adjusted_residual=False),
     BlockVariant("weight_test", adjusted_test=False),
     BlockVariant("unadjusted_residual", adjusted_residual=False),
-    BlockVariant("own_row_threshold", own_row_threshold=True),
+    BlockVariant("threshold_off_by_one", threshold_off_by_one=True),
     BlockVariant("final_position_untested", test_final=False),
     BlockVariant("remaining_mass_threshold", remaining_mass=True),
 )
@@ -179,8 +180,8 @@ def block_thresholds(
     h = [w[0]] + [w[i] for i in range(1, gamma + 1)]
     if variant.adjusted_test:
         for i in range(1, gamma):
-            at = i - 1 if variant.own_row_threshold else i
-            r = row_sum(residual(w[i], p_rows[at], q_rows[at]))
+            at = i - 1 if variant.threshold_off_by_one else i
+            r = row_sum(residual(w[at], p_rows[at], q_rows[at]))
             if variant.remaining_mass:
                 left = 1 - q_rows[i][draft[i]]
                 h[i] = capped_ratio(_one(r), r, left) if left > 0 else _one(r)
@@ -244,8 +245,8 @@ def _batch_thresholds(
     c, g = x.shape
     h: np.ndarray = w[:, 1:].copy()  # h_gamma = w_gamma; h_i for i < gamma replaced below
     if variant.adjusted_test and g > 1:
-        lo = 0 if variant.own_row_threshold else 1
-        t = w[:, 1:g, None] * p[:, lo : lo + g - 1] - q[:, lo : lo + g - 1]  # [c, g - 1, V]: R_i, i = 1..g-1
+        lo = 0 if variant.threshold_off_by_one else 1
+        t = w[:, lo : lo + g - 1, None] * p[:, lo : lo + g - 1] - q[:, lo : lo + g - 1]  # [c, g - 1, V]: R_i
         np.maximum(t, 0.0, out=t)
         r = np.cumsum(t, axis=-1)[..., -1]  # sequential sums, as row_sum
         with np.errstate(divide="ignore", invalid="ignore"):
