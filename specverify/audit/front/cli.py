@@ -161,6 +161,13 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         "stratum of a round (acceptance given the draft, replacements, draft/replacement independence, bonus)",
     )
     a.add_argument(
+        "--rule",
+        choices=["full", "block"],
+        default=None,
+        help="the rule the kernel (or round step) implements: 'full' is --full-rule; 'block' is block verification "
+        "(Sun et al., ICLR 2025): also test the drafts it keeps given the drafts and the token after them",
+    )
+    a.add_argument(
         "--logits",
         action="store_true",
         help="the implementation takes raw logits plus the sampling settings and applies them itself",
@@ -494,7 +501,11 @@ def _check_resumable(path: str) -> None:
 
 def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
     """Options that only some shapes can use."""
-    if args.full_rule and shape not in ("kernel", "round"):
+    rule = getattr(args, "rule", None)
+    if args.full_rule and rule == "block":
+        raise UsageError("--full-rule and --rule block name two rules; pass one of them")
+    opt = "--full-rule" if args.full_rule or rule == "full" else f"--rule {rule}"
+    if (args.full_rule or rule) and shape not in ("kernel", "round"):
         what = {
             "catalogue": "a reference or catalogue target (catalogue samplers declare their own rule)",
             "generator": "--generator (a black box shows no rounds)",
@@ -502,10 +513,10 @@ def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
             "cmd": "--cmd (the JSON-lines protocol carries no rule)",
             "endpoint": "--endpoint (a black box shows no rounds)",
         }[shape]
-        raise UsageError(f"--full-rule does not apply to {what}; use it with --kernel (or --round), or drop it")
-    if args.full_rule and args.one_hot:
+        raise UsageError(f"{opt} does not apply to {what}; use it with --kernel (or --round), or drop it")
+    if (args.full_rule or rule) and args.one_hot:
         raise UsageError(
-            "--full-rule and --one-hot exclude each other: the one-hot rule has no draft probabilities; drop one"
+            f"{opt} and --one-hot exclude each other: the one-hot rule has no draft probabilities; drop one"
         )
     if args.one_hot and shape != "kernel":
         raise UsageError("--one-hot applies to --kernel only; drop it")
@@ -551,7 +562,7 @@ def _adapter(args: argparse.Namespace, fn: Callable[..., Any] | None) -> Adapter
     from ..sources.adapters import GeneratorAdapter, KernelAdapter, RoundAdapter, SamplerAdapter, SubprocessAdapter
 
     t = args.call_timeout
-    rule: Rule | None = "full" if args.full_rule else None
+    rule: Rule | None = "full" if args.full_rule else getattr(args, "rule", None)
     if args.round:
         assert fn is not None  # validate() loads the callable of --round, --kernel and --generator
         return RoundAdapter(
