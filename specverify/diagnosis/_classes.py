@@ -22,9 +22,12 @@ import inspect
 from collections.abc import Callable
 from typing import Literal
 
+from ..algorithms.block_verification import BlockVariant
+from ..catalogue import block as blk
 from ..catalogue import bugs as cat
 from ..harness import ChainSampler
 from . import _bug_models as law
+from ._block_models import BlockVariantModel
 from ._models import EPS, RoundModel
 
 __all__ = ["BugClass", "Kind", "Scorer", "RECORDS", "CLASSES", "bug_class", "round_models"]
@@ -154,6 +157,10 @@ def _replacement(name: str, rows: law.RowLaw) -> ModelFactory:
 
 def _switch(name: str, fallback: Literal["p", "q"], *, below: bool) -> ModelFactory:
     return lambda: law.ResidualSwitch(name, fallback, below=below)
+
+
+def _block(name: str, variant: BlockVariant) -> ModelFactory:
+    return lambda: BlockVariantModel(name, variant)
 
 
 def _order(name: str, steps: tuple[str, ...]) -> ModelFactory:
@@ -465,6 +472,19 @@ RECORDS: tuple[BugClass, ...] = (
         kind="rule",
         named_by=_ROUNDS,
         model=law.BonusArgmax,
+    ),
+    # -- block and traversal verification: a mutant of each rule (catalogue.block), its exact law the model
+    *(
+        BugClass(
+            name=m.name,
+            mechanism=m.mechanism,
+            check=m.check,
+            sources=(m.source,),
+            kind="rule",
+            named_by=_ROUNDS,
+            model=_block(m.name, m.variant),
+        )  # fmt: skip
+        for m in blk.MUTANTS
     ),
     # -- round structure and state
     _catalogue(
