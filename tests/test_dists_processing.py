@@ -116,3 +116,25 @@ def test_presence_and_frequency_penalties():
         x, SamplingSettings(presence_penalty=0.5, frequency_penalty=0.25), output_counts=token_counts([1, 1, 2], 4)
     )
     assert got.tolist() == [0.0, -1.0, -0.75, 0.0]
+
+
+def test_logit_bias_is_added_to_the_raw_logits_before_the_penalties():
+    # vLLM's order: bias, then the repetition penalty (x / r for x > 0), then temperature
+    x = np.array([1.0, 2.0, -1.0, 0.5])
+    s = SamplingSettings(temperature=0.5, repetition_penalty=2.0, logit_bias={"2": 3.0, 0: -1.0})
+    got = process_logits(x, s, seen_counts=np.array([0, 1, 1, 0]))
+    want = np.array([0.0, 2.0 / 2.0, 2.0 / 2.0, 0.5]) / 0.5  # biased [0, 2, 2, 0.5]; ids 1, 2 penalised
+    np.testing.assert_allclose(got, want)
+    t = process_logits_torch(torch.tensor(x), s, seen_counts=torch.tensor([0, 1, 1, 0]))
+    np.testing.assert_allclose(t.numpy(), want)
+
+
+def test_logit_bias_round_trips_in_the_openai_form_and_names_bad_input():
+    s = SamplingSettings(logit_bias=[(3, 1.5), (0, -2)])
+    assert s.logit_bias == ((0, -2.0), (3, 1.5)) and s.to_dict()["logit_bias"] == {"0": -2.0, "3": 1.5}
+    assert SamplingSettings(**s.to_dict()) == s and "logit_bias" not in SamplingSettings().to_dict()
+    for bad in ({"x": 1.0}, {1: float("inf")}, [(1,)], 3, {True: 1.0}):
+        with pytest.raises(ValueError, match="logit_bias must map token ids to finite biases"):
+            SamplingSettings(logit_bias=bad)
+    with pytest.raises(ValueError, match="logit_bias names id 3, outside a vocabulary of 3"):
+        probs_from_logits(np.zeros(3), s)

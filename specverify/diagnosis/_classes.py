@@ -792,6 +792,19 @@ RECORDS: tuple[BugClass, ...] = (
         no_model_because=_LM_ONLY,
     ),
     BugClass(
+        name="logit_bias_ignored",
+        mechanism=(
+            "The request's logit bias is not applied on the speculative path: the output is exactly the target's "
+            "law without it, as if the request had sent none."
+        ),
+        check="the logit bias under speculation: added to the raw logits of every verified row (and the draft's)",
+        sources=("sgl-project/sglang#10617 (min_p and logit_bias not applied with EAGLE)",),
+        kind="settings",
+        named_by=("lm",),
+        model=None,
+        no_model_because=_LM_ONLY,
+    ),
+    BugClass(
         name="frequency_penalty_ignored",
         mechanism=(
             "The request's frequency-penalty is not applied on the speculative path: the output is exactly the "

@@ -56,6 +56,7 @@ KNOB_CLASSES = {
     "repetition_penalty": "repetition_penalty_ignored",
     "presence_penalty": "presence_penalty_ignored",
     "frequency_penalty": "frequency_penalty_ignored",
+    "logit_bias": "logit_bias_ignored",
 }
 _MAX_GAMMA = 8
 

@@ -147,9 +147,8 @@ class RoundModel:
 # table helpers: the rows an implementation with a settings bug computes
 # --------------------------------------------------------------------------------------------
 def settings_without(s: SamplingSettings | None, knob: str) -> SamplingSettings:
-    d: dict[str, Any] = dict(s.to_dict()) if s is not None else {}
-    d[knob] = SamplingSettings().to_dict()[knob]
-    return SamplingSettings(**d)
+    """``s`` with ``knob`` back at its default (switched off)."""
+    return dataclasses.replace(s or SamplingSettings(), **{knob: getattr(SamplingSettings(), knob)})
 
 
 def pipeline(logits: np.ndarray, s: SamplingSettings | None, steps: tuple[str, ...]) -> np.ndarray:

@@ -1,7 +1,8 @@
 """The one logits-processing pipeline that draft and target share (numpy form, float64).
 
-Order (transformers' default for ``generate``):
+Order (transformers' default for ``generate``, with vLLM's logit bias first):
 
+0. logit bias: the request's bias added to the raw logits;
 1. repetition penalty over every seen token (prompt and generated): logit < 0 -> logit * r,
    else logit / r;
 2. presence and frequency penalties over generated tokens: logit -= presence * [count > 0]
@@ -50,6 +51,9 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 def _apply_penalties(
     x: np.ndarray, s: SamplingSettings, seen_counts: ArrayLike | None, output_counts: ArrayLike | None
 ) -> np.ndarray:
+    """The logit bias, then the penalties (the steps before temperature)."""
+    if (bias := s.bias_vector(x.shape[-1])) is not None:
+        x = x + bias
     if s.repetition_penalty != 1.0 and seen_counts is not None:
         seen = np.broadcast_to(seen_counts, x.shape) > 0
         pen = np.where(x < 0, x * s.repetition_penalty, x / s.repetition_penalty)

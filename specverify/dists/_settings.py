@@ -31,6 +31,11 @@ class SamplingSettings:
     llama-cpp-python's ``Llama.generate`` does (its sampler never sees the prompt); transformers,
     vLLM and llama.cpp's own server count the prompt too. It is honoured where a law is computed
     from a prompt and a continuation (audits of language models).
+    ``stop_token_ids`` (OpenAI/vLLM ``stop_token_ids``) end a request at the first of them it
+    emits, that token included: they change where a sequence ends, never the law of a token.
+    ``logit_bias`` ((id, bias) pairs; a mapping {id: bias} is accepted, its keys ints or digit
+    strings as in the OpenAI API) is added to the raw logits before every other step (vLLM's order:
+    bias, then penalties, temperature and filters).
     """
 
     temperature: float = 1.0
@@ -44,6 +49,7 @@ class SamplingSettings:
     temperature_last: bool = False
     penalize_prompt: bool = True
     stop_token_ids: tuple[int, ...] = ()
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         def bad(field: str, what: str, fix: str) -> NoReturn:
@@ -77,6 +83,10 @@ class SamplingSettings:
         if stops is None:
             bad("stop_token_ids", f"must be token ids (ints >= 0), got {self.stop_token_ids!r}", "use () for none")
         object.__setattr__(self, "stop_token_ids", stops)  # a list (from JSON) becomes a tuple
+        bias = _bias_or_none(self.logit_bias)
+        if bias is None:
+            bad("logit_bias", f"must map token ids to finite biases, got {self.logit_bias!r}", "use () for none")
+        object.__setattr__(self, "logit_bias", bias)
 
     @property
     def is_greedy(self) -> bool:
@@ -113,6 +123,20 @@ class SamplingSettings:
                 f"audit it with penalize_prompt={penalize_prompt}"
             )
 
+    def bias_vector(self, vocab: int) -> np.ndarray | None:
+        """The logit bias as a [vocab] vector (None without a bias); an id outside the vocabulary is an error."""
+        if not self.logit_bias:
+            return None
+        out = np.zeros(vocab)
+        for t, b in self.logit_bias:
+            if t >= vocab:
+                raise InvalidSettingsError(
+                    f"logit_bias names id {t}, outside a vocabulary of {vocab}; bias ids below {vocab}",
+                    field="logit_bias",
+                )
+            out[t] += b
+        return out
+
     def stop_at(self, ids: Sequence[int]) -> int | None:
         """The index of the first stop token in ``ids``, or None."""
         return next((i for i, t in enumerate(ids) if t in self.stop_token_ids), None)
@@ -132,12 +156,35 @@ class SamplingSettings:
         """Every field; ``temperature_last``, ``penalize_prompt`` and ``stop_token_ids`` (a list)
         only when not at their defaults (files and protocols written before they existed read the same)."""
         d: dict[str, Any] = dataclasses.asdict(self)
-        for f, default in (("temperature_last", False), ("penalize_prompt", True), ("stop_token_ids", ())):
+        defaults = (("temperature_last", False), ("penalize_prompt", True), ("stop_token_ids", ()), ("logit_bias", ()))
+        for f, default in defaults:
             if d[f] == default:
                 del d[f]
         if "stop_token_ids" in d:
             d["stop_token_ids"] = list(self.stop_token_ids)
+        if "logit_bias" in d:  # the OpenAI form: {"id": bias}
+            d["logit_bias"] = {str(t): b for t, b in self.logit_bias}
         return d
+
+
+def _bias_or_none(x: object) -> tuple[tuple[int, float], ...] | None:
+    """``x`` ((id, bias) pairs, or a mapping {id: bias}) as sorted pairs, or None when malformed."""
+    items = list(x.items()) if isinstance(x, dict) else x
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        return None
+    out: dict[int, float] = {}
+    for item in items:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+            return None
+        t, b = item
+        if isinstance(t, str) and t.strip().isdigit():
+            t = int(t)
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
+            return None
+        if isinstance(b, bool) or not isinstance(b, (int, float, np.floating)) or not math.isfinite(b):
+            return None
+        out[int(t)] = out.get(int(t), 0.0) + float(b)
+    return tuple(sorted(out.items()))
 
 
 def _ids_or_none(x: object) -> tuple[int, ...] | None:

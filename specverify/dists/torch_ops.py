@@ -52,6 +52,8 @@ def process_logits_torch(
     x = logits
     if validate:
         _check(x)
+    if (bias := s.bias_vector(x.shape[-1])) is not None:
+        x = x + torch.as_tensor(bias, dtype=x.dtype, device=x.device)
     if s.repetition_penalty != 1.0 and seen_counts is not None:
         pen = torch.where(x < 0, x * s.repetition_penalty, x / s.repetition_penalty)
         x = torch.where(seen_counts.expand_as(x) > 0, pen, x)

@@ -32,13 +32,15 @@ import numpy as np
 import numpy.typing as npt
 
 from ..dists import SamplingSettings
-from ..errors import MalformedOutputError
+from ..errors import MalformedOutputError, UnsupportedSettingError
 
 __all__ = ["LlamaCppEngine", "GreedyDraft", "completion_kwargs", "generate_kwargs", "ids_from_text"]
 
 
-def completion_kwargs(s: SamplingSettings) -> dict[str, float | int]:
+def completion_kwargs(s: SamplingSettings) -> dict[str, Any]:
     """specverify's settings as ``Llama.create_completion`` keywords (temperature 0 is greedy)."""
+    if s.logit_bias or s.stop_token_ids:  # not mapped: llama.cpp's own order and stop handling are not audited here
+        raise UnsupportedSettingError(f"the llama.cpp adapter maps no logit bias or stop ids ({s.short()})")
     if s.is_greedy:
         return {"temperature": 0.0, "top_k": 1, "top_p": 1.0, "min_p": 0.0, "repeat_penalty": 1.0}
     s.require_conventions(who="llama-cpp-python", temperature_last=True, penalize_prompt=False)
@@ -53,7 +55,7 @@ def completion_kwargs(s: SamplingSettings) -> dict[str, float | int]:
     }
 
 
-def generate_kwargs(s: SamplingSettings) -> dict[str, float | int]:
+def generate_kwargs(s: SamplingSettings) -> dict[str, Any]:
     """The same settings as ``Llama.generate`` keywords (its names differ: ``temp``)."""
     kw = completion_kwargs(s)
     kw["temp"] = kw.pop("temperature")

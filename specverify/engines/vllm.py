@@ -45,12 +45,18 @@ __all__ = ["VLLMOffline", "sampling_params_kwargs", "speculative_config", "serve
 SPEC_METHODS = ("none", "ngram", "draft", "eagle")
 
 
-def sampling_params_kwargs(s: SamplingSettings) -> dict[str, float | int]:
-    """specverify's settings as ``SamplingParams`` keywords (temperature 0 is vLLM's greedy)."""
+def sampling_params_kwargs(s: SamplingSettings) -> dict[str, Any]:
+    """specverify's settings as ``SamplingParams`` keywords (temperature 0 is vLLM's greedy; a
+    logit bias and stop ids only when set)."""
+    extra: dict[str, Any] = {}
+    if s.logit_bias:
+        extra["logit_bias"] = dict(s.logit_bias)
+    if s.stop_token_ids:
+        extra["stop_token_ids"] = list(s.stop_token_ids)
     if s.is_greedy:
-        return {"temperature": 0.0}
+        return {"temperature": 0.0, **extra}
     s.require_conventions(who="vLLM")
-    return {
+    return extra | {
         "temperature": float(s.temperature),
         "top_p": float(s.top_p),
         "top_k": int(s.top_k),

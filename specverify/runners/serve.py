@@ -72,9 +72,9 @@ def _settings(req: dict[str, Any]) -> SamplingSettings:
     )
     if kw["top_k"] == -1:  # vLLM's "off"
         kw["top_k"] = 0
-    stops = req.get("stop_token_ids") or ()
+    stops, bias = req.get("stop_token_ids") or (), req.get("logit_bias") or ()
     try:
-        return SamplingSettings(**kw, stop_token_ids=stops)  # type: ignore[arg-type]  # each value has its field's type
+        return SamplingSettings(**kw, stop_token_ids=stops, logit_bias=bias)  # type: ignore[arg-type]  # each value has its field's type
     except InvalidSettingsError as exc:
         raise BadRequest(str(exc), str(exc).split(" ", 1)[0]) from exc
 

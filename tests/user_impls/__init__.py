@@ -157,6 +157,14 @@ CASES = [
         "settings:repetition_penalty",
         ["--logits"],
     ),
+    _case(
+        "logits_steppers:step_logits_bias_ignored",
+        "round",
+        True,
+        "logit_bias_ignored",
+        "settings:logit_bias",
+        ["--logits"],
+    ),
     # greedy: greedy steppers (--greedy) and settings-aware probability steps ---------------------
     _case("greedy:greedy_argmax", "round", False, visible="greedy", flags=["--greedy"]),
     _case("greedy:greedy_sampled_drafts", "round", False, visible="greedy", flags=["--greedy"]),

@@ -7,6 +7,8 @@ the output law: a draft processed differently is just another proposal, so sever
 "mismatch" steps below are lossless decoys.
 """
 
+import dataclasses
+
 import numpy as np
 
 
@@ -70,8 +72,10 @@ STEPS = ("temperature", "top_k", "top_p", "min_p")
 
 
 def probs(logits, history, s, steps=STEPS, penalty=True):
-    """The sampling pipeline: penalty, greedy, then ``steps`` in the given order, then softmax."""
-    x = np.asarray(logits, dtype=np.float64)
+    """The sampling pipeline: logit bias, penalty, greedy, then ``steps`` in the given order, then softmax."""
+    x = np.array(logits, dtype=np.float64)  # a copy: the rows handed over are read-only
+    for token, bias in getattr(s, "logit_bias", ()):  # OpenAI's logit_bias, added to the raw logits first
+        x[token] += bias
     if penalty:
         x = rep_penalty(x, history, getattr(s, "repetition_penalty", 1.0))
         x = presence_frequency(x, history[getattr(s, "prompt_len", 0) :], s)
@@ -230,6 +234,14 @@ def step_logits_min_p_draft_only(prefix, draft, target, gamma, rng, settings):
     qf = lambda logits, h: probs(logits, h, settings)  # noqa: E731
     pf = lambda logits, h: probs(logits, h, settings, steps=("temperature", "top_k", "top_p"))  # noqa: E731
     return speculate(prefix, draft, target, gamma, rng, qf, pf)
+
+
+def step_logits_bias_ignored(prefix, draft, target, gamma, rng, settings):
+    """Bug (sgl-project/sglang#10617: logit_bias not applied with EAGLE): the speculative path drops
+    the request's logit bias, on draft and target alike."""
+    s = dataclasses.replace(settings, logit_bias=())
+    f = lambda logits, h: probs(logits, h, s)  # noqa: E731
+    return speculate(prefix, draft, target, gamma, rng, f, f)
 
 
 def step_logits_rep_penalty_prefix_only(prefix, draft, target, gamma, rng, settings):

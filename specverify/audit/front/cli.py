@@ -218,6 +218,13 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
     a.add_argument("--repetition-penalty", type=float, default=1.0, help="over prompt and generated tokens")
     a.add_argument("--presence-penalty", type=float, default=0.0, help="over generated tokens only (OpenAI)")
     a.add_argument("--frequency-penalty", type=float, default=0.0, help="over generated tokens only (OpenAI)")
+    a.add_argument(
+        "--logit-bias",
+        type=_bias_option,
+        default=(),
+        metavar="ID:BIAS,...",
+        help="added to the raw logits before everything else (OpenAI logit_bias), e.g. 0:3,1:-3",
+    )
     a.add_argument("--call-timeout", type=float, default=30.0, help="per-call timeout in seconds")
     a.add_argument("--checkpoint", help="checkpoint file (written after every batch)")
     a.add_argument("--resume", action="store_true", help="continue from --checkpoint")
@@ -402,7 +409,17 @@ _KNOB_OPTIONS = {
     "repetition_penalty": "--repetition-penalty",
     "presence_penalty": "--presence-penalty",
     "frequency_penalty": "--frequency-penalty",
+    "logit_bias": "--logit-bias",
 }
+
+
+def _bias_option(text: str) -> tuple[tuple[int, float], ...]:
+    """``ID:BIAS,...`` as (id, bias) pairs (argparse reports a ValueError as a usage error)."""
+    pairs = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        t, _, b = part.partition(":")
+        pairs.append((int(t), float(b)))
+    return tuple(pairs)
 
 
 def validate(args: argparse.Namespace) -> tuple[Settings, Callable[..., Any] | None]:
@@ -549,6 +566,8 @@ def _check_lm_options(args: argparse.Namespace, shape: Shape) -> None:
         ("--stop-token-ids", args.stop_token_ids is not None, True),
         ("--long-length", args.long_length != 512, True),
     ):
+        if opt == "--long-length" and shape in ("round", "generator"):
+            continue  # their long unit too
         if used and not (lm and shape == "lm_generator") and (shape != "endpoint" or args.baseline_endpoint):
             where = "--endpoint audited against --model" + (" or --lm-generator" if lm else "")
             raise UsageError(f"{opt} applies to {where}; drop it")
@@ -611,6 +630,7 @@ def _config(args: argparse.Namespace, settings: Settings) -> AuditConfig:
         diagnose=not args.no_diagnosis,
         rounds=args.rounds,
         workers=args.workers,
+        long_length=args.long_length,
     )
 
 

@@ -72,9 +72,12 @@ class WorkerPool:
     def batches(self, unit: AuditUnit, cfg: AuditConfig, start: int, sizes: list[int]) -> Iterator[Batch]:
         if self.ex is None:
             for k, n in enumerate(sizes, start):
-                yield _batch(unit.index, unit.settings, cfg, k, n)
+                yield _batch(unit.index, unit.settings, cfg, k, n, unit.length)
             return
-        futs = [self.ex.submit(_batch, unit.index, unit.settings, cfg, k, n) for k, n in enumerate(sizes, start)]
+        futs = [
+            self.ex.submit(_batch, unit.index, unit.settings, cfg, k, n, unit.length)
+            for k, n in enumerate(sizes, start)
+        ]
         try:
             for f in futs:
                 yield f.result()
@@ -87,12 +90,15 @@ class WorkerPool:
             self.ex.shutdown(wait=False, cancel_futures=True)
 
 
-def _batch(unit_index: int, settings: SamplingSettings, cfg: AuditConfig, k: int, n: int) -> Batch:
+def _batch(
+    unit_index: int, settings: SamplingSettings, cfg: AuditConfig, k: int, n: int, length: int | None = None
+) -> Batch:
     """One seeded batch; runs in the parent or in a forked worker. Errors come back as values."""
     adapter, pair = WorkerPool._jobs["adapter"], WorkerPool._jobs["pairs"][unit_index]
     rng = np.random.default_rng([cfg.seed, unit_index, k])
     try:
-        gen: Generation = adapter.generate(pair, n, cfg.gamma, rng, settings)
+        kw = {"length": length} if length else {}  # a long unit's sequences (round steps, generators)
+        gen: Generation = adapter.generate(pair, n, cfg.gamma, rng, settings, **kw)
         return gen
     except ImplementationError as exc:
         return exc

@@ -71,6 +71,7 @@ class AuditConfig:
     diagnose: bool = True  # rank root causes after a FAIL (seconds to a minute; never changes the verdict)
     greedy_ties: GreedyTies = "lowest-id"  # or 'any': a greedy output may take any exactly tied top token
     context: Context = "tables"  # round steps and generators: 'tables' (hashed order-2) or 'transformers' (tiny models)
+    long_length: int = 512  # round steps and generators: one unit of sequences this long (0: none)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -69,6 +69,8 @@ PARITY_GRID = (
     # presence and frequency count the generated tokens only (a round step reads settings.prompt_len)
     SamplingSettings(presence_penalty=1.5),
     SamplingSettings(frequency_penalty=1.0),
+    # a logit bias (OpenAI / vLLM: added to the raw logits first) that puts real mass on id 0
+    SamplingSettings(logit_bias=((0, 3.0), (1, -3.0))),
     SamplingSettings(
         temperature=0.8,
         top_k=5,
@@ -93,11 +95,13 @@ class AuditUnit:
     family: TestFamily
     strata_rule: StrataRule  # 'positions' (tail under 5% pooled), 'first-later', 'pooled'
     batch: int  # rounds (kernel, catalogue) or sequences (round steps, generators) per batch
+    length: int | None = None  # tokens per sequence of a long unit (round steps, generators); None: the adapter's
 
     @property
     def label(self) -> str:
         pair = "" if self.pair_kind == "default" else f" / {self.pair_kind}-overlap pair"
-        return f"settings[{self.setting_index}] {self.settings.short()}{pair}"
+        long = f" / {self.length} tokens" if self.length else ""
+        return f"settings[{self.setting_index}] {self.settings.short()}{long}{pair}"
 
     def make_pair(self, harness: Harness, cfg: AuditConfig) -> Any:
         """The unit's model pair (pairs of several kinds share one duck-typed interface)."""
@@ -176,10 +180,18 @@ def plan_audit(adapter: Adapter, cfg: AuditConfig) -> AuditPlan:
     if getattr(adapter, "rule", None) == "block" and adapter.harness != "sequence":
         whitebox = WHITEBOX_BLOCK_STRATA  # block verification's strata (specverify.stats._block)
     kinds = adapter.pair_kinds
-    cells = [(i, s, k) for i, s in enumerate(settings) if s in keep for k in _kinds_for(adapter, kinds, i)]
+    cells: list[tuple[int, SamplingSettings, PairKind, int | None]] = [
+        (i, s, k, None) for i, s in enumerate(settings) if s in keep for k in _kinds_for(adapter, kinds, i)
+    ]
+    if adapter.harness == "context" and cfg.long_length and cells:  # long outputs: block boundaries crossed
+        i, s = cells[0][0], cells[0][1]
+        cells.append((i, s, "low" if "low" in kinds else kinds[0], cfg.long_length))
     fam = TestFamily(cfg.alpha / max(len(cells), 1), cfg.beta, cfg.eps, strata, whitebox)
     batch = cfg.batch if adapter.harness != "context" else max(1, cfg.batch // 16)
-    units = tuple(AuditUnit(u, i, s, k, fam, rule, batch) for u, (i, s, k) in enumerate(cells))
+    units = tuple(
+        AuditUnit(u, i, s, k, fam, rule, max(1, batch * 32 // n) if n else batch, length=n)
+        for u, (i, s, k, n) in enumerate(cells)
+    )
     return AuditPlan(units, settings, tuple(skipped))
 
 

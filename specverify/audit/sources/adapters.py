@@ -479,14 +479,15 @@ class RoundAdapter(_SequenceAdapter):
         self.takes_settings = self.settings_param is not None
 
     def generate(  # type: ignore[override]  # context pairs only
-        self, pair: ContextPair, n: int, gamma: int, rng: np.random.Generator, settings: SamplingSettings
-    ) -> Generation:
+        self, pair: ContextPair, n: int, gamma: int, rng: np.random.Generator, settings: SamplingSettings,
+        length: int | None = None,
+    ) -> Generation:  # fmt: skip
         view = SequenceView(pair, settings, self.mode(settings))
         return run_round_step(
             self.fn,
             view,
             n=n,
-            length=self.length,
+            length=length or self.length,
             gamma=gamma,
             rng=rng,
             settings_param=self.settings_param,
@@ -521,10 +522,12 @@ class GeneratorAdapter(_SequenceAdapter):
         self.takes_settings = logits or greedy
 
     def generate(  # type: ignore[override]  # context pairs only
-        self, pair: ContextPair, n: int, gamma: int, rng: np.random.Generator, settings: SamplingSettings
-    ) -> Generation:
+        self, pair: ContextPair, n: int, gamma: int, rng: np.random.Generator, settings: SamplingSettings,
+        length: int | None = None,
+    ) -> Generation:  # fmt: skip
         view = SequenceView(pair, settings, self.mode(settings))
-        return run_generator(self.fn, view, n=n, length=self.length, rng=rng, timeout=self.call_timeout, name=self.name)
+        n_tok = length or self.length
+        return run_generator(self.fn, view, n=n, length=n_tok, rng=rng, timeout=self.call_timeout, name=self.name)
 
 
 class SubprocessAdapter(Adapter):

@@ -86,6 +86,8 @@ def _payload(
         body["seed"] = int(seed)
     if settings.stop_token_ids:  # vLLM's and SGLang's field; ignore_eos leaves these stops in force
         body["stop_token_ids"] = list(settings.stop_token_ids)
+    if settings.logit_bias:  # the OpenAI field: {"id": bias}
+        body["logit_bias"] = {str(t): b for t, b in settings.logit_bias}
     return body
 
 
