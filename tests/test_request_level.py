@@ -180,3 +180,14 @@ def test_cli_request_options_are_refused_where_they_do_not_apply(outside):
     assert r.returncode == 2 and "--stop-token-ids applies to --endpoint" in r.stderr, r.stderr
     r = _cli("--lm-generator", "mygens:eos_checked_on_last_token", "--context", "transformers", cwd=outside)
     assert r.returncode == 2 and "--context does not apply to --lm-generator" in r.stderr, r.stderr
+
+
+def test_a_round_step_whose_cache_rotates_at_256_tokens_fails_only_the_long_unit():
+    from user_impls.round_numpy import step_rotating_cache_256
+
+    from specverify.audit import RoundAdapter, audit
+
+    v = audit(RoundAdapter(step_rotating_cache_256), eps=0.2, exact_checks=False, diagnose=False)
+    assert v.status == "FAIL", v.headline()
+    failed = [c.name for c in v.checks if c.status == "FAIL"]
+    assert failed == ["settings[0] default / 512 tokens / low-overlap pair"], failed

@@ -408,3 +408,22 @@ def step_residual_unnormalised(prefix, draft, target, gamma, rng):
         c = np.cumsum(np.maximum(P[j] - qs[j], 0))
         return xs[:j] + [int(min(np.searchsorted(c, rng.random(), side="right"), len(c) - 1))]
     return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+
+
+def step_rotating_cache_256(prefix, draft, target, gamma, rng):
+    """Bug (a rotating KV cache of 256 slots, the mlx-lm max-kv-size family; ml-explore/mlx-lm#846 is
+    its rollback side): once the context passes 256 tokens the verification pass sees only the last
+    256, so the target's rows come from a shorter (wrong) prefix. Exact on outputs under 256 tokens."""
+    xs, qs = _draft_tokens(prefix, draft, gamma, rng)
+    window = list(prefix)[-256:]
+    P = np.asarray(target(window, xs), dtype=np.float64)
+    out = []
+    for j, x in enumerate(xs):
+        if rng.random() < P[j][x] / qs[j][x]:
+            out.append(x)
+            continue
+        r = np.maximum(P[j] - qs[j], 0.0)
+        out.append(int(rng.choice(len(r), p=r / r.sum())) if r.sum() > 0 else int(rng.choice(len(r), p=P[j])))
+        return out
+    out.append(int(rng.choice(P.shape[1], p=P[gamma])))
+    return out
