@@ -191,3 +191,16 @@ def test_a_round_step_whose_cache_rotates_at_256_tokens_fails_only_the_long_unit
     assert v.status == "FAIL", v.headline()
     failed = [c.name for c in v.checks if c.status == "FAIL"]
     assert failed == ["settings[0] default / 512 tokens / low-overlap pair"], failed
+
+
+def test_a_kernel_that_samples_a_padded_tile_fails_only_on_the_odd_vocabulary():
+    # vllm-project/vllm#44744: the default 64 ids fill whole tiles of 64; the 101-id unit has a tail
+    from user_impls.kernels import kernel_padded_tile
+
+    from specverify.audit import KernelAdapter, audit
+
+    v = audit(KernelAdapter(kernel_padded_tile), eps=0.2, exact_checks=False, diagnose=False)
+    assert v.status == "FAIL", v.headline()
+    (failed,) = [c for c in v.checks if c.status == "FAIL"]
+    assert "vocabulary 101, ids 0 and 100 heavy" in failed.name, failed.name
+    assert ">= vocabulary size 101" in failed.summary, failed.summary

@@ -141,3 +141,38 @@ def kernel_float16(draft_tokens, draft_probs, target_probs, generator):
     c = np.cumsum(w, axis=1, dtype=np.float16)
     u = (generator.random(B).astype(np.float16) * c[:, -1])[:, None]
     return _emit(draft_tokens, n, np.minimum((c <= u).sum(axis=1), w.shape[1] - 1))
+
+
+def kernel_padded_tile(draft_tokens, draft_probs, target_probs, generator):
+    """Bug (vllm-project/vllm#44744, a security advisory): the recovered token is sampled over the
+    vocabulary padded to the kernel's tile of 64, and the padding holds stale values instead of
+    zeros, so an id >= V comes back when V is not a multiple of 64 (exact when it is)."""
+    B, g = draft_tokens.shape
+    b, j = np.arange(B)[:, None], np.arange(g)[None, :]
+    n = _first_rejection(generator.random((B, g)) < target_probs[b, j, draft_tokens] / draft_probs[b, j, draft_tokens])
+    rows = np.arange(B)
+    p_n = target_probs[rows, n]
+    q_n = np.where((n < g)[:, None], draft_probs[rows, np.minimum(n, g - 1)], 0.0)
+    w = np.maximum(p_n - q_n, 0.0)
+    w[w.sum(axis=1) <= 0] = p_n[w.sum(axis=1) <= 0]
+    v = w.shape[1]
+    tile = -(-v // 64) * 64
+    stale = np.where((n < g)[:, None], 1e-3, 0.0)  # the padding is read on the residual path only
+    padded = np.concatenate([w, np.broadcast_to(stale, (B, tile - v))], axis=1)
+    return _emit(draft_tokens, n, _sample_rows(padded, generator))
+
+
+def kernel_zero_id_as_padding(draft_tokens, draft_probs, target_probs, generator):
+    """Bug (a value-dependent shortcut: id 0 doubles as the padding id of the draft buffer): a
+    drafted id 0 is taken for padding and rejected without a test, so id 0 is under-sampled wherever
+    the draft proposes it."""
+    B, g = draft_tokens.shape
+    b, j = np.arange(B)[:, None], np.arange(g)[None, :]
+    ratio = target_probs[b, j, draft_tokens] / draft_probs[b, j, draft_tokens]
+    n = _first_rejection((generator.random((B, g)) < ratio) & (draft_tokens != 0))
+    rows = np.arange(B)
+    p_n = target_probs[rows, n]
+    q_n = np.where((n < g)[:, None], draft_probs[rows, np.minimum(n, g - 1)], 0.0)
+    w = np.maximum(p_n - q_n, 0.0)
+    w[w.sum(axis=1) <= 0] = p_n[w.sum(axis=1) <= 0]
+    return _emit(draft_tokens, n, _sample_rows(w, generator))

@@ -96,12 +96,14 @@ class AuditUnit:
     strata_rule: StrataRule  # 'positions' (tail under 5% pooled), 'first-later', 'pooled'
     batch: int  # rounds (kernel, catalogue) or sequences (round steps, generators) per batch
     length: int | None = None  # tokens per sequence of a long unit (round steps, generators); None: the adapter's
+    vocab: int | None = None  # a kernel unit's own vocabulary (the tail of a tile, heavy edge ids); None: cfg.vocab
 
     @property
     def label(self) -> str:
         pair = "" if self.pair_kind == "default" else f" / {self.pair_kind}-overlap pair"
         long = f" / {self.length} tokens" if self.length else ""
-        return f"settings[{self.setting_index}] {self.settings.short()}{long}{pair}"
+        vocab = f" / vocabulary {self.vocab}, ids 0 and {self.vocab - 1} heavy" if self.vocab else ""
+        return f"settings[{self.setting_index}] {self.settings.short()}{long}{vocab}{pair}"
 
     def make_pair(self, harness: Harness, cfg: AuditConfig) -> Any:
         """The unit's model pair (pairs of several kinds share one duck-typed interface)."""
@@ -114,7 +116,27 @@ class AuditUnit:
         alpha = KIND_ALPHA.get(self.pair_kind, cfg.target_alpha)
         if harness == "sequence":
             return make_markov_pair(cfg.vocab, alpha=alpha, seed=seed, settings=s)
+        if self.vocab:
+            return _edge_heavy(make_positional_pair(self.vocab, cfg.gamma, alpha=alpha, seed=seed, settings=s))
         return make_positional_pair(cfg.vocab, cfg.gamma, alpha=alpha, seed=seed, settings=s)
+
+
+#: logit added to ids 0 and V - 1 of the odd-vocabulary kernel unit (draft and target alike): a
+#: shortcut keyed on an edge id (a padding or EOS id treated specially) meets a token with real mass
+EDGE_LOGIT = 2.5
+
+
+def odd_vocab(vocab: int) -> int:
+    """The odd-vocabulary unit's size: about 1.5 x ``vocab`` and never a multiple of 8 (so never of
+    64 or 8192), so a kernel that pads the vocabulary to a tile has a tail (vllm#44744)."""
+    v = vocab + vocab // 2 + 5
+    return v + 1 if v % 8 == 0 else v
+
+
+def _edge_heavy(pair: Any) -> Any:
+    for table in (pair.target_logits, pair.draft_logits):
+        table[:, [0, -1]] += EDGE_LOGIT
+    return pair
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,13 +208,18 @@ def plan_audit(adapter: Adapter, cfg: AuditConfig) -> AuditPlan:
     if adapter.harness == "context" and cfg.long_length and cells:  # long outputs: block boundaries crossed
         i, s = cells[0][0], cells[0][1]
         cells.append((i, s, "low" if "low" in kinds else kinds[0], cfg.long_length))
-    fam = TestFamily(cfg.alpha / max(len(cells), 1), cfg.beta, cfg.eps, strata, whitebox)
+    vocab_units = adapter.harness == "kernel" and "low" in kinds and cells  # kernels only: tiles live there
+    fam = TestFamily(cfg.alpha / max(len(cells) + bool(vocab_units), 1), cfg.beta, cfg.eps, strata, whitebox)
     batch = cfg.batch if adapter.harness != "context" else max(1, cfg.batch // 16)
-    units = tuple(
+    units = [
         AuditUnit(u, i, s, k, fam, rule, max(1, batch * 32 // n) if n else batch, length=n)
         for u, (i, s, k, n) in enumerate(cells)
-    )
-    return AuditPlan(units, settings, tuple(skipped))
+    ]
+    if vocab_units:
+        units.append(
+            AuditUnit(len(units), cells[0][0], cells[0][1], "low", fam, rule, batch, vocab=odd_vocab(cfg.vocab))
+        )
+    return AuditPlan(tuple(units), settings, tuple(skipped))
 
 
 def _kinds_for(adapter: Adapter, kinds: tuple[PairKind, ...], setting_index: int) -> tuple[PairKind, ...]:
