@@ -9,6 +9,13 @@ full rule, so the first/later strata and the white-box strata on context rows ar
 
     .venv/bin/python scripts/calibration_study.py --audits 1000 --alpha 0.05
     .venv/bin/python scripts/calibration_study.py --shape round --audits 300 --alpha 0.05 --eps 0.2
+    .venv/bin/python scripts/calibration_study.py --shape kernel --audits 1000 --alpha 0.05 --eps 0.1
+    .venv/bin/python scripts/calibration_study.py --shape lm --audits 300 --alpha 0.05 --eps 0.3
+
+``--shape kernel`` audits the docs' correct kernel on the default kernel plan (both overlaps, and
+the odd-vocabulary unit with heavy edge ids); ``--shape lm`` audits specverify's chain runner on
+``lm_pairs`` at the request level (settings units, the stop unit with its stop count, a 64-token long
+unit with its offset buckets; the seed check is exact, so it is left out with the greedy check).
 """
 
 import argparse
@@ -30,12 +37,19 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--audits", type=int, default=1000)
 ap.add_argument("--alpha", type=float, default=0.05)
 ap.add_argument("--eps", type=float, default=0.1)
-ap.add_argument("--shape", choices=["catalogue", "round"], default="catalogue")
+ap.add_argument("--shape", choices=["catalogue", "round", "kernel", "lm"], default="catalogue")
 args = ap.parse_args()
 
 
 def subjects():
     """(name, adapter factory) of the exact implementations audited in rotation."""
+    if args.shape == "kernel":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs" / "examples"))
+        from kernel import verify
+
+        from specverify.audit import KernelAdapter
+
+        return [("docs/examples/kernel.py:verify", lambda: KernelAdapter(verify))]
     if args.shape == "catalogue":
         return [(cls.name, lambda cls=cls: SamplerAdapter(cls())) for cls in DECOYS]
     from user_impls import CASES
@@ -59,13 +73,39 @@ def subjects():
     return out
 
 
+def lm_audit(make, *, seed, alpha, eps, **_):
+    """One request-level LM audit of a correct generator (fresh seeds, pairs of their own)."""
+    from specverify.audit import audit_lm_pairs, lm_pairs
+
+    return audit_lm_pairs(
+        make, lm_pairs(vocab=64, seed=seed % 7), seed=seed, alpha=alpha, eps=eps, greedy_check=False,
+        settings=(SamplingSettings(temperature=0.9),), long_length=64,
+    )  # fmt: skip
+
+
+if args.shape == "lm":
+    import torch
+
+    from specverify.runners import speculative_generate
+
+    torch.set_num_threads(1)
+
+    def _runner(target, draft):
+        def generate(prompt, n, seed, s):
+            return speculative_generate(target, draft, prompt, n, s, torch.Generator().manual_seed(seed)).tokens
+
+        return generate
+
+    subjects = lambda: [("specverify.runners.speculative_generate", lambda: _runner)]  # noqa: E731
+
+
 t0 = time.time()
 fails, pvals = 0, []
 per = {}
 subj = subjects()
 for i in range(args.audits):
     name, make = subj[i % len(subj)]
-    v = audit(
+    v = (lm_audit if args.shape == "lm" else audit)(
         make(),
         seed=10_000 + i,
         alpha=args.alpha,
