@@ -279,3 +279,28 @@ def test_an_endpoint_audit_cut_by_the_cap_resumes_to_the_uninterrupted_verdict(s
     assert resumed.returncode == whole.returncode, resumed.stdout + resumed.stderr
     assert headline(resumed.stdout) == headline(whole.stdout)
     assert ckpt.exists() == (whole.returncode == 3)  # a settled audit removes its checkpoint, an open one keeps it
+
+
+def test_endpoint_logprobs_are_checked_against_the_target_law(servers):
+    # serve reports the processed law's logprobs; a proxy that reports 0.0 for every token
+    # (ggml-org/llama.cpp#27972 under speculation) is a finding named by its class
+    from specverify import SamplingSettings
+    from specverify.audit import audit_lm
+    from specverify.audit.sources.http_adapter import http_generator
+    from specverify.runners.serve import default_models
+
+    target = default_models(vocab=VOCAB, seed=0)[0]
+    gen = http_generator(servers["spec"], check_logprobs="processed")
+    opts = dict(prompts=[[1, 2, 3]], settings=(SamplingSettings(temperature=0.9),), eps=0.5, length=6,
+                greedy_check=False, long_length=0)  # fmt: skip
+    v = audit_lm(gen, target, **opts)
+    assert v.status in ("PASS", "INCONCLUSIVE"), v.headline()
+    assert v.checks[0].details["logprobs_checked"] > 0, v.checks[0].details
+
+    def zeroed(prompt, n, seed, s):
+        out = gen(prompt, n, seed, s)
+        return {"ids": out["ids"], "logprobs": [0.0] * len(out["ids"])}
+
+    bad = audit_lm(zeroed, target, **opts)
+    assert bad.status == "FAIL" and "reported 0.0000" in bad.checks[0].summary, bad.headline()
+    assert bad.diagnosis["verdict"] == "logprobs_not_target", bad.diagnosis

@@ -222,7 +222,7 @@ def make_server(
                         {
                             "index": 0,
                             "text": " ".join(map(str, r.tokens)),
-                            "finish_reason": "length",
+                            "finish_reason": "stop" if r.tokens and r.tokens[-1] in s.stop_token_ids else "length",
                             "logprobs": {"tokens": [f"token_id:{t}" for t in r.tokens], "token_logprobs": lp or None},
                         }
                     ],

@@ -147,6 +147,13 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         "(default: none, no stop unit; pick ids with real mass under the model, e.g. its EOS)",
     )
     a.add_argument(
+        "--check-logprobs",
+        choices=["processed", "raw"],
+        default=None,
+        help="with --endpoint: check the token_logprobs the server returns against the target's law, processed "
+        "by the request's settings or raw (vLLM's logprobs_mode); off by default",
+    )
+    a.add_argument(
         "--long-length",
         type=int,
         default=512,
@@ -563,6 +570,7 @@ def _check_lm_options(args: argparse.Namespace, shape: Shape) -> None:
     for opt, used, lm in (
         ("--logit-tol", args.logit_tol != 0.0, False),
         ("--temperature-last", args.temperature_last, False),
+        ("--check-logprobs", args.check_logprobs is not None, False),
         ("--stop-token-ids", args.stop_token_ids is not None, True),
         ("--long-length", args.long_length != 512, True),
     ):
@@ -776,7 +784,10 @@ def _audit_endpoint(args: argparse.Namespace, settings: Settings) -> Verdict:
     if args.temperature_last:
         settings = tuple(dataclasses.replace(s, temperature_last=True) for s in settings)
     info = _preflight(args.endpoint, args.call_timeout)
-    gen = http_generator(args.endpoint, timeout=args.call_timeout, temperature_last=args.temperature_last)
+    gen = http_generator(
+        args.endpoint, timeout=args.call_timeout, temperature_last=args.temperature_last,
+        check_logprobs=args.check_logprobs,
+    )  # fmt: skip
     if args.baseline_endpoint:
         return _audit_against_baseline(args, info, gen, settings)
     model = _parse_model(args.model or "builtin")

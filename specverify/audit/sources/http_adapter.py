@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -125,6 +125,16 @@ def parse_completion_ids(raw: bytes, url: str = "the endpoint") -> list[list[int
         ) from exc
 
 
+def _token_logprobs(raw: bytes, url: str) -> list[list[float]]:
+    """``choices[i].logprobs.token_logprobs`` of every choice (one float per sampled token)."""
+    try:
+        return [[float(x) for x in c["logprobs"]["token_logprobs"]] for c in json.loads(raw)["choices"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MalformedOutputError(
+            f"{url} returned no choices[i].logprobs.token_logprobs (one number per token): {raw[:200]!r}"
+        ) from exc
+
+
 def _groups(prompts: Sequence[Sequence[int]], seeds: Sequence[int | None], per_request: int) -> list[tuple[int, int]]:
     """Runs of one prompt, at most ``per_request`` long: one request with ``n`` completions each."""
     out: list[tuple[int, int]] = []
@@ -150,6 +160,7 @@ def http_generator(
     seeded: bool = True,
     on_response: Callable[[dict[str, Any], bytes], object] | None = None,
     temperature_last: bool = False,
+    check_logprobs: Literal["processed", "raw"] | None = None,
 ) -> HttpGenerate:
     """``generate(prompt, n, seed, settings)`` over ``POST {base_url}/v1/completions``.
 
@@ -159,7 +170,9 @@ def http_generator(
     ``seeded=False`` sends no seed (the server's own generator); ``on_response(body, raw)`` sees
     every request and its raw answer (for logging or recording). ``temperature_last`` is the
     server's order: False for vLLM, SGLang and transformers-based servers, True for llama.cpp's
-    (settings whose law depends on the order and that the server cannot follow are unsupported)."""
+    (settings whose law depends on the order and that the server cannot follow are unsupported).
+    ``check_logprobs`` ('processed' or 'raw': what the server reports, vLLM's ``logprobs_mode``) returns
+    ``choices[i].logprobs.token_logprobs`` beside the ids, so the audit checks them against the target's law."""
     url = base_url.rstrip("/") + "/v1/completions"
 
     def one(
@@ -170,7 +183,9 @@ def http_generator(
         raw = _post_with_retries(url, body, timeout=timeout, retries=retries, backoff=backoff)
         if on_response is not None:
             on_response(body, raw)
-        ids = parse_completion_ids(raw, url)
+        ids: list[Any] = parse_completion_ids(raw, url)
+        if check_logprobs:
+            ids = [{"ids": i, "logprobs": lp} for i, lp in zip(ids, _token_logprobs(raw, url), strict=False)]
         if len(ids) != n:
             raise MalformedOutputError(
                 f"{url} returned {len(ids)} choices for n={n}; an OpenAI-compatible completions endpoint "
@@ -190,6 +205,8 @@ def http_generator(
             return [ids for f in futs for ids in f.result()]
 
     gen = cast(HttpGenerate, generate)  # a function with attributes: .batch, .batch_size
+    if check_logprobs:
+        gen.logprobs_mode = check_logprobs  # type: ignore[attr-defined]
     gen.batch = batch
     gen.batch_size = max(1, concurrency) * max(1, completions_per_request)
     gen.__name__ = f"http:{base_url}"
