@@ -304,3 +304,30 @@ def test_endpoint_logprobs_are_checked_against_the_target_law(servers):
     bad = audit_lm(zeroed, target, **opts)
     assert bad.status == "FAIL" and "reported 0.0000" in bad.checks[0].summary, bad.headline()
     assert bad.diagnosis["verdict"] == "logprobs_not_target", bad.diagnosis
+
+
+def test_batch_invariance_is_checked_where_it_is_declared(servers):
+    # serve answers each request from its own seeded generator: alone or among concurrent requests alike
+    from specverify import SamplingSettings
+    from specverify.audit import audit_lm
+    from specverify.audit.sources.http_adapter import http_generator
+    from specverify.runners.serve import default_models
+
+    target = default_models(vocab=VOCAB, seed=0)[0]
+    opts = dict(prompts=[[1, 2, 3], [4, 5], [6, 7, 8]], settings=(SamplingSettings(temperature=0.9),), eps=0.5,
+                length=6, greedy_check=False, long_length=0)  # fmt: skip
+    gen = http_generator(servers["spec"], concurrency=3, batch_invariant=True)
+    v = audit_lm(gen, target, **opts)
+    (seeds,) = [c for c in v.checks if c.name == "seed independence"]
+    assert seeds.status == "PASS" and "batch_invariant=True" in seeds.summary, seeds.summary
+
+    def batch(prompts, n, seed_list, s):  # the batch's size leaks into each request's seed: not invariant
+        return [gen(p, n, sd + len(prompts), s) for p, sd in zip(prompts, seed_list)]
+
+    def lonely(prompt, n, seed, s):
+        return gen(prompt, n, seed, s)
+
+    lonely.batch, lonely.batch_invariant = batch, True
+    bad = audit_lm(lonely, target, **opts)
+    (seeds,) = [c for c in bad.checks if c.name == "seed independence"]
+    assert seeds.status == "FAIL" and "among 2 concurrent requests" in seeds.summary, seeds.summary

@@ -161,6 +161,7 @@ def http_generator(
     on_response: Callable[[dict[str, Any], bytes], object] | None = None,
     temperature_last: bool = False,
     check_logprobs: Literal["processed", "raw"] | None = None,
+    batch_invariant: bool = False,
 ) -> HttpGenerate:
     """``generate(prompt, n, seed, settings)`` over ``POST {base_url}/v1/completions``.
 
@@ -172,7 +173,9 @@ def http_generator(
     server's order: False for vLLM, SGLang and transformers-based servers, True for llama.cpp's
     (settings whose law depends on the order and that the server cannot follow are unsupported).
     ``check_logprobs`` ('processed' or 'raw': what the server reports, vLLM's ``logprobs_mode``) returns
-    ``choices[i].logprobs.token_logprobs`` beside the ids, so the audit checks them against the target's law."""
+    ``choices[i].logprobs.token_logprobs`` beside the ids, so the audit checks them against the target's law.
+    ``batch_invariant=True`` declares that a seeded request gives the same tokens alone and among
+    concurrent ones (the audit's seed check then compares the two)."""
     url = base_url.rstrip("/") + "/v1/completions"
 
     def one(
@@ -207,6 +210,7 @@ def http_generator(
     gen = cast(HttpGenerate, generate)  # a function with attributes: .batch, .batch_size
     if check_logprobs:
         gen.logprobs_mode = check_logprobs  # type: ignore[attr-defined]
+    gen.batch_invariant = batch_invariant  # type: ignore[attr-defined]
     gen.batch = batch
     gen.batch_size = max(1, concurrency) * max(1, completions_per_request)
     gen.__name__ = f"http:{base_url}"

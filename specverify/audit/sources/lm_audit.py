@@ -863,8 +863,33 @@ def _seed_outcome(generate: Generate, aud: CausalLM, s: SamplingSettings, cfg: L
                 name="seed independence", status=FAIL, kind="exact", summary=text, check_id="exact/seeds"
             )
         note = "; the same seed reproduced its request (seeded=True)"
+    if getattr(generate, "batch_invariant", False) and hasattr(generate, "batch"):
+        if (bad := _batch_variance(generate, s, cfg, prompt, seeds[0], n)) is not None:
+            return bad
+        note += "; alone and among concurrent requests alike (batch_invariant=True)"
     summary = f"{len(seeds)} seeds, {len(set(map(tuple, outs)))} different samples from one prompt{note}"
     return CheckOutcome(name="seed independence", status=PASS, kind="exact", summary=summary, check_id="exact/seeds")
+
+
+def _batch_variance(
+    generate: Generate, s: SamplingSettings, cfg: LMAuditConfig, prompt: list[int], seed: int, n: int
+) -> CheckOutcome | None:
+    """A seeded request alone and among concurrent requests with other prompts and seeds must give
+    the same tokens where the generator declares ``batch_invariant = True`` (vllm#17498: ranks and
+    batches disagreeing on acceptance); the FAIL, or None."""
+    assert cfg.prompts
+    others = [list(p) for p in cfg.prompts[1:6]] or [prompt[::-1] or [0]]
+    alone = parse_output(call_with_timeout(generate, list(prompt), n, seed, s, timeout=cfg.call_timeout, what=cfg.name),
+                         cfg.name).ids  # fmt: skip
+    mixed = _call_batch(generate, [prompt, *others], n, [seed] + [seed + 1 + i for i in range(len(others))], s,
+                        timeout=cfg.call_timeout, name=cfg.name)  # fmt: skip
+    if mixed[0].ids == alone:
+        return None
+    text = (
+        f"seed {seed} gave {_clip(alone)} alone and {_clip(mixed[0].ids)} among {len(others)} concurrent requests, "
+        f"while {cfg.name} declares batch_invariant=True (a seeded request's tokens do not depend on its batch)"
+    )
+    return CheckOutcome(name="seed independence", status=FAIL, kind="exact", summary=text, check_id="exact/seeds")
 
 
 def _diagnosis_of(
