@@ -204,3 +204,18 @@ def test_a_kernel_that_samples_a_padded_tile_fails_only_on_the_odd_vocabulary():
     (failed,) = [c for c in v.checks if c.status == "FAIL"]
     assert "vocabulary 101, ids 0 and 100 heavy" in failed.name, failed.name
     assert ">= vocabulary size 101" in failed.summary, failed.summary
+
+
+@pytest.mark.parametrize("mode", ["assisted", "prompt_lookup"])
+def test_transformers_speculation_ends_requests_at_a_stop_accepted_mid_round(pairs, mode):
+    # huggingface/transformers#47912 (fixed by #48981, before the 5.24 installed here): the stop
+    # unit passes eos_token_id, so a stop accepted inside a round must end the request there
+    from specverify.audit.sources.transformers_adapters import hf_generator
+
+    def make(target, draft):
+        return hf_generator(target, mode=mode, assistant=draft if mode == "assisted" else None, gamma=4)
+
+    v = audit_lm_pairs(make, pairs, settings=SETTING, eps=0.3, seed=1, long_length=64)
+    assert v.status == "PASS", v.headline()
+    stop = next(c for c in v.checks if "stop_token_ids=(99,)" in c.name)
+    assert stop.details["stops"]["observed"] > 10, stop.details
