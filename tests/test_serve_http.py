@@ -331,3 +331,19 @@ def test_batch_invariance_is_checked_where_it_is_declared(servers):
     bad = audit_lm(lonely, target, **opts)
     (seeds,) = [c for c in bad.checks if c.name == "seed independence"]
     assert seeds.status == "FAIL" and "among 2 concurrent requests" in seeds.summary, seeds.summary
+
+
+def test_unseeded_requests_are_independent(servers):
+    # NVIDIA/TensorRT-LLM#19487 in specverify's own server: before, a request without a seed got seed 0,
+    # so unseeded requests of one prompt returned the same tokens; the seed check saw it
+    from specverify import SamplingSettings
+    from specverify.audit import audit_lm
+    from specverify.audit.sources.http_adapter import http_generator
+    from specverify.runners.serve import default_models
+
+    target = default_models(vocab=VOCAB, seed=0)[0]
+    v = audit_lm(http_generator(servers["spec"], seeded=False), target, prompts=[[1, 2, 3]],
+                 settings=(SamplingSettings(temperature=0.9),), eps=0.5, length=6, greedy_check=False,
+                 long_length=0)  # fmt: skip
+    (seeds,) = [c for c in v.checks if c.name == "seed independence"]
+    assert seeds.status == "PASS", seeds.summary

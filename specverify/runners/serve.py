@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -109,7 +110,9 @@ def parse_request(
             f"prompt ({len(prompt)} tokens) plus max_tokens ({n}) exceeds the model's {max_positions} positions",
             "max_tokens",
         )
-    seed = _number(req, "seed", 0, integer=True)
+    # a request without a seed gets a fresh one (before, every unseeded request got seed 0, so unseeded
+    # requests of one prompt returned the same tokens: NVIDIA/TensorRT-LLM#19487's bug, found by the seed check)
+    seed = _number(req, "seed", secrets.randbits(63), integer=True)
     if not 0 <= seed < 2**63:
         raise BadRequest(f"seed must lie in [0, 2**63), got {seed}", "seed")
     if req.get("n", 1) != 1 or req.get("stream"):

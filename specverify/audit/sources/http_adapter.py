@@ -211,6 +211,7 @@ def http_generator(
     if check_logprobs:
         gen.logprobs_mode = check_logprobs  # type: ignore[attr-defined]
     gen.batch_invariant = batch_invariant  # type: ignore[attr-defined]
+    gen.sends_seed = seeded  # type: ignore[attr-defined]  # the seed check words a repeat of unseeded requests
     gen.batch = batch
     gen.batch_size = max(1, concurrency) * max(1, completions_per_request)
     gen.__name__ = f"http:{base_url}"

@@ -843,9 +843,15 @@ def _seed_outcome(generate: Generate, aud: CausalLM, s: SamplingSettings, cfg: L
         law = aud.batch_sequence_probs([prompt], [outs[i]], s)[0]
         p = float(np.prod(law[np.arange(len(outs[i])), outs[i]]))
         if p * n_pairs <= delta:
-            text = (
+            who = (
                 f"seeds {seeds[j]} and {seeds[i]} gave the same {len(outs[i])} tokens: the randomness does not follow "
-                f"the request's seed (that sequence has probability {p:.2g} under the target law; any repeat this "
+                "the request's seed"
+                if getattr(generate, "sends_seed", True)
+                else f"two requests sent without a seed gave the same {len(outs[i])} tokens: unseeded requests share "
+                "one random stream"
+            )
+            text = (
+                f"{who} (that sequence has probability {p:.2g} under the target law; any repeat this "
                 f"unlikely has probability at most {n_pairs * p:.2g})"
             )
             return CheckOutcome(
