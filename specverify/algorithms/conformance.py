@@ -374,9 +374,110 @@ def write_vectors(out_dir: str | Path, seed: int = 20261129) -> Path:
     }
     (out / TREE_FILE_NAME).write_text(json.dumps(tdoc, indent=1, sort_keys=True) + "\n")
     write_block_vectors(out, seed)
+    write_spectr_vectors(out, seed)
     return path
 
 
 def load_vectors(path: str | Path) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(Path(path).read_text())
     return doc
+
+
+__all__ += ["generate_spectr_cases", "write_spectr_vectors"]
+
+SPECTR_FILE_NAME = "spectr-v1.json"
+
+
+def _spectr_rows(rng: np.random.Generator, v: int, relation: str) -> tuple[list[Fraction], list[Fraction]]:
+    p_w = _weights(rng, v, "general")
+    if relation == "equal":
+        q_w = p_w.copy()
+    elif relation == "near":  # q = p up to a little noise: rho* near 1, long acceptance runs
+        q_w = 4 * p_w + rng.integers(0, 3, v)
+    elif relation == "disjoint_part":  # q puts mass where p has none
+        q_w = _weights(rng, v, "dense")
+        p_w[int(rng.integers(v))] = 0
+        if p_w.sum() == 0:
+            p_w[0] = 1
+    else:
+        q_w = _weights(rng, v, "dense")
+    return _row(p_w), _row(q_w)
+
+
+def _spectr_case(rng: np.random.Generator, idx: int, *, v: int, k: int, relation: str, variant: str) -> dict[str, Any]:
+    from .spectr import (
+        SPECTR_VARIANTS,
+        spectr_acceptance,
+        spectr_beta,
+        spectr_match_probability,
+        spectr_residual,
+        spectr_token_law,
+    )
+
+    rule = SPECTR_VARIANTS[variant]
+    p, q = _spectr_rows(rng, v, relation)
+    drafts = [int(x) for x in rng.choice(v, size=k, p=np.array([float(f) for f in q]))]
+    rho = rule.rho_for(p, q, k)
+    res = spectr_residual(p, q, k, rho, single_draft=rule.single_draft_residual)
+    res_total = sum(res, Fraction(0))
+    token_law = spectr_token_law(p, q, k, rule)
+    outcome = sorted(rule.outcome_law(p, q, drafts).items())
+    return {
+        "id": f"{idx:03d}-{variant}-{relation}-V{v}-k{k}",
+        "rule": variant,
+        "exact": bool(rule.exact_for),
+        "rho_mode": str(rule.rho),
+        "vocab_size": v,
+        "k": k,
+        "tags": [relation],
+        "p": [str(f) for f in p],
+        "q": [str(f) for f in q],
+        "rho": str(rho),
+        "rho_float": float(rho),
+        "beta": str(spectr_beta(p, q, rho)),
+        "residual": [str(f / res_total) for f in res],
+        "accept_prob_float": float(spectr_acceptance(p, q, k, rho)),
+        "match_prob_float": float(spectr_match_probability(p, q, k, rule)),
+        "chain_accept_prob": str(sum((min(a, b) for a, b in zip(p, q)), Fraction(0))),
+        "token_law": [str(token_law.get(i, Fraction(0))) for i in range(v)],
+        "token_tv_from_p": str(sum((abs(token_law.get(i, Fraction(0)) - p[i]) for i in range(v)), Fraction(0)) / 2),
+        "draft_tokens": drafts,
+        "outcome_law": [
+            {"kind": kind, "value": val, "prob": str(w), "prob_float": float(w)} for (kind, val), w in outcome
+        ],
+    }
+
+
+def generate_spectr_cases(seed: int = 20261129) -> list[dict[str, Any]]:
+    """SpecTr's k-sequential selection (module :mod:`.spectr`) on one node with k i.i.d. drafts from q.
+
+    ``rho`` is the rho the rule used (rho* to bisection precision, exact as a Fraction); ``residual``
+    the normalised residual; ``token_law`` the law of the emitted token over the drafts (p for an
+    exact rule: ``token_tv_from_p`` 0); ``draft_tokens`` one draw of the k drafts and
+    ``outcome_law`` the law of the node's outcome given them (``accept`` value = the draft's 0-based
+    index, ``emit`` value = the residual's token), what a kernel's tests can compare against.
+    """
+    rng = np.random.default_rng(seed + 4)
+    shapes = [(3, 2), (4, 3), (2, 4), (5, 2), (6, 1), (4, 2), (3, 3), (5, 3)]
+    cases: list[dict[str, Any]] = []
+    for variant in ("spectr", "spectr_rho_k", "spectr_single_draft_residual", "spectr_rho_one"):
+        for relation in ("independent", "near", "equal", "disjoint_part"):
+            for _ in range(2):
+                v, k = shapes[len(cases) % len(shapes)]
+                cases.append(_spectr_case(rng, len(cases), v=v, k=k, relation=relation, variant=variant))
+    return cases
+
+
+def write_spectr_vectors(out_dir: str | Path, seed: int = 20261129) -> Path:
+    """Write ``spectr-v1.json`` (fields in :func:`generate_spectr_cases`)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "format_version": FORMAT_VERSION,
+        "generator": "specverify.algorithms.conformance",
+        "seed": seed,
+        "cases": generate_spectr_cases(seed),
+    }
+    path = out / SPECTR_FILE_NAME
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return path
