@@ -51,6 +51,7 @@ k >= 2 (below rho*: the residual is clipped at 0 and renormalised, as an engine 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, NamedTuple
@@ -126,7 +127,8 @@ def _valid(p: Row, q: Row, k: int, rho: Weight) -> bool:
     return bool(spectr_geometric(spectr_beta(p, q, rho), k) <= rho)
 
 
-def _optimal_float(p: Sequence[float], q: Sequence[float], k: int) -> float:
+@functools.lru_cache(maxsize=4096)  # samplers and enumerations ask again and again for the same rows
+def _optimal_float(p: tuple[float, ...], q: tuple[float, ...], k: int) -> float:
     if k <= 1 or _valid(p, q, k, 1.0):
         return 1.0
     lo, hi = 1.0, float(k)
@@ -142,7 +144,7 @@ def _optimal_float(p: Sequence[float], q: Sequence[float], k: int) -> float:
 def optimal_rho(p: Row, q: Row, k: int) -> Weight:
     """rho*: the smallest rho in [1, k] with S(rho) <= rho, to bisection precision (a valid end).
     Float rows: a float; Fraction rows: a Fraction, valid in exact arithmetic."""
-    r = _optimal_float([float(v) for v in p], [float(v) for v in q], k)
+    r = _optimal_float(tuple(float(v) for v in p), tuple(float(v) for v in q), k)
     if not isinstance(p[0], Fraction):
         return r
     rho, step = Fraction(r), Fraction(1, 1 << 40)
