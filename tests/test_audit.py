@@ -243,7 +243,7 @@ def test_exact_checks_with_injected_uniforms():
     assert names["boundary: u = 0 against p(x) = 0"].status == "FAIL"
     assert names["differential: injected uniforms against the reference"].status == "FAIL"
     sampling = [c for n, c in names.items() if n.startswith("settings[0] default")]
-    assert len(sampling) == 2 and all(
+    assert len(sampling) == 3 and all(  # both overlaps and the odd-vocabulary unit
         c.status == "PASS" for c in sampling
     )  # the sampling test cannot see it: only exact checks can
 
