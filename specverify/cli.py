@@ -16,7 +16,9 @@ The verdict's contract: docs/verdict.md; the shapes an implementation may take: 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -152,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        return _leave(int(args.func(args) or 0), argv)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -166,6 +168,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def _leave(code: int, argv: Sequence[str] | None) -> int:
+    """The exit code; as a command (not called from Python), exit at once when a call into the
+    implementation was abandoned at its timeout: its daemon thread may still be inside native code
+    (torch), and interpreter shutdown under it can abort (exit -6 instead of the verdict's code)."""
+    if argv is None and any(t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

@@ -250,3 +250,20 @@ def test_a_black_box_generator_is_named_from_its_rebuilt_prefixes(fn, truth):
     gen = _user("generators", fn, shape="generator").generate(pair, 150, 4, np.random.default_rng(0), s)
     d = diagnose_stream([(gen, pair, s, "unit")])
     assert d.verdict == truth, [(c.name, c.llr_vs_target, c.explained, c.parameter) for c in d.candidates[:3]]
+
+
+def test_a_class_absent_from_a_unit_counts_as_the_target_there():
+    # before, the class's log-likelihood summed over the units where it had a law and the target's over
+    # all of them, so a settings class whose knob one unit leaves off won by that unit's whole likelihood
+    # (a correct LM generator was once "diagnosed" min_p_ignored at e^9441 that way)
+    from specverify.diagnosis._tokens import TokenScores
+
+    rng = np.random.default_rng(0)
+    law = rng.dirichlet(np.ones(8), size=200)
+    y = np.array([rng.choice(8, p=r) for r in law])
+    cells = np.tile(np.arange(8), (200, 1))
+    acc = TokenScores(8, "token")
+    acc.add_unit("knob on", {"target": law, "min_p_ignored": law}, y, cells)
+    acc.add_unit("knob off", {"target": law}, y, cells)  # the class's law is the target's here
+    (cand,) = acc.ranked()
+    assert cand.name == "min_p_ignored" and abs(cand.llr_vs_target) < 1e-9, cand

@@ -65,6 +65,7 @@ def test_a_correct_runner_passes_on_both_overlaps(pairs):
         # the request units: requests that end at the pairs' EOS (the last id), and long outputs
         "settings[0] temperature=0.9,min_p=0.1,stop_token_ids=(127,) / high-overlap pair",
         "settings[0] temperature=0.9,min_p=0.1 / 512 tokens / low-overlap pair",
+        "seed independence",  # six seeds, six different samples
     ]
     assert v.diagnosis is None
 

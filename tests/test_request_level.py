@@ -219,3 +219,20 @@ def test_transformers_speculation_ends_requests_at_a_stop_accepted_mid_round(pai
     assert v.status == "PASS", v.headline()
     stop = next(c for c in v.checks if "stop_token_ids=(99,)" in c.name)
     assert stop.details["stops"]["observed"] > 10, stop.details
+
+
+def test_a_failed_greedy_check_alone_gets_no_diagnosis(pairs):
+    # the sampled tokens did not deviate: scoring them class by class could only name a wrong class
+    from specverify.runners import speculative_generate
+
+    def make(target, draft):
+        def generate(prompt, n, seed, s):
+            if s.is_greedy:
+                raise RuntimeError("this loop has no greedy path")
+            return speculative_generate(target, draft, prompt, n, s, torch.Generator().manual_seed(seed)).tokens
+
+        return generate
+
+    v = audit_lm_pairs(make, pairs, eps=0.3, seed=1, long_length=64)
+    assert v.status == "FAIL" and v.headline().startswith("FAIL in exact check 'greedy equivalence"), v.headline()
+    assert v.diagnosis is None, v.diagnosis

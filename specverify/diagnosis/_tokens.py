@@ -34,8 +34,8 @@ class TokenScores:
     n_cells: int
     kind: str  # the event kind the candidates' llr_by_kind names
     ll: dict[str, float] = dataclasses.field(default_factory=dict)
-    G: dict[str, float] = dataclasses.field(default_factory=dict)
     by_unit: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    G_by_unit: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     params: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)  # class -> {unit: fitted parameter}
     df: int = 0
     tokens: int = 0
@@ -57,22 +57,30 @@ class TokenScores:
             self.ll[name] = self.ll.get(name, 0.0) + v
             self.by_unit.setdefault(name, {})[label] = v
             exp = np.bincount(cell.ravel(), weights=law.ravel(), minlength=self.n_cells)
-            self.G[name] = self.G.get(name, 0.0) + g_statistic(obs, exp)
+            self.G_by_unit.setdefault(name, {})[label] = g_statistic(obs, exp)
         for name, value in (params or {}).items():
             self.params.setdefault(name, {})[label] = value
         self.df += max(int((obs > 0).sum()) - 1, 1)
         self.tokens += n
 
+    def _g(self, name: str) -> float:
+        """A class's G over every unit; a unit without the class's law is the target's there (a
+        settings class whose knob a unit leaves off predicts exactly the target's law)."""
+        ref = self.G_by_unit["target"]
+        return sum(self.G_by_unit[name].get(u, g) for u, g in ref.items())
+
     def ranked(self) -> list[Candidate]:
-        g_ref = self.G["target"]
+        g_ref = self._g("target")
         out = []
         for name in self.ll:
             if name == "target":
                 continue
-            llr = self.ll[name] - self.ll["target"]
-            expl = (g_ref - self.G[name]) / max(g_ref - self.df, 1e-9) if g_ref > self.df else 0.0
+            # against the target on the units where the class has a law (elsewhere it is the target's)
             per_unit = {u: self.by_unit[name][u] - self.by_unit["target"][u] for u in self.by_unit[name]}
+            llr = sum(per_unit.values())
+            g_name = self._g(name)
+            expl = (g_ref - g_name) / max(g_ref - self.df, 1e-9) if g_ref > self.df else 0.0
             par = "; ".join(f"{u}: {v}" for u, v in self.params.get(name, {}).items())
-            fit = chi2_sf(self.G[name], self.df)
+            fit = chi2_sf(g_name, self.df)
             out.append(Candidate(name, llr, float(expl), {self.kind: llr}, [], per_unit, par, fit))
         return sorted(out, key=lambda c: -c.llr_vs_target)

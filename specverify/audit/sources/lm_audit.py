@@ -346,7 +346,7 @@ def _collect(
         batch = [list(prompts[(i + j) % len(prompts)]) for j in range(k)]
         seeds = [int(sample.rng.integers(2**31)) for _ in range(k)]
         try:
-            outs = _call_batch(generate, batch, length, seeds, s, timeout=cfg.call_timeout, name=cfg.name)
+            outs = _call_batch(generate, batch, length, seeds, s, timeout=call_timeout(cfg, length), name=cfg.name)
         except UnsupportedSettingError as exc:
             sample.unsupported = str(exc)
             return
@@ -405,6 +405,15 @@ class RequestProblem(NamedTuple):
 
     signature: str
     text: str
+
+
+def call_timeout(cfg: LMAuditConfig, n: int) -> float | None:
+    """The per-call timeout for requests of ``n`` tokens: ``call_timeout`` is for the default length,
+    and a longer request gets proportionally longer (a hang guard, never a speed test: a slow
+    implementation's verdict must not change with the unit's length)."""
+    if cfg.call_timeout is None:
+        return None
+    return cfg.call_timeout * max(1.0, n / max(int(cfg.length or 1), 1))
 
 
 def request_problem(ids: Sequence[int], n: int, s: SamplingSettings, vocab: int) -> RequestProblem | None:
@@ -800,13 +809,15 @@ def _greedy_check(generate: Generate, target: torch.nn.Module, cfg: LMAuditConfi
     length = max(int(cfg.length or 0), cfg.long_length, 16)
     out = greedy_equivalence(
         generate, target, prompts=[list(p) for p in (cfg.prompts or ())][:8], length=length,
-        name=cfg.name, tie_tol=cfg.tie_tol, target_greedy=cfg.target_greedy, call_timeout=cfg.call_timeout,
+        name=cfg.name, tie_tol=cfg.tie_tol, target_greedy=cfg.target_greedy, call_timeout=call_timeout(cfg, length),
     )  # fmt: skip
     return dataclasses.replace(out, check_id="exact/greedy")
 
 
 #: requests of the seed check: one prompt, each with its own seed (and one repeat when seeded)
 SEED_REQUESTS = 6
+#: the details of a seed check that saw the randomness not follow the seeds (its diagnosis's signature)
+_SEED_BUG = {"signature": "seed_not_honoured"}
 
 
 def _seed_check(generate: Generate, aud: CausalLM, units: Sequence[LMUnit], cfg: LMAuditConfig) -> CheckOutcome | None:
@@ -825,7 +836,12 @@ def _seed_check(generate: Generate, aud: CausalLM, units: Sequence[LMUnit], cfg:
         return None  # the setting is reported unsupported by its unit
     except ImplementationError as exc:
         return CheckOutcome(
-            name="seed independence", status=FAIL, kind="exact", summary=str(exc), check_id="exact/seeds"
+            name="seed independence",
+            status=FAIL,
+            kind="exact",
+            summary=str(exc),
+            check_id="exact/seeds",
+            details=FINDING,  # the implementation failed inside the check: a finding, not a seed bug
         )
 
 
@@ -836,7 +852,7 @@ def _seed_outcome(generate: Generate, aud: CausalLM, s: SamplingSettings, cfg: L
     seeds = [int(x) for x in rng.choice(2**31, SEED_REQUESTS, replace=False)]
     prompt, n = list(cfg.prompts[0]), max(int(cfg.length or 0), 32)
     outs = [o.ids for o in _call_batch(generate, [prompt] * len(seeds), n, seeds, s,
-                                       timeout=cfg.call_timeout, name=cfg.name)]  # fmt: skip
+                                       timeout=call_timeout(cfg, n), name=cfg.name)]  # fmt: skip
     n_pairs, delta = len(seeds) * (len(seeds) - 1) // 2, cfg.alpha * 1e-3
     repeats = [(i, j) for i in range(len(outs)) for j in range(i) if outs[i] == outs[j]]
     for i, j in repeats:
@@ -855,18 +871,28 @@ def _seed_outcome(generate: Generate, aud: CausalLM, s: SamplingSettings, cfg: L
                 f"unlikely has probability at most {n_pairs * p:.2g})"
             )
             return CheckOutcome(
-                name="seed independence", status=FAIL, kind="exact", summary=text, check_id="exact/seeds"
+                name="seed independence",
+                status=FAIL,
+                kind="exact",
+                summary=text,
+                check_id="exact/seeds",
+                details=_SEED_BUG,
             )
     note = ""
     if getattr(generate, "seeded", False):
-        again = _call_batch(generate, [prompt], n, seeds[:1], s, timeout=cfg.call_timeout, name=cfg.name)
+        again = _call_batch(generate, [prompt], n, seeds[:1], s, timeout=call_timeout(cfg, n), name=cfg.name)
         if again[0].ids != outs[0]:
             text = (
                 f"seed {seeds[0]} gave two different outputs ({_clip(outs[0])}, then {_clip(again[0].ids)}), while "
                 f"{cfg.name} declares seeded=True (the same seed reproduces a request)"
             )
             return CheckOutcome(
-                name="seed independence", status=FAIL, kind="exact", summary=text, check_id="exact/seeds"
+                name="seed independence",
+                status=FAIL,
+                kind="exact",
+                summary=text,
+                check_id="exact/seeds",
+                details=_SEED_BUG,
             )
         note = "; the same seed reproduced its request (seeded=True)"
     if getattr(generate, "batch_invariant", False) and hasattr(generate, "batch"):
@@ -885,17 +911,19 @@ def _batch_variance(
     batches disagreeing on acceptance); the FAIL, or None."""
     assert cfg.prompts
     others = [list(p) for p in cfg.prompts[1:6]] or [prompt[::-1] or [0]]
-    alone = parse_output(call_with_timeout(generate, list(prompt), n, seed, s, timeout=cfg.call_timeout, what=cfg.name),
-                         cfg.name).ids  # fmt: skip
+    t = call_timeout(cfg, n)
+    alone = parse_output(call_with_timeout(generate, list(prompt), n, seed, s, timeout=t, what=cfg.name), cfg.name).ids
     mixed = _call_batch(generate, [prompt, *others], n, [seed] + [seed + 1 + i for i in range(len(others))], s,
-                        timeout=cfg.call_timeout, name=cfg.name)  # fmt: skip
+                        timeout=call_timeout(cfg, n), name=cfg.name)  # fmt: skip
     if mixed[0].ids == alone:
         return None
     text = (
         f"seed {seed} gave {_clip(alone)} alone and {_clip(mixed[0].ids)} among {len(others)} concurrent requests, "
         f"while {cfg.name} declares batch_invariant=True (a seeded request's tokens do not depend on its batch)"
     )
-    return CheckOutcome(name="seed independence", status=FAIL, kind="exact", summary=text, check_id="exact/seeds")
+    return CheckOutcome(
+        name="seed independence", status=FAIL, kind="exact", summary=text, check_id="exact/seeds", details=_SEED_BUG
+    )
 
 
 def _diagnosis_of(
@@ -903,17 +931,16 @@ def _diagnosis_of(
     samples: dict[int, LMSample], cfg: LMAuditConfig,
 ) -> dict[str, Any] | None:  # fmt: skip
     """A statistical FAIL is scored class by class (:func:`_diagnosis`); an exact finding alone is
-    named by its signature (the stop check, the ids, the logprobs, the seeds)."""
+    named by its signature (the stop check, the ids, the logprobs, the seeds); a failed greedy
+    check alone gets none (its summary gives the divergence; the sampled tokens did not deviate)."""
     from ...diagnosis import diagnose_request_finding
 
     failed = [c for c in checks if c.status == FAIL]
-    if any((c.details or {}).get("finding") is None and c.check_id != "exact/seeds" for c in failed):
-        return _diagnosis(aud, pairs, units, samples, cfg)  # the statistics (or greedy) failed: score the tokens
+    if any(c.kind == "statistical" for c in failed):  # the sampled tokens deviate: score them class by class
+        return _diagnosis(aud, pairs, units, samples, cfg)
     for c in failed:
         if sig := (c.details or {}).get("signature"):
             return diagnose_request_finding(sig, c.name).to_dict()
-        if c.check_id == "exact/seeds":
-            return diagnose_request_finding("seed_not_honoured", c.name).to_dict()
     return None
 
 
