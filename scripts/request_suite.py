@@ -1,6 +1,6 @@
 """The request-level suite (issue 21) through the installed CLI, in subprocesses, module form.
 
-    python scripts/request_suite.py [--eps 0.1] [--only SUBSTR] [--out FILE]
+    python scripts/request_suite.py [--eps 0.1] [--only SUBSTR ...] [--out FILE]
 
 Every case is written the way users write them and modelled on a public report (cited in its
 docstring): LM generators (``--lm-generator``, on specverify's tiny transformers pairs with the stop
@@ -69,12 +69,12 @@ def run_case(shape: str, spec: str, flags: list[str], eps: float, timeout: float
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--eps", type=float, default=0.1)
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", action="append", default=[], help="run the cases whose spec contains it (repeatable)")
     ap.add_argument("--out", default=str(ROOT / "scripts/results/request_suite.json"))
     a = ap.parse_args(argv)
     rows = []
     for shape, spec, flags, buggy, source in CASES:
-        if a.only not in spec:
+        if a.only and not any(o in spec for o in a.only):
             continue
         r = {"shape": shape, "spec": spec, "buggy": buggy, "source": source, **run_case(shape, spec, flags, a.eps)}
         r["ok"] = r["verdict"] == ("FAIL" if buggy else "PASS")
