@@ -125,6 +125,19 @@ def parse_completion_ids(raw: bytes, url: str = "the endpoint") -> list[list[int
         ) from exc
 
 
+def _choices(raw: bytes, url: str, n: int, *, with_logprobs: bool) -> list[Any]:
+    """The ids of each of the ``n`` choices (with their token_logprobs when asked)."""
+    ids: list[Any] = parse_completion_ids(raw, url)
+    if with_logprobs:
+        ids = [{"ids": i, "logprobs": lp} for i, lp in zip(ids, _token_logprobs(raw, url), strict=False)]
+    if len(ids) != n:
+        raise MalformedOutputError(
+            f"{url} returned {len(ids)} choices for n={n}; an OpenAI-compatible completions endpoint "
+            "answers a request for n completions with n choices (check that the server honours n)"
+        )
+    return ids
+
+
 def _token_logprobs(raw: bytes, url: str) -> list[list[float]]:
     """``choices[i].logprobs.token_logprobs`` of every choice (one float per sampled token)."""
     try:
@@ -172,10 +185,9 @@ def http_generator(
     every request and its raw answer (for logging or recording). ``temperature_last`` is the
     server's order: False for vLLM, SGLang and transformers-based servers, True for llama.cpp's
     (settings whose law depends on the order and that the server cannot follow are unsupported).
-    ``check_logprobs`` ('processed' or 'raw': what the server reports, vLLM's ``logprobs_mode``) returns
-    ``choices[i].logprobs.token_logprobs`` beside the ids, so the audit checks them against the target's law.
-    ``batch_invariant=True`` declares that a seeded request gives the same tokens alone and among
-    concurrent ones (the audit's seed check then compares the two)."""
+    ``check_logprobs`` ('processed' or 'raw', vLLM's ``logprobs_mode``) returns the token_logprobs beside
+    the ids for the audit to check; ``batch_invariant=True`` declares a seeded request's tokens independent
+    of its batch (the seed check compares it alone and among concurrent requests)."""
     url = base_url.rstrip("/") + "/v1/completions"
 
     def one(
@@ -186,15 +198,7 @@ def http_generator(
         raw = _post_with_retries(url, body, timeout=timeout, retries=retries, backoff=backoff)
         if on_response is not None:
             on_response(body, raw)
-        ids: list[Any] = parse_completion_ids(raw, url)
-        if check_logprobs:
-            ids = [{"ids": i, "logprobs": lp} for i, lp in zip(ids, _token_logprobs(raw, url), strict=False)]
-        if len(ids) != n:
-            raise MalformedOutputError(
-                f"{url} returned {len(ids)} choices for n={n}; an OpenAI-compatible completions endpoint "
-                "answers a request for n completions with n choices (check that the server honours n)"
-            )
-        return ids
+        return _choices(raw, url, n, with_logprobs=check_logprobs is not None)
 
     def generate(prompt: Sequence[int], max_new_tokens: int, seed: int | None, settings: SamplingSettings) -> list[int]:
         return one(prompt, max_new_tokens, seed, settings)[0]
@@ -207,11 +211,12 @@ def http_generator(
             futs = [pool.submit(one, prompts[i], max_new_tokens, seeds[i], settings, j - i) for i, j in groups]
             return [ids for f in futs for ids in f.result()]
 
-    gen = cast(HttpGenerate, generate)  # a function with attributes: .batch, .batch_size
+    gen = cast(HttpGenerate, generate)  # a function with attributes: .batch, .batch_size, what it declares
+    declared: dict[str, object] = {"batch_invariant": batch_invariant, "sends_seed": seeded}  # how a repeat is worded
     if check_logprobs:
-        gen.logprobs_mode = check_logprobs  # type: ignore[attr-defined]
-    gen.batch_invariant = batch_invariant  # type: ignore[attr-defined]
-    gen.sends_seed = seeded  # type: ignore[attr-defined]  # the seed check words a repeat of unseeded requests
+        declared["logprobs_mode"] = check_logprobs
+    for k, v in declared.items():
+        setattr(gen, k, v)
     gen.batch = batch
     gen.batch_size = max(1, concurrency) * max(1, completions_per_request)
     gen.__name__ = f"http:{base_url}"
