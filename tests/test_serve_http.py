@@ -305,6 +305,14 @@ def test_endpoint_logprobs_are_checked_against_the_target_law(servers):
     assert bad.status == "FAIL" and "reported 0.0000" in bad.checks[0].summary, bad.headline()
     assert bad.diagnosis["verdict"] == "logprobs_not_target", bad.diagnosis
 
+    def shifted_top(prompt, n, seed, s):  # the top-1 logprobs (top_logprobs) one nat off
+        out = gen(prompt, n, seed, s)
+        assert out["top_logprobs"], "serve sends the most likely id per token"
+        return {**out, "top_logprobs": [{t: lp - 1.0 for t, lp in row.items()} for row in out["top_logprobs"]]}
+
+    worse = audit_lm(shifted_top, target, **opts)
+    assert worse.status == "FAIL" and "logprobs differ" in worse.checks[0].summary, worse.headline()
+
 
 def test_batch_invariance_is_checked_where_it_is_declared(servers):
     # serve answers each request from its own seeded generator: alone or among concurrent requests alike

@@ -24,6 +24,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+import numpy as np
 import torch
 
 from ..dists import SamplingSettings
@@ -209,10 +210,11 @@ def make_server(
                         r = target_only_generate(target, prompt, n, s, gen)
                     else:
                         r = speculative_generate(target, draft, prompt, n, s, gen, gamma=gamma)
-                    lp = []
+                    lp, top = [], []
                     if want_lp:
                         rows = lm.sequence_probs(prompt, r.tokens, s)
                         lp = [float(torch.log(torch.tensor(rows[i, t]))) for i, t in enumerate(r.tokens)]
+                        top = [{f"token_id:{int(row.argmax())}": float(np.log(row.max()))} for row in rows]
             except Exception as exc:  # noqa: BLE001 - a failed generation is a 500 with its reason, never a dropped connection
                 return self._error(500, f"generation failed: {type(exc).__name__}: {exc}", kind="server_error")
             self._send(
@@ -226,7 +228,11 @@ def make_server(
                             "index": 0,
                             "text": " ".join(map(str, r.tokens)),
                             "finish_reason": "stop" if r.tokens and r.tokens[-1] in s.stop_token_ids else "length",
-                            "logprobs": {"tokens": [f"token_id:{t}" for t in r.tokens], "token_logprobs": lp or None},
+                            "logprobs": {
+                                "tokens": [f"token_id:{t}" for t in r.tokens],
+                                "token_logprobs": lp or None,
+                                "top_logprobs": top or None,  # the most likely id per token (logprobs=1)
+                            },
                         }
                     ],
                     "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(r.tokens)},

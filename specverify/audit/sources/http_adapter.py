@@ -129,7 +129,8 @@ def _choices(raw: bytes, url: str, n: int, *, with_logprobs: bool) -> list[Any]:
     """The ids of each of the ``n`` choices (with their token_logprobs when asked)."""
     ids: list[Any] = parse_completion_ids(raw, url)
     if with_logprobs:
-        ids = [{"ids": i, "logprobs": lp} for i, lp in zip(ids, _token_logprobs(raw, url), strict=False)]
+        lps, tops = _token_logprobs(raw, url), _top_logprobs(raw)
+        ids = [{"ids": i, "logprobs": lp, "top_logprobs": t} for i, lp, t in zip(ids, lps, tops, strict=False)]
     if len(ids) != n:
         raise MalformedOutputError(
             f"{url} returned {len(ids)} choices for n={n}; an OpenAI-compatible completions endpoint "
@@ -146,6 +147,22 @@ def _token_logprobs(raw: bytes, url: str) -> list[list[float]]:
         raise MalformedOutputError(
             f"{url} returned no choices[i].logprobs.token_logprobs (one number per token): {raw[:200]!r}"
         ) from exc
+
+
+def _top_logprobs(raw: bytes) -> list[list[dict[int, float]] | None]:
+    """``choices[i].logprobs.top_logprobs`` ({"token_id:<id>": logprob} per token) as {id: logprob}
+    per token, or None for a choice without them (a server may not send them)."""
+    out: list[list[dict[int, float]] | None] = []
+    for c in json.loads(raw)["choices"]:
+        top = (c.get("logprobs") or {}).get("top_logprobs")
+        if not top:
+            out.append(None)
+            continue
+        try:
+            out.append([{int(str(k).split("token_id:")[1]): float(v) for k, v in (row or {}).items()} for row in top])
+        except (IndexError, TypeError, ValueError, AttributeError):
+            out.append(None)  # keys that are not "token_id:<id>": nothing to check them against
+    return out
 
 
 def _groups(prompts: Sequence[Sequence[int]], seeds: Sequence[int | None], per_request: int) -> list[tuple[int, int]]:
