@@ -236,3 +236,14 @@ def test_a_failed_greedy_check_alone_gets_no_diagnosis(pairs):
     v = audit_lm_pairs(make, pairs, eps=0.3, seed=1, long_length=64)
     assert v.status == "FAIL" and v.headline().startswith("FAIL in exact check 'greedy equivalence"), v.headline()
     assert v.diagnosis is None, v.diagnosis
+
+
+def test_greedy_over_512_tokens_sees_a_divergence_that_32_token_runs_miss():
+    from user_impls.greedy import greedy_rotating_cache_256
+
+    from specverify.audit import RoundAdapter, audit
+
+    v = audit(RoundAdapter(greedy_rotating_cache_256), settings=(SamplingSettings(temperature=0.0),), diagnose=False)
+    status = {c.name: c.status for c in v.checks}
+    assert status["greedy equivalence (raw rows: ties, near ties, draft disagreements)"] == "PASS", status
+    assert status["greedy equivalence over 512-token sequences (raw rows)"] == "FAIL", status

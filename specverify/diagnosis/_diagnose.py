@@ -52,6 +52,8 @@ class Diagnosis:
 
     def lead(self) -> str:
         """One line that leads a FAIL report: the diagnosis and what to check."""
+        if not self.known and not self.candidates:  # nothing to score (e.g. a greedy divergence alone)
+            return f"Diagnosis: not a known class ({'; '.join(self.facts) or self.method})"
         if not self.known:
             best = ", ".join(self.top(3))
             return (

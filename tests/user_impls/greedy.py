@@ -191,3 +191,20 @@ def step_settings_low_temperature(prefix, draft, target, gamma, rng, settings):
         return np.stack([sharpen(r) for r in np.asarray(target(pre, prop))])
 
     return _sample_round(prefix, d, t, gamma, rng)
+
+
+def greedy_rotating_cache_256(prefix, draft, target, gamma, rng, settings):
+    """Bug (a rotating KV cache of 256 slots; greedy output diverging after a few hundred tokens, as
+    in ml-explore/mlx-lm#1423): past 256 tokens of context the verification pass sees the last 256."""
+    if not settings.is_greedy:
+        raise NotImplementedError("greedy only")
+    xs = []
+    for _ in range(gamma):
+        xs.append(int(np.argmax(draft(list(prefix) + xs))))
+    rows = np.asarray(target(list(prefix)[-256:], xs))
+    out = []
+    for j, x in enumerate(xs):
+        out.append(int(np.argmax(rows[j])))
+        if out[-1] != x:
+            return out
+    return out + [int(np.argmax(rows[gamma]))]
