@@ -48,12 +48,19 @@ CHECKS = """checks run by an audit:
   boundary       exact: acceptance uniforms forced to 0 never accept a draft with p(x) = 0 (catalogue samplers)
   greedy         exact: at temperature 0 (and with --greedy) every emitted token is the target's argmax given its
                  prefix, ties to the lowest id; for models and endpoints, tie-aware token-for-token equality with
-                 target-only greedy (a divergence is excused only at a near-tie of the top-two logits)
+                 target-only greedy (a divergence is excused only at a near-tie of the top-two logits); round
+                 steps and generators also over 8 sequences of --long-length tokens, LM audits over that length
+  requests       exact (LM generators, endpoints): a request ends at its first stop id or max_new_tokens (tokens
+                 after a stop, an early end, more ids than asked, ids outside the vocabulary are findings);
+                 returned logprobs equal the target's law within logprob_tol; the stop unit also counts its stops
+                 against the law's P(stop) (union of Ville bounds); the long unit is tested per offset bucket
   differential   exact: a kernel that takes injected uniforms is run beside the reference on the same draws and
                  must emit the same tokens
   reproducible   exact: the same seed gives the same output
   seeds          exact (generators): six requests of one prompt with six seeds give six different samples, each
-                 long enough that a repeat under the target law has probability at most alpha / 1000
+                 long enough that a repeat under the target law has probability at most alpha / 1000 (LM audits:
+                 a repeat FAILs when its own probability is that small); seeded=True must reproduce a request and
+                 batch_invariant=True must give it the same tokens alone and among concurrent requests
   two-sample     with --baseline-endpoint: per position, salted hash buckets of the speculative endpoint's tokens
                  against the non-speculative endpoint's, Holm across positions and settings"""
 
