@@ -820,6 +820,13 @@ SEED_REQUESTS = 6
 _SEED_BUG = {"signature": "seed_not_honoured"}
 
 
+def _seed_fail(text: str) -> CheckOutcome:
+    """The seed check's FAIL: the randomness did not follow the seeds (its diagnosis's signature)."""
+    return CheckOutcome(
+        name="seed independence", status=FAIL, kind="exact", summary=text, check_id="exact/seeds", details=_SEED_BUG
+    )
+
+
 def _seed_check(generate: Generate, aud: CausalLM, units: Sequence[LMUnit], cfg: LMAuditConfig) -> CheckOutcome | None:
     """Different seeds, different samples; the same seed, the same sample where the generator
     declares ``seeded = True`` (NVIDIA/TensorRT-LLM#19487: requests sharing one RNG stream gave
@@ -870,14 +877,7 @@ def _seed_outcome(generate: Generate, aud: CausalLM, s: SamplingSettings, cfg: L
                 f"{who} (that sequence has probability {p:.2g} under the target law; any repeat this "
                 f"unlikely has probability at most {n_pairs * p:.2g})"
             )
-            return CheckOutcome(
-                name="seed independence",
-                status=FAIL,
-                kind="exact",
-                summary=text,
-                check_id="exact/seeds",
-                details=_SEED_BUG,
-            )
+            return _seed_fail(text)
     note = ""
     if getattr(generate, "seeded", False):
         again = _call_batch(generate, [prompt], n, seeds[:1], s, timeout=call_timeout(cfg, n), name=cfg.name)
@@ -886,14 +886,7 @@ def _seed_outcome(generate: Generate, aud: CausalLM, s: SamplingSettings, cfg: L
                 f"seed {seeds[0]} gave two different outputs ({_clip(outs[0])}, then {_clip(again[0].ids)}), while "
                 f"{cfg.name} declares seeded=True (the same seed reproduces a request)"
             )
-            return CheckOutcome(
-                name="seed independence",
-                status=FAIL,
-                kind="exact",
-                summary=text,
-                check_id="exact/seeds",
-                details=_SEED_BUG,
-            )
+            return _seed_fail(text)
         note = "; the same seed reproduced its request (seeded=True)"
     if getattr(generate, "batch_invariant", False) and hasattr(generate, "batch"):
         if (bad := _batch_variance(generate, s, cfg, prompt, seeds[0], n)) is not None:
@@ -921,9 +914,7 @@ def _batch_variance(
         f"seed {seed} gave {_clip(alone)} alone and {_clip(mixed[0].ids)} among {len(others)} concurrent requests, "
         f"while {cfg.name} declares batch_invariant=True (a seeded request's tokens do not depend on its batch)"
     )
-    return CheckOutcome(
-        name="seed independence", status=FAIL, kind="exact", summary=text, check_id="exact/seeds", details=_SEED_BUG
-    )
+    return _seed_fail(text)
 
 
 def _diagnosis_of(
