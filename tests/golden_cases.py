@@ -183,11 +183,14 @@ _TIMING_KEYS = {"seconds", "estimated_seconds", "wall_s", "elapsed"}
 _TIMING_TEXT = [
     (re.compile(r"(at least|>=) [\d,]+( s)?"), r"\1 <T>"),
     (re.compile(r"measured [\d,.]+ per second"), "measured <R> per second"),
+    # float32 torch reductions depend on the thread count: the gap is a measurement, not a verdict
+    (re.compile(r"logit gap [\d.e+-]+"), "logit gap <G>"),
 ]
 
 
 def normalised(value: Any) -> Any:
-    """A verdict's JSON without timing: the keys above dropped, rates and time estimates in text masked."""
+    """A verdict's JSON without timing: the keys above dropped, rates, time estimates and float32 logit gaps
+    in text masked."""
     if isinstance(value, dict):
         return {k: normalised(v) for k, v in value.items() if k not in _TIMING_KEYS}
     if isinstance(value, list):

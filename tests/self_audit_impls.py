@@ -401,14 +401,16 @@ def _print(kind: str, n: int) -> None:
 
 
 class _Memo:
-    """A correct cache (keyed on the whole prefix) or a stale one (keyed on its length, last writer wins:
-    the rows handed back are those of the previous call at that length)."""
+    """A correct cache (keyed on the role, draft or target, and the whole prefix) or a stale one (keyed on the role
+    and the prefix's length, last writer wins: the rows handed back are those of the previous call of
+    that role at that length)."""
 
     def __init__(self, stale: bool):
         self.stale, self.rows = stale, {}
 
-    def __call__(self, fn, prefix, *rest):
-        key = len(prefix) if self.stale else (tuple(int(t) for t in prefix), *(tuple(r) for r in rest))
+    def __call__(self, role, fn, prefix, *rest):
+        # keyed on the role too: draft and target rows of one length must not evict each other
+        key = (role, len(prefix)) if self.stale else (role, tuple(int(t) for t in prefix), *(tuple(r) for r in rest))
         fresh = fn(prefix, *rest)
         old = self.rows.get(key)
         self.rows[key] = fresh
@@ -424,15 +426,15 @@ class _ModelProxy:
 
     def __getattr__(self, name):
         fn = getattr(self.model, name)
-        return functools.partial(self.memo, fn) if name.endswith(("_probs", "_logits")) else fn
+        return functools.partial(self.memo, name, fn) if name.endswith(("_probs", "_logits")) else fn
 
 
 def with_memo(call: Call, memo: _Memo) -> Call:
     if call.shape == "generator":
         return call.with_arg(3, _ModelProxy(call.args[3], memo))
     draft, target = call.args[1], call.args[2]
-    call = call.with_arg(1, functools.partial(memo, draft))
-    return call.with_arg(2, lambda prefix, proposed: memo(target, prefix, proposed))
+    call = call.with_arg(1, functools.partial(memo, "draft", draft))
+    return call.with_arg(2, lambda prefix, proposed: memo("target", target, prefix, proposed))
 
 
 def with_rng(call: Call, kind: str, shared: np.random.Generator) -> Call:

@@ -13,6 +13,7 @@ from ._power import (
     min_samples_for_ks,
     min_samples_for_tv,
     noncentrality_for_power,
+    samples_any_test_needs_for_tv,
 )
 from ._results import EXACT_FAILURE, Cell, GofResult
 from ._sequential import MultinomialEProcess
@@ -72,6 +73,7 @@ __all__ = [
     # power, detectable deviation, sample size
     "chi2_power",
     "noncentrality_for_power",
+    "samples_any_test_needs_for_tv",
     "min_detectable_tv",
     "min_samples_for_tv",
     "min_detectable_ks",

@@ -9,6 +9,16 @@ cells is detected once n >= lambda* / (4 eps^2):
 
     min_detectable_tv(n) = sqrt(lambda* / n) / 2,     min_samples_for_tv(eps) = lambda* / (4 eps^2).
 
+No test of any kind does with fewer than Le Cam's two-point bound: a test with false-fail rate
+<= alpha that detects some q with probability >= 1 - beta needs n KL(q || p) >= kl(1 - beta || alpha)
+(data processing on the test's decision; kl: the binary relative entropy), and the closest q at
+total variation eps moves eps of mass between two halves, KL = eps ln((1 + eps) / (1 - eps)):
+
+    samples_any_test_needs_for_tv(eps) = kl(1 - beta || alpha) / (eps ln((1 + eps) / (1 - eps))).
+
+It ignores the number of cells (the composite alternative adds about a sqrt(cells) factor), so it
+is a floor that no test reaches, not a target.
+
 For tests on a CDF (KS, or AD through it), the DKW inequality with Massart's constant gives the
 analogous pair in KS distance (TensorFlow Probability's ``statistical_testing`` recipe).
 """
@@ -27,6 +37,7 @@ __all__ = [
     "min_samples_for_tv",
     "min_detectable_ks",
     "min_samples_for_ks",
+    "samples_any_test_needs_for_tv",
 ]
 
 
@@ -64,6 +75,16 @@ def min_samples_for_tv(eps: float, *, df: int, alpha: float, beta: float) -> int
     if eps <= 0:
         raise ValueError("eps must be > 0")
     return math.ceil(noncentrality_for_power(df, alpha, beta) / (4 * eps * eps))
+
+
+def samples_any_test_needs_for_tv(eps: float, *, alpha: float, beta: float) -> float:
+    """Le Cam's two-point floor (module docstring): fewer samples than this and no test at false-fail
+    ``alpha`` detects every deviation of total variation >= ``eps`` with probability >= 1 - ``beta``."""
+    if not (0 < eps < 1 and 0 < alpha < 1 and 0 < beta < 1 and alpha + beta < 1):
+        raise ValueError(f"need eps, alpha, beta in (0, 1) and alpha + beta < 1; got {eps}, {alpha}, {beta}")
+    power = 1 - beta
+    kl = power * math.log(power / alpha) + beta * math.log(beta / (1 - alpha))
+    return kl / (eps * math.log((1 + eps) / (1 - eps)))
 
 
 def _dkw(n: int, rate: float) -> float:

@@ -203,7 +203,8 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         default=None,
         metavar="N",
         help="rounds (or sequences) per audit unit; makes the verdict a function of implementation, seed and "
-        "options only; the budget becomes a cap",
+        "options only; the budget becomes a cap (a long unit draws the tokens of N 32-token sequences in "
+        "fewer, longer ones)",
     )
     a.add_argument(
         "--workers", type=int, default=1, metavar="N", help="sample in N processes (importable implementations)"

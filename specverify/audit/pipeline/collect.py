@@ -107,11 +107,11 @@ def _batch(
 def _sizes(unit: AuditUnit, cfg: AuditConfig, sample: UnitSample, wave: int) -> list[int]:
     """Batch sizes of the next wave: full batches, the last one cut at ``rounds``."""
     out: list[int] = []
-    have = sample.units
+    have, rounds = sample.units, unit.rounds_cap(cfg.rounds)
     for _ in range(wave):
         n = unit.batch
-        if cfg.rounds:
-            n = min(n, cfg.rounds - have)
+        if rounds:
+            n = min(n, rounds - have)
         if n <= 0:
             break
         out.append(n)
@@ -171,8 +171,8 @@ def _absorb(
         if sample.eprocess.rejects(unit.family.alpha_sequential):
             sample.stopped_early = True
             return True
-    if cfg.rounds:
-        sample.complete = sample.units >= cfg.rounds
+    if rounds := unit.rounds_cap(cfg.rounds):
+        sample.complete = sample.units >= rounds
     else:
         sample.complete = smallest_stratum(sample.gen.position, unit.strata_rule) >= need
     return sample.complete

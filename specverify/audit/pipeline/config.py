@@ -61,7 +61,8 @@ class AuditConfig:
     settings: tuple[SamplingSettings, ...] | None = None
     target_alpha: float = 0.7  # acceptance of the catalogue's pair
     batch: int = 4000  # rounds per batch (sequences: batch // 16)
-    rounds: int | None = None  # rounds (or sequences) per unit: fixed sizes instead of the plan
+    # rounds (or sequences) per unit: fixed sizes instead of the plan (long units: AuditUnit.rounds_cap)
+    rounds: int | None = None
     workers: int = 1
     max_units: int | None = None
     checkpoint: str | None = None
@@ -93,7 +94,7 @@ class LMAuditConfig:
     # the stop unit's stop ids: None, the EOS of pairs specverify builds (none for a given model); () no stop unit
     stop_token_ids: tuple[int, ...] | None = None
     long_length: int = 512  # tokens per sequence of the long unit (block boundaries crossed); 0: no long unit
-    max_sequences: int | None = None  # sequences per unit at most: fixed sizes instead of the plan
+    max_sequences: int | None = None  # sequences per unit at most: fixed sizes (the long unit: as many tokens)
     name: str = "generator"
     call_timeout: float | None = 60.0  # seconds per call (per sequence of a batch call)
     greedy_check: bool = True

@@ -18,6 +18,7 @@ rows; the catalogue keeps its one tuned pair per setting.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -82,6 +83,9 @@ PARITY_GRID = (
     ),
 )
 
+#: tokens per sequence that a long unit's batches and ``--rounds`` are scaled against
+LONG_UNIT_BASE = 32
+
 #: mean acceptance of the kernel-level pairs of each kind
 KIND_ALPHA = {"low": 0.3, "high": 0.95}
 
@@ -97,6 +101,17 @@ class AuditUnit:
     batch: int  # rounds (kernel, catalogue) or sequences (round steps, generators) per batch
     length: int | None = None  # tokens per sequence of a long unit (round steps, generators); None: the adapter's
     vocab: int | None = None  # a kernel unit's own vocabulary (the tail of a tile, heavy edge ids); None: cfg.vocab
+
+    def rounds_cap(self, rounds: int | None) -> int | None:
+        """``--rounds`` as this unit's sequences: a long unit draws the tokens of ``rounds`` sequences of
+        ``LONG_UNIT_BASE`` tokens in fewer, longer ones (so a fixed size costs every unit alike)."""
+        if not rounds or not self.length:
+            return rounds
+        return max(1, math.ceil(rounds * LONG_UNIT_BASE / self.length))
+
+    def as_rounds(self, sequences: int) -> int:
+        """The ``--rounds`` that give this unit ``sequences`` sequences (the inverse of :meth:`rounds_cap`)."""
+        return math.ceil(sequences * self.length / LONG_UNIT_BASE) if self.length else sequences
 
     @property
     def label(self) -> str:
@@ -212,7 +227,7 @@ def plan_audit(adapter: Adapter, cfg: AuditConfig) -> AuditPlan:
     fam = TestFamily(cfg.alpha / max(len(cells) + bool(vocab_units), 1), cfg.beta, cfg.eps, strata, whitebox)
     batch = cfg.batch if adapter.harness != "context" else max(1, cfg.batch // 16)
     units = [
-        AuditUnit(u, i, s, k, fam, rule, max(1, batch * 32 // n) if n else batch, length=n)
+        AuditUnit(u, i, s, k, fam, rule, max(1, batch * LONG_UNIT_BASE // n) if n else batch, length=n)
         for u, (i, s, k, n) in enumerate(cells)
     ]
     if vocab_units:

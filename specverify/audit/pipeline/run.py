@@ -230,7 +230,7 @@ def _needed(plan: AuditPlan, samples: dict[int, UnitSample], cfg: AuditConfig, e
         if not have and units_per_token:  # not sampled: as many rounds per token as the thinnest sampled unit
             want = math.ceil(need * units_per_token)
         if want is not None:
-            want = max(want, s.units + 1, cfg.rounds or 0)
+            want = max(want, s.units + 1, u.rounds_cap(cfg.rounds) or 0)
         rows.append(
             {
                 "unit": u.label,
@@ -244,7 +244,8 @@ def _needed(plan: AuditPlan, samples: dict[int, UnitSample], cfg: AuditConfig, e
     rate = spent / elapsed if elapsed > 0 else 0.0
     extra = sum((r["needed"] or 0) - r["collected"] for r in rows)
     est = elapsed + (extra / rate if rate else math.inf)
-    wants = [r["needed"] for r in rows if r["needed"] is not None]
+    # the advice is in --rounds, which a long unit counts in sequences of LONG_UNIT_BASE tokens
+    wants = [u.as_rounds(r["needed"]) for u, r in zip(short, rows) if r["needed"] is not None]
     per = max(wants) if len(wants) == len(rows) else None
     out: dict[str, Any] = {"units": rows, "rounds_per_unit": per, "estimated_seconds": round(est, 1) if per else None}
     out["statement"] = _needed_sentence(len(rows), per, est, rate, cfg, "cli")

@@ -338,11 +338,14 @@ def _collect(
     implementation failure ends it."""
     length, s, prompts = unit.length, unit.settings, cfg.prompts or ()
     size = max(1, int(getattr(generate, "batch_size", 1)))
+    cap = cfg.max_sequences
+    if cap and unit.role == "long":  # the tokens of max_sequences requests of cfg.length, in longer ones
+        cap = max(1, -(-cap * int(cfg.length or cfg.gamma + 1) // length))
     while (short := need - sample.tested) > 0:
         i = len(sample.sequences)
-        if (time.monotonic() > deadline and sample.tokens) or (cfg.max_sequences and i >= cfg.max_sequences):
+        if (time.monotonic() > deadline and sample.tokens) or (cap and i >= cap):
             return
-        k = min(size, -(-short // length), (cfg.max_sequences - i) if cfg.max_sequences else size)
+        k = min(size, -(-short // length), (cap - i) if cap else size)
         batch = [list(prompts[(i + j) % len(prompts)]) for j in range(k)]
         seeds = [int(sample.rng.integers(2**31)) for _ in range(k)]
         try:
