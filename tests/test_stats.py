@@ -338,3 +338,22 @@ def test_loglik_score_test_is_calibrated_and_sees_temperature():
     assert res.pvalue < 1e-6 and "sharper" in res.note
     d = S.default_stream_test(law, toks, rows, rng=rng)
     assert len(d.components) == S.DEFAULT_COMPONENTS and d.components[-1].test == "loglik-score"
+
+
+@pytest.mark.parametrize("eps, alpha, beta", [(0.2, 1e-3, 0.05), (0.1, 1e-6, 1e-3)])
+def test_the_two_point_floor_is_below_the_best_test_of_the_closest_alternative_and_not_vacuous(eps, alpha, beta):
+    """No test beats the floor: the most powerful test of the two halves ((1 - eps)/2 against
+    (1 + eps)/2, the closest alternative at TV eps) needs at least as many samples, and fewer than
+    three times as many (the bound is the right order); the chi-square over 32 cells needs more."""
+    from scipy import stats as sps
+
+    samples_any_test_needs_for_tv = S.samples_any_test_needs_for_tv
+
+    floor = samples_any_test_needs_for_tv(eps, alpha=alpha, beta=beta)
+    p0, p1, n = (1 - eps) / 2, (1 + eps) / 2, 1
+    while sps.binom.sf(sps.binom.isf(alpha, n, p0), n, p1) < 1 - beta:
+        n += 1
+    assert floor <= n < 3 * floor
+    assert S.min_samples_for_tv(eps, df=31, alpha=alpha, beta=beta) > n
+    with pytest.raises(ValueError, match="alpha \\+ beta < 1"):
+        samples_any_test_needs_for_tv(eps, alpha=0.6, beta=0.5)
