@@ -4,7 +4,7 @@
     specverify audit --endpoint URL [--model DIR|builtin] [--baseline-endpoint URL]
     specverify audit --list-checks
     specverify selftest
-    specverify bench sampler | stats | runner
+    specverify bench sampler | stats | runner | plan
     specverify serve [--speculative] [--port 0] [--model-path DIR]
     specverify conformance --out DIR
 
@@ -49,6 +49,11 @@ def _bench(args: argparse.Namespace) -> int:
         bstats.main(  # type: ignore[no-untyped-call, unused-ignore]  # bench/: untyped until annotated
             vocab=args.vocab[0] if args.vocab else 4096, quick=args.quick, seeds=args.seeds
         )
+        return 0
+    if args.what == "plan":
+        from .bench import plan
+
+        plan.main(shapes=tuple(args.shape) if args.shape else tuple(plan.SHAPES))
         return 0
     raise SystemExit(f"unknown benchmark {args.what!r}")
 
@@ -119,13 +124,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="benchmarks, printed as ratios against a baseline from the same run")
-    b.add_argument("what", choices=["sampler", "stats", "runner"])
+    b.add_argument("what", choices=["sampler", "stats", "runner", "plan"])
     b.add_argument("--vocab", type=int, action="append", help="vocabulary size (repeatable)")
     b.add_argument("--gamma", type=int, action="append", help="gamma (repeatable)")
     b.add_argument("--batch", type=int, default=1024)
     b.add_argument("--no-torch", action="store_true")
     b.add_argument("--quick", action="store_true", help="fewer simulations (stats)")
     b.add_argument("--seeds", type=int, help="stats: seeds per bug (default 5, --quick 1); the table shows medians")
+    b.add_argument(
+        "--shape",
+        action="append",
+        choices=["kernel", "kernel --logits", "round step", "round step --logits"],
+        help="plan: the shapes to table (repeatable; default all)",
+    )
     b.set_defaults(func=_bench)
 
     r = sub.add_parser("conformance", help="regenerate the conformance vectors (conformance/)")

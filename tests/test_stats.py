@@ -357,3 +357,18 @@ def test_the_two_point_floor_is_below_the_best_test_of_the_closest_alternative_a
     assert S.min_samples_for_tv(eps, df=31, alpha=alpha, beta=beta) > n
     with pytest.raises(ValueError, match="alpha \\+ beta < 1"):
         samples_any_test_needs_for_tv(eps, alpha=0.6, beta=0.5)
+
+
+def test_bench_plan_rows_state_the_plan_against_the_floor():
+    """`specverify bench plan`: every unit of the kernel plan is sampled until its plan is met; its
+    per-stratum need is above the full-alpha chi-square's and that above the floor no test beats."""
+    from specverify.audit.pipeline.config import AuditConfig
+    from specverify.bench.plan import plan_rows, vllm_rule_samples_for_tv
+
+    rows = plan_rows("kernel", AuditConfig(eps=0.2))
+    assert len(rows) == 7 and {r.floor for r in rows} == {rows[0].floor}
+    for r in rows:
+        assert r.need > r.chi2 > r.floor > 0 and r.need_ratio > 1, r
+        assert r.drawn >= r.strata * r.need and r.drawn_ratio >= r.need_ratio, r
+    n, rate = vllm_rule_samples_for_tv(0.2, beta=1e-3)
+    assert n == rows[0].vllm and rate < 1e-9  # vLLM's threshold on 32 cells is stricter than 1e-6
