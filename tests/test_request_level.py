@@ -71,12 +71,13 @@ def test_buggy_request_handling_fails_with_its_finding(pairs, name):
 def test_a_cache_that_keeps_rejected_drafts_past_256_tokens_fails_the_greedy_check_over_512(pairs):
     # ml-explore/mlx-lm#846 behind a 256-token rotating cache: greedy output diverges after ~250 tokens,
     # which the greedy check sees only because it runs over the long unit's length
-    v = audit_lm_pairs(R.rotating_cache_keeps_rejected, pairs, settings=(), seed=1, stop_token_ids=())
+    # eps 0.25: the FAIL is the exact greedy check's; the statistical units only have to PASS
+    v = audit_lm_pairs(R.rotating_cache_keeps_rejected, pairs, settings=(), seed=1, stop_token_ids=(), eps=0.25)
     assert v.status == "FAIL", v.headline()
     (greedy,) = [c for c in v.checks if c.name.startswith("greedy equivalence")]
     at = int(greedy.summary.split("first at token ")[1].split(":")[0])
     assert at >= 200, greedy.summary
-    short = audit_lm_pairs(R.rotating_cache_keeps_rejected, pairs, settings=(), seed=1, long_length=0)
+    short = audit_lm_pairs(R.rotating_cache_keeps_rejected, pairs, settings=(), seed=1, long_length=0, eps=0.25)
     assert short.status == "PASS", short.headline()  # 20 tokens per prompt never reach the rotation
 
 

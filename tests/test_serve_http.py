@@ -271,7 +271,7 @@ def test_endpoint_audit_in_the_other_temperature_order_fails(servers):
 
 def test_an_endpoint_audit_cut_by_the_cap_resumes_to_the_uninterrupted_verdict(servers, tmp_path):
     opts = ["--endpoint", servers["spec"], "--model", f"builtin:{VOCAB}", "--rounds", "30", "--length", "2"]
-    opts += ["--temperature", "1", "--eps", "0.5"]
+    opts += ["--temperature", "1", "--eps", "0.5", "--long-length", "0"]  # the checkpoint, not long outputs
     whole = cli(*opts)
     ckpt = tmp_path / "endpoint.ckpt"
     cut = cli(*opts, "--checkpoint", ckpt, "--budget", "1e-9")
