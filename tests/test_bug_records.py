@@ -19,7 +19,7 @@ import pytest
 from user_impls.aliases import CLASS_OF
 
 from specverify.catalogue import BUGS
-from specverify.diagnosis import _audit, _greedy, _lm, _penalty, _stream
+from specverify.diagnosis import _audit, _greedy, _lm, _penalty, _stream, _tree
 from specverify.diagnosis._classes import CLASSES, RECORDS, BugClass, Kind, Scorer, round_models
 
 KINDS = set(typing.get_args(Kind))
@@ -99,6 +99,7 @@ def _named_by_scorers() -> dict[str, set[str]]:
         "greedy": _laws_named_in(_greedy),
         "penalty": set(_penalty._FACTS) | set(_penalty._ORDERS),
         "stream": _laws_named_in(_stream),
+        "tree": _laws_named_in(_tree),
         "lm": set(_lm.LM_FACTS),
         "exact/request": set(_lm.REQUEST_SIGNATURES),
     }

@@ -8,7 +8,8 @@ that check: the boundary check is the signature of an inclusive comparison, a se
 reproducibility failure the signature of state kept across sequences. A failed greedy check on
 raw rows is diagnosed token by token under the greedy classes (:mod:`._greedy`), and units whose
 laws depend on the history (penalties) token by token under the penalty classes (:mod:`._penalty`),
-and black-box generators token by token under the stream classes (:mod:`._stream`).
+black-box generators token by token under the stream classes (:mod:`._stream`), and round steps
+that verify trees from the first token of each round under the tree classes (:mod:`._tree`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ._evidence import round_evidence
 from ._greedy import diagnose_greedy
 from ._penalty import diagnose_penalty, penalty_units
 from ._stream import diagnose_stream, stream_units
+from ._tree import diagnose_tree, is_tree, tree_units
 
 if TYPE_CHECKING:  # the audit's types, for annotations only: the diagnosis sits below the audit
     from ..audit.pipeline.collect import UnitSample
@@ -123,6 +125,8 @@ def _units(record: AuditRecord) -> list[RoundUnit]:
         if s is None or not len(s.gen.tokens) or not hasattr(pair, "target_table"):
             continue
         gen = s.gen
+        if is_tree(gen):  # its recorded 'drafts' are one path of a tree: the tree scorer reads it (_tree)
+            continue
         mismatch: np.ndarray | None = None
         if gen.drafts is None and sampler is not None and adapter.harness == "sequence":
             rng = np.random.default_rng([cfg.seed, u.index, 77])
@@ -191,6 +195,9 @@ def diagnose_audit(record: AuditRecord) -> Diagnosis | None:
     pen = diagnose_penalty(penalty_units(adapter, plan, pairs, samples)) if stat_failed else None
     if pen is not None and (pen.known or d is None):
         return pen
+    tree = diagnose_tree(tree_units(adapter, plan, pairs, samples)) if stat_failed else None
+    if tree is not None and (tree.known or d is None):
+        return tree
     stream = diagnose_stream(stream_units(adapter, plan, pairs, samples)) if stat_failed else None
     if stream is not None and (stream.known or d is None):
         return stream

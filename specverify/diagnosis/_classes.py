@@ -35,12 +35,13 @@ __all__ = ["BugClass", "Kind", "Scorer", "RECORDS", "CLASSES", "bug_class", "rou
 #: what part of an implementation a class gets wrong
 Kind = Literal["rule", "settings", "state", "greedy", "structure"]
 #: who can name a class: the round scorer (``_diagnose``), the token scorers (``_greedy``,
-#: ``_penalty``, ``_stream``) or the signature of an exact check (``_audit``)
+#: ``_penalty``, ``_stream``, ``_tree``) or the signature of an exact check (``_audit``)
 Scorer = Literal[
     "rounds",
     "greedy",
     "penalty",
     "stream",
+    "tree",
     "lm",
     "exact/boundary",
     "exact/reproducibility",
@@ -72,6 +73,7 @@ _PENALTY_ONLY = "a penalised unit has no table of laws: the penalty scorer rebui
 _BOUNDARY_ONLY = "invisible to sampling (P(u = 0) is 2^-53): named by the exact boundary check's signature (_audit)"
 _LM_ONLY = "a request-level class of LM audits: the LM scorer recomputes each token's law from its prefix (_lm)"
 _REQUEST_ONLY = "an exact request-level finding of LM audits: named by its signature (_lm.REQUEST_SIGNATURES)"
+_TREE_ONLY = "a tree round shows no chain of drafts: the tree scorer gives each round's first token its law (_tree)"
 _STREAM_ONLY = "a black-box generator shows no rounds: the stream scorer rebuilds each token's law (_stream)"
 
 
@@ -816,6 +818,34 @@ RECORDS: tuple[BugClass, ...] = (
         named_by=("lm",),
         model=None,
         no_model_because=_LM_ONLY,
+    ),
+    # -- multi-draft rules run as tree round steps (catalogue.tree_steps), named by the tree scorer
+    BugClass(
+        name="spectr_single_draft_residual",
+        mechanism=(
+            "SpecTr's k-sequential selection accepts draft i with min(1, p / (rho q)) in turn, but when none is "
+            "accepted draws from the single-draft residual norm((p - q)+) instead of p - min(q, p / rho) S: the "
+            "chain rule's residual does not account for the k acceptance chances."
+        ),
+        check="the residual after k rejected drafts: p - min(q, p / rho) * sum_{j<k} (1 - beta)^j, normalised",
+        sources=("structural mutant (SpecTr, Sun et al., NeurIPS 2023: the chain rule's residual kept)",),
+        kind="rule",
+        named_by=("tree",),
+        model=None,
+        no_model_because=_TREE_ONLY,
+    ),
+    BugClass(
+        name="spectr_rho_one",
+        mechanism=(
+            "SpecTr's k-sequential selection with rho = 1 for k >= 2 drafts (below rho*): the acceptances alone put "
+            "more than p(y) on likely tokens, and the residual p - min(q, p) S, clipped at 0, cannot undo it."
+        ),
+        check="rho: the rule is exact only for rho in [rho*, k], rho* solving 1 - (1 - beta(rho))^k = rho beta(rho)",
+        sources=("structural mutant (SpecTr, Sun et al., NeurIPS 2023: rho left at the single-draft value 1)",),
+        kind="rule",
+        named_by=("tree",),
+        model=None,
+        no_model_because=_TREE_ONLY,
     ),
 )
 

@@ -46,6 +46,7 @@ class Generation:
     draft_rows: npt.NDArray[np.int64] | None = None  # [R, g] row of each proposed draft's context (context pairs)
     round_id: npt.NDArray[np.int64] | None = None  # [N] round of each token, where a sequence spans several rounds
     prompts: npt.NDArray[np.int64] | None = None  # [S, L] prompt of each sequence, -1 padded (context runs)
+    paths: npt.NDArray[np.int64] | None = None  # [R] leaves of each round's target passes (round steps; > 1: a tree)
 
     @property
     def rounds_of_tokens(self) -> npt.NDArray[np.int64]:
@@ -108,4 +109,5 @@ def concat_generations(parts: list[Generation]) -> Generation:
         draft_rows=cat("draft_rows"),
         round_id=round_ids,
         prompts=prompts,
+        paths=cat("paths"),
     )

@@ -59,6 +59,7 @@ class SequenceView:
     settings: SamplingSettings
     mode: str = "probs"
     asked: list[int] = dataclasses.field(default_factory=list)  # prefix + proposed of the last target() call
+    passes: list[tuple[int, ...]] = dataclasses.field(default_factory=list)  # every target() call of the round
     prompt_len: int = 0  # the current request's prompt: the first prompt_len tokens of every prefix
 
     @property
@@ -88,6 +89,7 @@ class SequenceView:
     def target(self, prefix: Iterable[int], proposed: Iterable[int]) -> npt.NDArray[np.float64]:
         pre, prop = list(prefix), [int(t) for t in proposed]
         self.asked = pre + prop
+        self.passes.append(tuple(self.asked))
         if self._tables is not None:  # one gather of the pass's rows
             full = pre + prop
             rows = self._tables[False][self.pair.rows_along(full, len(pre), len(full) + 1)]
@@ -134,6 +136,7 @@ class _Recorder:
         self.drafts: list[Any] = []
         self.draft_rows: list[Any] = []
         self.round_id: list[Any] = []
+        self.paths: list[int] = []  # per round: leaves of its target passes (> 1: a tree)
         self.prompts: dict[int, list[int]] = {}  # each sequence's prompt (the diagnosis rebuilds prefixes)
         s = view.settings
         # laws that a table cannot hold: penalties (history) and untabled models (whole prefix)
@@ -152,6 +155,7 @@ class _Recorder:
         d = asked[len(base) :][:gamma] if asked[: len(base)] == base else []
         pad = [PAD] * (gamma - len(d))
         self.drafts.append(d + pad)
+        self.paths.append(_leaves(self.view.passes))
         self.draft_rows.append([self.view.pair.row_of(base + d[:j]) for j in range(len(d))] + pad)
 
     def _record(self, seq: list[int], t: int, j: int, seq_id: int) -> None:
@@ -189,6 +193,7 @@ class _Recorder:
             draft_rows=draft_rows,
             round_id=a(self.round_id),
             prompts=self._prompt_array(),
+            paths=a(self.paths) if self.paths else None,
         )
 
     def _prompt_array(self) -> npt.NDArray[np.int64] | None:
@@ -199,6 +204,12 @@ class _Recorder:
         for i, p in self.prompts.items():
             out[i, : len(p)] = p
         return out
+
+
+def _leaves(passes: list[tuple[int, ...]]) -> int:
+    """How many of a round's target passes extend no other: 1 for a chain, the leaves for a tree."""
+    distinct = set(passes)
+    return sum(not any(len(o) > len(p) and o[: len(p)] == p for o in distinct) for p in distinct)
 
 
 def _check_step_output(out: Any, gamma: int, v: int, name: str) -> list[int]:
@@ -251,7 +262,7 @@ def run_round_step(
             extra, kw = settings_arguments(settings_param, RequestSettings.of(view.settings, prompt_len=len(seq)))
             step_rng = np.random.default_rng(rng.integers(2**63))
             while len(seq) < limit:
-                view.asked = []
+                view.asked, view.passes = [], []
                 tick()
                 out = step(list(seq), view.draft, view.target, gamma, step_rng, *extra, **kw)
                 rec.emit(seq, _check_step_output(out, gamma, v, name), i, gamma, limit)

@@ -44,6 +44,10 @@ CHECKS = """checks run by an audit:
                  (samplers that draw them), acceptance given the draft ~ Bernoulli(min(1, p/q)), rejected draft
                  and replacement independent, repeat e-process, accepted ~ min(p, q)/beta, replacements ~
                  (p - q)+/(1 - beta), bonus ~ p
+  block          with --rule block (and for kernels or steps that declare it), per setting in the same Holm
+                 family: kept drafts given the drafts ~ P(tau = i | x) (Pearson on tau x expected-tau bands),
+                 the token after no kept draft ~ (p - q)+, after tau kept ~ (w_tau p - q)+, bonus ~ p,
+                 drafts ~ q (round steps)
   acceptance     observed accepted drafts per round against the full rule's product-form prediction (reported)
   boundary       exact: acceptance uniforms forced to 0 never accept a draft with p(x) = 0 (catalogue samplers)
   greedy         exact: at temperature 0 (and with --greedy) every emitted token is the target's argmax given its

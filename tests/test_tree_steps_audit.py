@@ -1,0 +1,86 @@
+"""Tree rules through the installed ``specverify`` command, as a user's round step (issue 24):
+SpecTr's sequence form and traversal verification on a 2 x 2 tree PASS; SpecTr's two mutants FAIL
+with their class named by the tree scorer (first token of each round, exact law); traversal's wrong
+parent update FAILs on a tree and is honestly not named there (its chain form is, in
+tests/test_block_audit.py). Fixed seeds (the audit's seed 0): deterministic."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from test_entry_points import run_cli
+
+from specverify.algorithms.spectr import SPECTR_VARIANTS, spectr_token_law
+from specverify.diagnosis._tree import spectr_first_token_law
+
+MOD = "specverify.catalogue.tree_steps"
+SMALL = ["--vocab", "16", "--eps", "0.1", "--temperature", "1", "--no-progress"]
+# the single-draft residual differs from SpecTr's most where top-k / top-p / min-p cut the rows
+TRUNCATED = ["--eps", "0.1", "--temperature", "0.9", "--top-k", "12", "--top-p", "0.85", "--min-p", "0.08"]
+
+USER_STEP = """
+from specverify.catalogue.tree_steps import spectr_step
+
+def step(prefix, draft, target, gamma, rng, *, drafts=3):  # an optional extra parameter, left at its default
+    return spectr_step(prefix, draft, target, gamma, rng, k=drafts)
+"""
+
+
+def _verdict(tmp_path, *args, path=()):
+    out = tmp_path / "v.json"
+    r = run_cli("audit", *args, "--json", out, path=path, timeout=600)
+    assert out.exists(), r.stdout[-2000:] + r.stderr[-2000:]
+    return r, json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("name", ["spectr_step", "spectr_rho_k_step", "traversal_tree_step"])
+def test_the_exact_tree_rules_pass(tmp_path, name):
+    r, v = _verdict(tmp_path, "--round", f"{MOD}:{name}", *SMALL)
+    assert r.returncode == 0 and v["status"] == "PASS", r.stdout[-2000:]
+    assert r.stdout.splitlines()[-1].startswith("PASS: no deviation of TV >= ")
+
+
+def test_a_users_tree_step_outside_the_repository_passes(tmp_path):
+    (tmp_path / "usertree.py").write_text(USER_STEP)
+    r, v = _verdict(tmp_path, "--round", "usertree:step", *SMALL, path=[tmp_path])
+    assert r.returncode == 0 and v["status"] == "PASS", r.stdout[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("mutant", "opts"),
+    [("spectr_single_draft_residual", TRUNCATED + ["--no-progress"]), ("spectr_rho_one", SMALL)],
+)
+def test_spectr_mutants_fail_with_their_class_named(tmp_path, mutant, opts):
+    r, v = _verdict(tmp_path, "--round", f"{MOD}:{mutant}_step", *opts)
+    assert r.returncode == 1 and v["status"] == "FAIL", r.stdout[-2000:]
+    assert v["diagnosis"]["verdict"] == mutant, v["diagnosis"]["lead"]
+    assert f"Diagnosis: most likely {mutant}" in r.stdout
+    assert "first token of each" in v["diagnosis"]["method"]
+
+
+def test_traversal_parent_update_fails_on_a_tree_and_is_not_misnamed(tmp_path):
+    r, v = _verdict(tmp_path, "--round", f"{MOD}:traversal_tree_remaining_mass_step", *SMALL)
+    assert r.returncode == 1 and v["status"] == "FAIL", r.stdout[-2000:]
+    assert v["diagnosis"]["verdict"] == "not a known class", v["diagnosis"]["lead"]
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize(
+    ("variant", "residual"),
+    [("spectr", "exact"), ("spectr_single_draft_residual", "single_draft"), ("spectr_rho_one", "rho_one")],
+)
+def test_the_scorers_first_token_law_is_the_rules_exact_law(variant, residual, k):
+    """The closed form the tree scorer uses equals the node law summed over the drafts (Fractions
+    turned float), and the exact rule's is p."""
+    rng = np.random.default_rng(k)
+    p, q = rng.dirichlet(np.ones(5)), rng.dirichlet(np.ones(5) * 0.5)
+    law = spectr_token_law(list(p), list(q), k, SPECTR_VARIANTS[variant])
+    exact = np.array([float(law.get(y, 0.0)) for y in range(5)])
+    closed = spectr_first_token_law(p[None], q[None], k, residual)[0]
+    np.testing.assert_allclose(closed, exact, atol=1e-12)
+    if variant == "spectr":
+        np.testing.assert_allclose(closed, p, atol=1e-12)
+    else:
+        assert np.abs(closed - p).sum() > 1e-3  # the mutant's deviation is real on this pair
