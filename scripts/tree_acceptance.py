@@ -42,7 +42,8 @@ def spectr_kept(P: np.ndarray, Q: np.ndarray, k: int, depth: int, n: int, rng: n
             if not len(idx):
                 continue
             x = np.stack([_draw(Q[d], len(idx), rng) for _ in range(a)], 1)
-            res = verify_spectr_batch(P[d][None], Q[d][None], x, rng.random((len(idx), a)), rng.random(len(idx)), SPECTR)
+            u = rng.random((len(idx), a)), rng.random(len(idx))
+            res = verify_spectr_batch(P[d][None], Q[d][None], x, *u, SPECTR)
             nxt[idx] = (x == res.token[:, None]).sum(1)
         kept += nxt > 0
         alive = nxt

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -100,19 +101,35 @@ def test_greedy_round_step_passes_the_exact_check(mods):
 
 
 def test_workers_and_rounds(mods, tmp_path):
-    """--workers samples in processes; --rounds makes the verdict a function of implementation, seed and options."""
-    r = run_cli("audit", "--kernel", "kernel:verify", "--workers", "2", *SMALL, path=[mods])
-    assert r.returncode == 0, r.stdout + r.stderr
-    outs = []
-    for i in range(2):
-        out = tmp_path / f"v{i}.json"
-        # 6000: the odd-vocabulary unit (about 1.5x the ids) needs more rounds than 3000 to reach eps 0.2
-        r = run_cli("audit", "--kernel", "kernel:verify", "--rounds", "6000", *SMALL, "--json", out, path=[mods])
-        assert r.returncode == 0, r.stdout + r.stderr
-        d = json.loads(out.read_text())
-        d.pop("seconds")
-        outs.append(d)
-    assert outs[0] == outs[1]
+    """--workers samples in processes, and by default in as many as there are cores: the verdict is
+    serial's, to the sample (with and without --rounds, which makes it a function of implementation,
+    seed and options)."""
+    for rounds in ([], ["--rounds", "6000"]):
+        outs = []
+        for i, workers in enumerate((["--workers", "1"], [], ["--workers", "3"])):
+            out = tmp_path / f"v{i}.json"
+            # 6000: the odd-vocabulary unit (about 1.5x the ids) needs more rounds than 3000 to reach eps 0.2
+            args = ("--kernel", "kernel:verify", *rounds, *workers, *SMALL, "--json", out)
+            r = run_cli("audit", *args, path=[mods])
+            assert r.returncode == 0, r.stdout + r.stderr
+            d = json.loads(out.read_text())
+            d.pop("seconds")
+            outs.append(d)
+        assert outs[0] == outs[1] == outs[2], rounds
+
+
+def test_workers_default_to_the_cores_where_forking_is_safe(monkeypatch):
+    from specverify.audit.front.cli import FORK_UNSAFE, default_workers
+
+    for name in FORK_UNSAFE:  # this test process may have loaded them for other tests
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    cores = len(os.sched_getaffinity(0))
+    assert default_workers("round", "tables") == default_workers("catalogue", "tables") == cores
+    for shape in ("cmd", "endpoint", "lm_generator"):
+        assert default_workers(shape, "tables") == 1, shape
+    assert default_workers("round", "transformers") == 1
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))  # an implementation that loaded torch
+    assert default_workers("kernel", "tables") == 1
 
 
 def test_file_path_form_passes(mods):

@@ -211,7 +211,14 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         "fewer, longer ones)",
     )
     a.add_argument(
-        "--workers", type=int, default=1, metavar="N", help="sample in N processes (importable implementations)"
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="sample in N processes (importable implementations; the verdict is the same for any N). Default: the "
+        "cores this process may use, for --round, --kernel, --generator and catalogue targets on Linux; 1 for "
+        "--cmd, --endpoint, --lm-generator, --context transformers and an implementation that loaded "
+        f"{', '.join(FORK_UNSAFE)} (forking them is not safe)",
     )
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--gamma", type=int, default=4, help="draft tokens per round (default 4)")
@@ -457,8 +464,27 @@ def validate(args: argparse.Namespace) -> tuple[Settings, Callable[..., Any] | N
         spec = getattr(args, shape)
         fn = load_callable(spec)
         _check_signature(shape, fn, spec.strip(), args.logits)
-        return settings, fn
-    return settings, None
+    else:
+        fn = None
+    if args.workers is None:
+        args.workers = default_workers(shape, args.context)
+    return settings, fn
+
+
+#: modules that are not safe to fork once loaded (threads, device contexts): their users sample in-process
+FORK_UNSAFE = ("torch", "jax", "tensorflow", "cupy")
+
+
+def default_workers(shape: Shape, context: str) -> int:
+    """The sampling processes an audit uses without --workers (its help says when and why)."""
+    if shape not in ("round", "kernel", "generator", "catalogue") or context != "tables":
+        return 1
+    if sys.platform != "linux" or any(m in sys.modules for m in FORK_UNSAFE):
+        return 1
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity call on this platform
+        return max(1, os.cpu_count() or 1)
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
@@ -480,7 +506,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--rounds {args.rounds} is below 1; pass the rounds (or sequences) per audit unit, or omit it"
         )
-    if args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         raise UsageError(
             f"--workers {args.workers} is below 1; pass the number of sampling processes (1 = in this process)"
         )
@@ -564,9 +590,9 @@ def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
         raise UsageError("--greedy and --logits exclude each other (a greedy step takes raw probabilities); drop one")
     if args.context != "tables" and shape == "lm_generator":
         raise UsageError("--context does not apply to --lm-generator (it is audited on transformers pairs); drop it")
-    if args.workers > 1 and shape in ("cmd", "endpoint"):
+    if (args.workers or 1) > 1 and shape in ("cmd", "endpoint"):
         raise UsageError(f"--workers applies to importable implementations, not --{shape}; drop it")
-    if args.workers > 1 and shape == "lm_generator":
+    if (args.workers or 1) > 1 and shape == "lm_generator":
         raise UsageError("--workers applies to table audits (an LM audit runs its units in turn); drop it")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint FILE; pass the checkpoint file to continue from")
