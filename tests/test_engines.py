@@ -4,7 +4,7 @@ needs neither engine. The models are rebuilt here from their seeds: the recorded
 against the very laws the engines sampled from.
 
 Detection claims use real buggy output: vLLM's recorded speculative samples (the bug of
-docs/findings/vllm-cpu-speculative.md) must FAIL the one-sample test from the recording alone,
+docs/findings/vllm-cpu-expand-kernel/README.md) must FAIL the one-sample test from the recording alone,
 while its non-speculative samples must not.
 """
 

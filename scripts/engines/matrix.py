@@ -57,7 +57,7 @@ BF16_LOGIT_TOL = 0.3  # twice vLLM's measured bfloat16 log-probability gap to fl
 #: prompt (SamplingSettings.temperature_last, penalize_prompt)
 CONVENTIONS = {"vllm": {}, "llama.cpp": {"temperature_last": True, "penalize_prompt": False}}
 TOP_K_ALONE = tuple(
-    (label, "kills vLLM's engine core under speculation (docs/findings/vllm-cpu-speculative.md, finding 2)")
+    (label, "kills vLLM's engine core under speculation (docs/findings/vllm-cpu-topk-no-drafts/README.md)")
     for label in ("top_k=2", "top_k=5")
 )
 

@@ -1,4 +1,4 @@
-"""A fix for the vLLM 0.32.0 CPU bug found by the engine audits (docs/findings/vllm-cpu-speculative.md).
+"""A fix for the vLLM 0.32.0 CPU bug found by the engine audits (docs/findings/vllm-cpu-expand-kernel/README.md).
 
 vLLM's CPU platform replaces the Triton ``expand_kernel`` (per-request temperature, top-k, top-p
 expanded to one value per draft token) with ``vllm.utils.cpu_triton_utils._expand_kernel_impl``,

