@@ -176,3 +176,20 @@ def test_a_checkpoint_of_other_options_is_refused(pairs, tmp_path):
         audit_lm(stops, t, checkpoint=path, resume=True, **{**FAST, "eps": 0.3})
     with pytest.raises(SpecVerifyError, match="needs the checkpoint file"):
         audit_lm(stops, t, checkpoint=str(tmp_path / "none"), resume=True, **FAST)
+
+
+def test_requests_longer_than_the_targets_positions_are_refused_before_sampling():
+    """An engine cuts such a request at its context length (vLLM's max_model_len), which would read
+    as the engine's finding: the audit refuses it up front, naming the bound and the fix."""
+    from specverify.lm.transformers_lm import build_model
+
+    target = build_model("llama", vocab=32, hidden=16, layers=1, heads=2, max_positions=64)
+    calls = []
+
+    def generate(prompt, n, seed, settings):
+        calls.append(n)
+        return [0] * n
+
+    with pytest.raises(SpecVerifyError, match=r"target has 64 \(max_position_embeddings\); pass long_length <= 60"):
+        audit_lm(generate, target, prompts=[[1, 2, 3, 4]], long_length=100)
+    assert not calls

@@ -49,6 +49,9 @@ __all__ = [
 
 TWO_SAMPLE_SEQUENCES = 6400  # per side: eps 0.1 on the buckets at alpha 1e-6, beta 1e-3 (6,164)
 LOOKS = (0.25, 0.5, 1.0)  # one-sample tests at a quarter, half and all of the planned tokens
+#: the long unit's tokens: the engine models have 512 positions and prompts of up to 24 ids, and an
+#: engine cuts a longer request at max_model_len (not a finding); 480 still crosses 16- to 256-token blocks
+LONG_LENGTH = 480
 TWO_SAMPLE_LENGTH = 8
 RECORD_SEQUENCES = 192
 LLAMA_LOGIT_TOL = 0.02  # four times llama.cpp's measured logit gap to float64 (0.0046)
@@ -313,6 +316,7 @@ def _one_sample(cfg, engine, target, prompts, record: dict, *, seed: int, budget
             tie_tol=max(1e-4, 2 * cfg.logit_tol),  # a logit error of d can flip a near-tie within 2 d
             call_timeout=120.0,
             looks=LOOKS,
+            long_length=LONG_LENGTH,
             logit_tol=cfg.logit_tol,
         )
         _label_by_grid(v, settings, full)
@@ -484,6 +488,7 @@ def run_server(
             greedy_check=True,
             call_timeout=120.0,
             looks=LOOKS,
+            long_length=LONG_LENGTH,
         )
         secs = time.monotonic() - t0
         if spec:

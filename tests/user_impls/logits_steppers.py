@@ -244,6 +244,25 @@ def step_logits_bias_ignored(prefix, draft, target, gamma, rng, settings):
     return speculate(prefix, draft, target, gamma, rng, f, f)
 
 
+def step_logits_bias_after_temperature(prefix, draft, target, gamma, rng, settings):
+    """Bug: the logit bias is added after temperature scaling, not to the raw logits first (OpenAI and
+    vLLM add it to the raw logits): the same law at temperature 1, a bias of b / T too small below it.
+    Only a setting with both a bias and a temperature shows it (the parity grid's combined setting)."""
+    s = settings
+
+    def f(logits, h):
+        x = rep_penalty(np.array(logits, dtype=np.float64), h, s.repetition_penalty)
+        x = presence_frequency(x, h[s.prompt_len :], s)
+        if s.temperature == 0:
+            return one_hot_argmax(x)
+        x = x / s.temperature
+        for token, bias in s.logit_bias:  # the bug: after the temperature
+            x[token] += bias
+        return softmax(min_p(top_p(top_k(x, s.top_k), s.top_p), s.min_p))
+
+    return speculate(prefix, draft, target, gamma, rng, f, f)
+
+
 def step_logits_rep_penalty_prefix_only(prefix, draft, target, gamma, rng, settings):
     """Bug: the repetition penalty is computed once over the prefix for every row, ignoring the drafts before
     each row.

@@ -707,9 +707,25 @@ def _vocab(model: torch.nn.Module) -> int:
     return int(model.get_output_embeddings().weight.shape[0])  # type: ignore[operator]
 
 
+def _check_context(cfg: LMAuditConfig, target: torch.nn.Module) -> None:
+    """A request must fit the target's positions: an engine cuts a longer one short (vLLM at
+    max_model_len), which would read as a finding of the engine's."""
+    mc = getattr(target, "config", None)
+    positions = getattr(mc, "max_position_embeddings", None) or getattr(mc, "n_positions", None)
+    prompt = max((len(p) for p in cfg.prompts or ()), default=0)
+    asked = max(cfg.long_length, cfg.length)
+    if isinstance(positions, int) and prompt + asked > positions:
+        raise SpecVerifyError(
+            f"requests of {asked} tokens after prompts of up to {prompt} need {prompt + asked} positions, but the "
+            f"target has {positions} (max_position_embeddings); pass long_length <= {positions - prompt} "
+            "(--long-length; 0: no long unit) or shorter prompts"
+        )
+
+
 def _run(make: Callable[[LMPair], Generate], pairs: Sequence[LMPair], cfg: LMAuditConfig) -> Verdict:
     """plan -> collect -> conclude -> verdict -> diagnosis, over the units of ``pairs``."""
     t0 = time.monotonic()
+    _check_context(cfg, pairs[0].target)
     aud = _auditor(pairs[0].target)
     units = plan_lm(cfg, pairs)
     gens = [make(p) for p in pairs]

@@ -1,0 +1,118 @@
+"""Request-level audits of vLLM's OpenAI server under speculation (issue 23, item 3, in part).
+
+For each method (none, n-gram k = 3, the high-overlap draft model k = 3) this starts vLLM's
+OpenAI-compatible server on the engine models of ``scripts/engines/matrix.py`` and runs the
+installed ``specverify audit --endpoint`` against the float64 target, once per case:
+
+    requests    the default setting with a stop unit (two ids with real mass under the target), a
+                480-token long unit (cache blocks crossed; the models have 512 positions), seeded and
+                unseeded requests, and the returned logprobs checked against the target's processed law
+    penalties   presence 0.5, frequency 0.5 and repetition 1.2 together (generated tokens only for
+                the first two, as OpenAI and vLLM define them)
+
+    .engines/vllm/venv/bin/python scripts/engines/request_level.py --out results/engines/vllm-requests
+
+Writes one verdict JSON per (method, case) and README.md, a row per check. Says in the table
+which vLLM files were patched (the two diffs of docs/findings/, applied to the installed package or
+not), read from the installed sources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+METHODS = (("none", 0), ("ngram", 3), ("draft", 3))
+CASES = {
+    "requests": ["--check-logprobs", "processed"],
+    "penalties": ["--presence-penalty", "0.5", "--frequency-penalty", "0.5", "--repetition-penalty", "1.2"],
+}
+
+
+def stop_ids(target, n: int = 2) -> list[int]:
+    """The ids with the most mean mass after a few seeded prompts (a stop unit needs stops to happen)."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    prompts = torch.randint(2, int(target.config.vocab_size), (16, 8), generator=g)
+    with torch.no_grad():
+        p = torch.softmax(target(prompts).logits[:, -1].double(), -1).mean(0)
+    return [int(i) for i in torch.topk(p, n).indices]
+
+
+def patched() -> dict[str, bool]:
+    """Whether each fix of docs/findings/ is in the installed vLLM (read from its sources)."""
+    import vllm.utils.cpu_triton_utils as tl
+    import vllm.v1.sample.ops.topk_topp_sampler as tk
+
+    return {
+        "expand-kernel fix": "repeat_interleave" in Path(tl.__file__).read_text(),
+        "top-k no-rows guard": "if k.numel() == 0" in Path(tk.__file__).read_text(),
+    }
+
+
+def run(out: Path, work: Path, eps: float, budget: float) -> list[dict]:
+    from specverify.engines import build_engine_models
+    from specverify.engines._models import load_float64
+    from specverify.engines.vllm import serve, speculative_config
+
+    models = build_engine_models(work / "models")
+    stops = ",".join(map(str, stop_ids(load_float64(models.target))))
+    rows = []
+    for method, k in METHODS:
+        key = method if method == "none" else f"{method}-k{k}"
+        spec = speculative_config(method, k, models, overlap="high")
+        with serve(models.target, speculative=spec, log=work / f"server-requests-{key}.log") as url:
+            for case, opts in CASES.items():
+                dest = out / f"{key}-{case}.json"
+                cmd = [sys.executable, "-m", "specverify.cli", "audit", "--endpoint", url, "--json", str(dest),
+                       "--model", str(models.target), "--stop-token-ids", stops, "--eps", str(eps),
+                       "--budget", str(budget), "--long-length", "480", "--no-progress", *opts]  # fmt: skip
+                t0 = time.monotonic()
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                secs = time.monotonic() - t0
+                print(f"{key} {case}: exit {r.returncode} in {secs:.0f} s", flush=True)
+                (out / f"{key}-{case}.txt").write_text(r.stdout + r.stderr)
+                if dest.exists():
+                    v = json.loads(dest.read_text())
+                    rows += [dict(method=key, case=case, seconds=round(secs), **_row(c)) for c in v["checks"]]
+    return rows
+
+
+def _row(c: dict) -> dict:
+    return {"check": c["name"], "status": c["status"], "summary": c.get("summary", "")[:160]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("results/engines/vllm-requests"))
+    ap.add_argument("--work", type=Path, default=Path(".engines/work"))
+    ap.add_argument("--eps", type=float, default=0.1)
+    ap.add_argument("--budget", type=float, default=900.0)
+    a = ap.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    fixes = patched()
+    rows = run(a.out, a.work, a.eps, a.budget)
+    lines = [
+        "# vLLM's OpenAI server at the request level (scripts/engines/request_level.py)",
+        "",
+        "Installed vLLM: " + ", ".join(f"{k}: {'applied' if v else 'not applied'}" for k, v in fixes.items()) + ".",
+        f"Audits at eps {a.eps}, budget {a.budget:.0f} s each, against the float64 target.",
+        "",
+        "| method | case | check | status | summary | s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        summary = r["summary"].replace("|", "/")
+        lines.append(f"| {r['method']} | {r['case']} | {r['check']} | **{r['status']}** | {summary} | {r['seconds']} |")
+    (a.out / "README.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
