@@ -107,6 +107,17 @@ def test_bad_request_is_400_with_json_error(servers, body, param, message):
     assert err["type"] == "invalid_request_error" and err["param"] == param and err["code"] == 400
 
 
+def test_a_request_for_another_model_is_404_and_clients_use_the_listed_name(servers):
+    """vLLM answers a request naming another model with 404: serve does too, and specverify's HTTP
+    client asks /v1/models for the name rather than sending a placeholder."""
+    from specverify import SamplingSettings
+    from specverify.audit.sources.http_adapter import http_generator
+
+    code, reply = post(servers["spec"], {"prompt": [1], "max_tokens": 2, "model": "default"})
+    assert code == 404 and "GET /v1/models lists 'specverify-local'" in reply["error"]["message"], reply
+    assert len(http_generator(servers["spec"])([1, 2], 3, 0, SamplingSettings())) == 3
+
+
 def test_good_request_after_bad_ones(servers):
     for url in (servers["spec"], servers["plain"]):
         code, reply = post(

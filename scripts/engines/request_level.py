@@ -1,12 +1,13 @@
 """Request-level audits of vLLM's OpenAI server under speculation (issue 23, item 3, in part).
 
-For each method (none, n-gram k = 3, the high-overlap draft model k = 3) this starts vLLM's
+For each method (n-gram k = 3, the high-overlap draft model k = 3) this starts vLLM's
 OpenAI-compatible server on the engine models of ``scripts/engines/matrix.py`` and runs the
 installed ``specverify audit --endpoint`` against the float64 target, once per case:
 
     requests    the default setting with a stop unit (two ids with real mass under the target), a
                 480-token long unit (cache blocks crossed; the models have 512 positions), seeded and
-                unseeded requests, and the returned logprobs checked against the target's processed law
+                unseeded requests, and the returned logprobs checked against the target's raw law (vLLM's
+                default logprobs_mode; processed ones would need --logprobs-mode processed_logprobs)
     penalties   presence 0.5, frequency 0.5 and repetition 1.2 together (generated tokens only for
                 the first two, as OpenAI and vLLM define them)
 
@@ -26,9 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-METHODS = (("none", 0), ("ngram", 3), ("draft", 3))
+METHODS = (("ngram", 3), ("draft", 3))
 CASES = {
-    "requests": ["--check-logprobs", "processed"],
+    "requests": ["--check-logprobs", "raw"],  # vLLM's default logprobs_mode is raw_logprobs
     "penalties": ["--presence-penalty", "0.5", "--frequency-penalty", "0.5", "--repetition-penalty", "1.2"],
 }
 

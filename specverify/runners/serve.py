@@ -203,6 +203,10 @@ def make_server(
                 prompt, n, s, seed, want_lp = parse_request(req, vocab_size=vocab_size, max_positions=max_positions)
             except BadRequest as exc:
                 return self._error(400, str(exc), exc.param)
+            asked = req.get("model") if isinstance(req, dict) else None
+            if asked is not None and asked != model_name:  # as vLLM answers: a client must use the listed name
+                return self._error(404, f"the model `{asked}` does not exist; GET /v1/models lists {model_name!r}",
+                                   "model", kind="not_found")  # fmt: skip
             gen = torch.Generator().manual_seed(seed)
             try:
                 with lock:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -178,10 +179,32 @@ def _groups(prompts: Sequence[Sequence[int]], seeds: Sequence[int | None], per_r
     return out
 
 
+class _ServedModel:
+    """The model name of an endpoint's requests, asked of ``/v1/models`` once, on first use."""
+
+    def __init__(self, base_url: str, given: str | None, timeout: float) -> None:
+        self.base_url, self.timeout, self._name = base_url, timeout, given
+        self._lock = threading.Lock()
+
+    def name(self) -> str:
+        with self._lock:
+            if self._name is None:
+                self._name = _listed_model(self.base_url, self.timeout) or "default"
+            return self._name
+
+
+def _listed_model(base_url: str, timeout: float) -> str | None:
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/v1/models", timeout=min(timeout, 10)) as r:
+            return str(json.loads(r.read())["data"][0]["id"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError):  # URLError and HTTPError are OSErrors
+        return None
+
+
 def http_generator(
     base_url: str,
     *,
-    model: str = "default",
+    model: str | None = None,
     timeout: float = 30.0,
     retries: int = 2,
     backoff: float = 0.5,
@@ -204,14 +227,17 @@ def http_generator(
     (settings whose law depends on the order and that the server cannot follow are unsupported).
     ``check_logprobs`` ('processed' or 'raw', vLLM's ``logprobs_mode``) returns the token_logprobs beside
     the ids for the audit to check; ``batch_invariant=True`` declares a seeded request's tokens independent
-    of its batch (the seed check compares it alone and among concurrent requests)."""
+    of its batch (the seed check compares it alone and among concurrent requests). ``model``: the name
+    requests carry; by default the first one ``GET /v1/models`` lists (vLLM answers any other with
+    HTTP 404), or "default" where the server lists none."""
     url = base_url.rstrip("/") + "/v1/completions"
+    served = _ServedModel(base_url, model, timeout)
 
     def one(
         prompt: Sequence[int], n_new: int, seed: int | None, settings: SamplingSettings, n: int = 1
     ) -> list[list[int]]:
         settings.require_conventions(who=url, temperature_last=temperature_last)
-        body = _payload(model, prompt, n_new, seed if seeded else None, settings, n)
+        body = _payload(served.name(), prompt, n_new, seed if seeded else None, settings, n)
         raw = _post_with_retries(url, body, timeout=timeout, retries=retries, backoff=backoff)
         if on_response is not None:
             on_response(body, raw)
