@@ -227,11 +227,9 @@ def http_generator(
     (settings whose law depends on the order and that the server cannot follow are unsupported).
     ``check_logprobs`` ('processed' or 'raw', vLLM's ``logprobs_mode``) returns the token_logprobs beside
     the ids for the audit to check; ``batch_invariant=True`` declares a seeded request's tokens independent
-    of its batch (the seed check compares it alone and among concurrent requests). ``model``: the name
-    requests carry; by default the first one ``GET /v1/models`` lists (vLLM answers any other with
-    HTTP 404), or "default" where the server lists none."""
-    url = base_url.rstrip("/") + "/v1/completions"
-    served = _ServedModel(base_url, model, timeout)
+    of its batch (the seed check compares it alone and among concurrent requests). ``model``: by default
+    the first name ``GET /v1/models`` lists (vLLM answers any other with HTTP 404)."""
+    url, served = base_url.rstrip("/") + "/v1/completions", _ServedModel(base_url, model, timeout)
 
     def one(
         prompt: Sequence[int], n_new: int, seed: int | None, settings: SamplingSettings, n: int = 1
@@ -256,8 +254,7 @@ def http_generator(
 
     gen = cast(HttpGenerate, generate)  # a function with attributes: .batch, .batch_size, what it declares
     declared: dict[str, object] = {"batch_invariant": batch_invariant, "sends_seed": seeded}  # how a repeat is worded
-    if check_logprobs:
-        declared["logprobs_mode"] = check_logprobs
+    declared.update({"logprobs_mode": check_logprobs} if check_logprobs else {})
     for k, v in declared.items():
         setattr(gen, k, v)
     gen.batch = batch

@@ -713,7 +713,7 @@ def _check_context(cfg: LMAuditConfig, target: torch.nn.Module) -> None:
     mc = getattr(target, "config", None)
     positions = getattr(mc, "max_position_embeddings", None) or getattr(mc, "n_positions", None)
     prompt = max((len(p) for p in cfg.prompts or ()), default=0)
-    asked = max(cfg.long_length, cfg.length)
+    asked = max(cfg.long_length, cfg.length or 0)
     if isinstance(positions, int) and prompt + asked > positions:
         raise SpecVerifyError(
             f"requests of {asked} tokens after prompts of up to {prompt} need {prompt + asked} positions, but the "
