@@ -113,6 +113,11 @@ def logprob_problem(out: RequestOutput, law: np.ndarray, *, tol: float, mode: Lo
     return (
         f"{len(bad)} of {len(checks)} logprobs differ from the target's {mode} law of the true prefix by more than "
         f"logprob_tol={tol:g} nats; first at token {j} (id {t}): reported {lp:.4f}, the target gives {ref:.4f}"
+        + (
+            " (a server that reports raw logprobs, as vLLM does by default, is checked with --check-logprobs raw)"
+            if mode == "processed"
+            else ""
+        )
     )
 
 
