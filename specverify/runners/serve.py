@@ -76,7 +76,8 @@ def _settings(req: dict[str, Any]) -> SamplingSettings:
         kw["top_k"] = 0
     stops, bias = req.get("stop_token_ids") or (), req.get("logit_bias") or ()
     try:
-        return SamplingSettings(**kw, stop_token_ids=stops, logit_bias=bias)  # type: ignore[arg-type]  # each value has its field's type
+        # each value has its field's type
+        return SamplingSettings(**kw, stop_token_ids=stops, logit_bias=bias)  # type: ignore[arg-type]
     except InvalidSettingsError as exc:
         raise BadRequest(str(exc), str(exc).split(" ", 1)[0]) from exc
 
@@ -219,7 +220,8 @@ def make_server(
                         rows = lm.sequence_probs(prompt, r.tokens, s)
                         lp = [float(torch.log(torch.tensor(rows[i, t]))) for i, t in enumerate(r.tokens)]
                         top = [{f"token_id:{int(row.argmax())}": float(np.log(row.max()))} for row in rows]
-            except Exception as exc:  # noqa: BLE001 - a failed generation is a 500 with its reason, never a dropped connection
+            # a failed generation is a 500 with its reason, never a dropped connection
+            except Exception as exc:  # noqa: BLE001
                 return self._error(500, f"generation failed: {type(exc).__name__}: {exc}", kind="server_error")
             self._send(
                 200,
