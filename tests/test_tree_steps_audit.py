@@ -1,8 +1,10 @@
 """Tree rules through the installed ``specverify`` command, as a user's round step (issue 24):
-SpecTr's sequence form and traversal verification on a 2 x 2 tree PASS; SpecTr's two mutants FAIL
-with their class named by the tree scorer (first token of each round, exact law); traversal's wrong
-parent update FAILs on a tree and is honestly not named there (its chain form is, in
-tests/test_block_audit.py). Fixed seeds (the audit's seed 0): deterministic."""
+SpecTr's sequence form and traversal verification on a 2 x 2 tree PASS with no diagnosis; SpecTr's
+two mutants FAIL with their class named by the tree scorer (first token of each round, exact law);
+traversal's wrong parent update FAILs on a tree with its class named there too (the law of the
+first token summed over the root's children, the leaves drawn: specverify.diagnosis._traversal;
+its chain form is named by the round scorer, in tests/test_block_audit.py). Fixed seeds (the
+audit's seed 0, the leaves' fixed seed): deterministic."""
 
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ def test_the_exact_tree_rules_pass(tmp_path, name):
     r, v = _verdict(tmp_path, "--round", f"{MOD}:{name}", *SMALL)
     assert r.returncode == 0 and v["status"] == "PASS", r.stdout[-2000:]
     assert r.stdout.splitlines()[-1].startswith("PASS: no deviation of TV >= ")
+    assert v["diagnosis"] is None and "Diagnosis" not in r.stdout
 
 
 def test_a_users_tree_step_outside_the_repository_passes(tmp_path):
@@ -60,10 +63,17 @@ def test_spectr_mutants_fail_with_their_class_named(tmp_path, mutant, opts):
     assert "first token of each" in v["diagnosis"]["method"]
 
 
-def test_traversal_parent_update_fails_on_a_tree_and_is_not_misnamed(tmp_path):
+def test_traversal_parent_update_fails_on_a_tree_with_its_class_named(tmp_path):
     r, v = _verdict(tmp_path, "--round", f"{MOD}:traversal_tree_remaining_mass_step", *SMALL)
     assert r.returncode == 1 and v["status"] == "FAIL", r.stdout[-2000:]
-    assert v["diagnosis"]["verdict"] == "not a known class", v["diagnosis"]["lead"]
+    d = v["diagnosis"]
+    assert d["verdict"] == "traversal_remaining_mass_weight", d["lead"]
+    assert d["lead"].startswith("Diagnosis: most likely traversal_remaining_mass_weight (likelihood ratio e^")
+    assert "Check the parent update after a rejected child: w <- r / (1 - w + r)" in d["lead"]
+    assert "Diagnosis: most likely traversal_remaining_mass_weight" in r.stdout
+    assert d["candidates"][0]["log_likelihood_ratio_vs_target"] > 100  # e^1176 at seed 0
+    assert "min(1, r / (1 - Q(x)))" in d["facts"][-1] and "2 x 2 tree" in d["facts"][-1]
+    assert "summed over the root's children" in d["method"]
 
 
 @pytest.mark.parametrize("k", [2, 3])

@@ -37,7 +37,9 @@ On a chain (parents = -1, 0, 1, ...) the updates are block verification's thresh
 same uniforms the two emit the same tokens. Forms: :func:`verify_traversal` (scalar),
 :func:`verify_traversal_batch` (numpy, vectorised over rounds that share the tree's shape),
 :func:`traversal_kernel_law` (exact law of one call for fixed drafts), :func:`traversal_round_law`
-and :func:`traversal_first_tokens_law` (tokens drawn from a prefix-dependent draft model).
+and :func:`traversal_first_tokens_law` (tokens drawn from a prefix-dependent draft model), and
+:func:`traversal_first_token_law_batch` (numpy: the law of a round's first token given each of B
+fixed trees; its mean over trees drawn from the draft is the first token's law).
 
 ``REMAINING_MASS`` is a negative control: the parent's new weight taken as min(1, r / (1 - Q(x_n))),
 the residual's mass over the draft mass left, instead of r / (1 - w + r). It is not lossless.
@@ -73,6 +75,7 @@ __all__ = [
     "tree_draws",
     "traversal_round_law",
     "traversal_first_tokens_law",
+    "traversal_first_token_law_batch",
 ]
 
 Weight = Any
@@ -527,3 +530,47 @@ def verify_traversal_batch(
     k = depth[node + 1]
     tokens[np.arange(b), k] = final
     return TraversalResult(tokens, k, node)
+
+
+def traversal_first_token_law_batch(
+    draft_tokens: ArrayLike,
+    parents: Sequence[int],
+    q: ArrayLike,
+    p: ArrayLike,
+    *,
+    without_replacement: bool = True,
+    variant: TraversalVariant = TRAVERSAL,
+) -> np.ndarray:
+    """[B, V] exact law of the first token a round emits given each of B fixed trees of one shape.
+
+    Inputs as :func:`verify_traversal_batch` (draft_tokens [B, N]; q, p [B, N + 1, V]); the rows of
+    leaf slots are never read. The first token is the root child on the accepted node's path, or
+    the token drawn from the root's last row when every child of the root is rejected; as in
+    :func:`traversal_kernel_law`, the k-th test accepts with probability prod_{j < k} (1 - w_j) w_k.
+    Averaged over trees drawn from the draft (children without replacement, as
+    :func:`tree_draws`), the exact rule's law is the target row p_rows[0] (module docstring); so
+    the mean over M drawn trees is an unbiased estimate of a variant's first-token law. Trees must
+    be drawable (a sibling's token has q > 0 and siblings differ); work O(B N V).
+    """
+    _check_parents(parents)
+    x = np.asarray(draft_tokens, dtype=np.int64)
+    p, q = _floats(p), _floats(q)
+    b, n_nodes = x.shape
+    if p.shape[:2] != (b, n_nodes + 1) or q.shape != p.shape:
+        raise ShapeError(f"p and q must be [B, N + 1, V] = [{b}, {n_nodes + 1}, V]; got {p.shape} and {q.shape}")
+    st = _BatchState(p, q, b)
+    head = [_path(parents, n)[0] for n in range(n_nodes)]  # the root child on each node's path
+    law = np.zeros((b, p.shape[2]))
+    reach = np.ones(b)
+    rows = np.arange(b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for is_test, n in tree_events(parents):
+            if not is_test:
+                st.enter(n, parents[n], x[:, n])
+                continue
+            w = st.w[:, n + 1]
+            law[rows, x[:, head[n]]] += reach * w
+            reach = reach * (1.0 - w)
+            st.reject(parents[n], x[:, n], rows, without_replacement, variant)
+        law += reach[:, None] * (st.p[:, 0] / st.pm[:, 0, None])
+    return law

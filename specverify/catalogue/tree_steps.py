@@ -20,7 +20,9 @@ len(path) + 1 rows along ``path``, one pass per root-to-leaf path. The steps:
   at 0 and renormalised). The diagnosis names them from the first token of each round
   (:mod:`specverify.diagnosis._tree`).
 * Traversal verification (arXiv 2505.12398) on a full tree of shape ``branching`` (default 2 x 2),
-  children drawn without replacement; mutant: the parent update min(1, r / (1 - Q(x))).
+  children drawn without replacement; mutant: the parent update min(1, r / (1 - Q(x))). On the
+  default tree the diagnosis names it (``traversal_remaining_mass_weight``) from the first token of
+  each round (:mod:`specverify.diagnosis._traversal`).
 """
 
 from __future__ import annotations

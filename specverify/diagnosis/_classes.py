@@ -75,6 +75,9 @@ _LM_ONLY = "a request-level class of LM audits: the LM scorer recomputes each to
 _REQUEST_ONLY = "an exact request-level finding of LM audits: named by its signature (_lm.REQUEST_SIGNATURES)"
 _TREE_ONLY = "a tree round shows no chain of drafts: the tree scorer gives each round's first token its law (_tree)"
 _STREAM_ONLY = "a black-box generator shows no rounds: the stream scorer rebuilds each token's law (_stream)"
+#: block-rule mutants the tree scorer also names: traversal's wrong parent update, on a chain by its
+#: round model and on the catalogue step's 2 x 2 tree from the first token of each round (_tree)
+_ALSO_ON_TREES = frozenset({"traversal_remaining_mass_weight"})
 
 
 #: request-level classes (name, mechanism, what to check, sources): tokens a request must not return
@@ -483,7 +486,7 @@ RECORDS: tuple[BugClass, ...] = (
             check=m.check,
             sources=(m.source,),
             kind="rule",
-            named_by=_ROUNDS,
+            named_by=_ROUNDS + (("tree",) if m.name in _ALSO_ON_TREES else ()),
             model=_block(m.name, m.variant),
         )  # fmt: skip
         for m in blk.MUTANTS
