@@ -1,6 +1,7 @@
 """The --logits parity grid's last setting combines every knob the grid audits alone, so that bugs of
 order between knobs (which no single-knob setting can show) are in scope (issue 21): the logit bias
-added after temperature instead of to the raw logits first FAILs there and only there."""
+added after temperature instead of to the raw logits first FAILs there and only there, and its
+diagnosis names it."""
 
 from __future__ import annotations
 
@@ -35,3 +36,6 @@ def test_a_logit_bias_added_after_temperature_fails_in_the_combined_setting_only
     failed = [c["name"] for c in v["checks"] if c["status"] == "FAIL"]
     assert failed and all(n.startswith(f"settings[{len(PARITY_GRID) - 1}] ") for n in failed), failed
     assert "logit_bias=((0, 3.0), (1, -3.0))" in failed[0]
+    # the combined setting has penalties: its tokens are scored one by one (diagnosis._penalty)
+    assert v["diagnosis"]["verdict"] == "logit_bias_after_temperature", v["diagnosis"]["lead"]
+    assert "Diagnosis: most likely logit_bias_after_temperature (likelihood ratio e^" in r.stdout

@@ -2,7 +2,9 @@
 is told where the prompt ends (``settings.prompt_len``: its settings are a RequestSettings), and
 the laws the auditor computes count presence and frequency over the generated tokens only, the
 repetition penalty over the prompt too (OpenAI / vLLM semantics). Each buggy step is modelled on a
-report (tests/user_impls/penalty_steppers.py); fixed seeds, so each verdict is deterministic."""
+report (tests/user_impls/penalty_steppers.py); fixed seeds, so each verdict is deterministic. Each
+buggy step's FAIL is diagnosed token by token (specverify.diagnosis._penalty): the lead names its
+class, whose law is exact for the step."""
 
 from __future__ import annotations
 
@@ -24,25 +26,30 @@ PENALTIES = (SamplingSettings(presence_penalty=1.5, frequency_penalty=1.0),)
 OPTIONS = dict(settings=PENALTIES, eps=0.1, diagnose=False)
 
 CORRECT = ["step_penalties_correct", "step_penalties_target_only", "step_incremental_correct"]
-BUGGY = [
-    "step_frequency_ignored",  # vllm#18902, TensorRT-LLM#17701
-    "step_penalties_count_the_prompt",
-    "step_penalty_fed_last_token_only",  # sglang#33643
-    "step_history_keeps_rejected_drafts",  # vmlx-swift#357
-]
+#: each buggy step and the class its diagnosis names
+BUGGY = {
+    "step_frequency_ignored": "frequency_penalty_ignored",  # vllm#18902, TensorRT-LLM#17701
+    "step_penalties_count_the_prompt": "penalties_count_the_prompt",  # vmlx-swift#295
+    "step_penalty_fed_last_token_only": "penalty_fed_last_token_only",  # sglang#33643
+    "step_history_keeps_rejected_drafts": "penalty_history_keeps_rejected_drafts",  # vmlx-swift#357
+}
 
 
 @pytest.mark.parametrize("name", CORRECT)
 def test_a_correct_penalised_step_passes(name):
-    v = audit(RoundAdapter(getattr(P, name), logits=True, name=name), **OPTIONS)
+    v = audit(RoundAdapter(getattr(P, name), logits=True, name=name), **{**OPTIONS, "diagnose": True})
     assert v.status == "PASS", v.headline()
+    assert v.diagnosis is None and v.diagnosis_lead() == []
 
 
-@pytest.mark.parametrize("name", BUGGY)
-def test_a_step_that_counts_the_wrong_tokens_fails(name):
-    v = audit(RoundAdapter(getattr(P, name), logits=True, name=name), **OPTIONS)
+@pytest.mark.parametrize("name", sorted(BUGGY))
+def test_a_step_that_counts_the_wrong_tokens_fails_and_is_named(name):
+    v = audit(RoundAdapter(getattr(P, name), logits=True, name=name), **{**OPTIONS, "diagnose": True})
     assert v.status == "FAIL", v.headline()
     assert "presence_penalty=1.5,frequency_penalty=1.0" in v.headline()
+    lead = v.diagnosis_lead()[0]
+    assert v.diagnosis["verdict"] == BUGGY[name], lead
+    assert lead.startswith(f"Diagnosis: most likely {BUGGY[name]} (likelihood ratio e^"), lead
 
 
 def test_generators_are_judged_by_generated_tokens_only():

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ..dists import probs_from_logits
 from ._models import (
     EPS,
     NAN_KEEP,
@@ -45,16 +46,42 @@ def _catalogue_tables(pair: Any, settings: SamplingSettings | None, base: Tables
     return Tables(P, Pb, Qs, sampler.draft_rows_reported(pair, rows, settings, Qs))
 
 
-class CatalogueTables(RoundModel):
-    """A settings/dtype bug of the catalogue: the full rule on the rows its hooks compute."""
+class _BiasedPair:
+    """A pair's logits with the request's logit bias already added (its tables: the settings' laws
+    of those logits), for hooks that rebuild their settings from scratch and so drop the bias."""
 
-    def __init__(self, sampler_cls: type[ChainSampler]) -> None:
+    def __init__(self, pair: Any, bias: np.ndarray) -> None:
+        self.target_logits = np.asarray(pair.target_logits, dtype=np.float64) + bias
+        self.draft_logits = np.asarray(pair.draft_logits, dtype=np.float64) + bias
+
+    def target_table(self, settings: SamplingSettings | None = None) -> np.ndarray:
+        return probs_from_logits(self.target_logits, settings)
+
+    def draft_table(self, settings: SamplingSettings | None = None) -> np.ndarray:
+        return probs_from_logits(self.draft_logits, settings)
+
+
+class CatalogueTables(RoundModel):
+    """A settings/dtype bug of the catalogue: the full rule on the rows its hooks compute.
+
+    ``keeps_bias``: the class's mechanism does not concern the logit bias, but its sampler's hooks
+    rebuild their settings from scratch (written before requests had a bias), so they would drop it
+    too; the hooks then run on the logits with the bias added (OpenAI / vLLM: the bias goes to the
+    raw logits first), else a unit with a bias would see a second bug the class does not have."""
+
+    def __init__(self, sampler_cls: type[ChainSampler], *, keeps_bias: bool = False) -> None:
         self.sampler = sampler_cls()
         self.name = sampler_cls.name
+        self.keeps_bias = keeps_bias
 
     def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
         if not hasattr(pair, "target_logits"):
             return base
+        bias = settings.bias_vector(base.P.shape[1]) if self.keeps_bias and settings is not None else None
+        if bias is not None:
+            return _catalogue_tables(
+                _BiasedPair(pair, bias), settings_without(settings, "logit_bias"), base, self.sampler
+            )
         return _catalogue_tables(pair, settings, base, self.sampler)
 
 
@@ -72,6 +99,22 @@ class TargetKnobMissing(RoundModel):
         return Tables(P, P, base.Qs, base.Qr)
 
 
+class KnobIgnored(RoundModel):
+    """One knob of the request is dropped on the speculative path, for draft and target alike: the
+    full rule on the rows of the settings without it (drafts drawn from that draft law, the output
+    follows that target law)."""
+
+    def __init__(self, knob: str, name: str) -> None:
+        self.knob, self.name = knob, name
+
+    def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
+        if settings is None or getattr(settings, self.knob) == getattr(settings_without(None, self.knob), self.knob):
+            return base
+        alt = settings_without(settings, self.knob)
+        P, Q = pair.target_table(alt), pair.draft_table(alt)
+        return Tables(P, P, Q, Q)
+
+
 class TargetOrder(RoundModel):
     """The target applies the sampling steps in another order (the draft in the right one)."""
 
@@ -81,7 +124,8 @@ class TargetOrder(RoundModel):
     def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
         if not hasattr(pair, "target_logits"):
             return base
-        P = pipeline(pair.target_logits, settings, self.order)
+        bias = settings.bias_vector(base.P.shape[1]) if settings is not None else None
+        P = pipeline(pair.target_logits if bias is None else pair.target_logits + bias, settings, self.order)
         return Tables(P, P, base.Qs, base.Qr)
 
 

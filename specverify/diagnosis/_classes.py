@@ -70,6 +70,10 @@ class BugClass:
 _ROUNDS: tuple[Scorer, ...] = ("rounds",)
 _GREEDY_ONLY = "a greedy run is deterministic: the greedy scorer gives each token's law (_greedy.greedy_laws)"
 _PENALTY_ONLY = "a penalised unit has no table of laws: the penalty scorer rebuilds each token's (_penalty)"
+_LM_PENALTY = (
+    "a request-level class: the LM scorer recomputes each token's law from its prefix (_lm), and the penalty scorer "
+    "rebuilds it on round steps' penalised units (_penalty)"
+)
 _BOUNDARY_ONLY = "invisible to sampling (P(u = 0) is 2^-53): named by the exact boundary check's signature (_audit)"
 _LM_ONLY = "a request-level class of LM audits: the LM scorer recomputes each token's law from its prefix (_lm)"
 _REQUEST_ONLY = "an exact request-level finding of LM audits: named by its signature (_lm.REQUEST_SIGNATURES)"
@@ -147,9 +151,10 @@ def _catalogue(
     )
 
 
-def _tables(sampler: type[ChainSampler]) -> ModelFactory:
-    """The model of a settings/dtype catalogue class: the full rule on the rows its hooks compute."""
-    return lambda: law.CatalogueTables(sampler)
+def _tables(sampler: type[ChainSampler], *, keeps_bias: bool = False) -> ModelFactory:
+    """The model of a settings/dtype catalogue class: the full rule on the rows its hooks compute
+    (``keeps_bias``: on the logits with the request's bias added; :class:`law.CatalogueTables`)."""
+    return lambda: law.CatalogueTables(sampler, keeps_bias=keeps_bias)
 
 
 def _knob_missing(knob: str) -> ModelFactory:
@@ -170,6 +175,10 @@ def _block(name: str, variant: BlockVariant) -> ModelFactory:
 
 def _order(name: str, steps: tuple[str, ...]) -> ModelFactory:
     return lambda: law.TargetOrder(name, steps)
+
+
+def _ignored(knob: str, name: str) -> ModelFactory:
+    return lambda: law.KnobIgnored(knob, name)
 
 
 def _state(
@@ -202,7 +211,7 @@ RECORDS: tuple[BugClass, ...] = (
         cat.TopKTopPOrder,
         check="the order of top-k and top-p in the speculative path (draft and target)",
         kind="settings",
-        model=_tables(cat.TopKTopPOrder),
+        model=_tables(cat.TopKTopPOrder, keeps_bias=True),
     ),
     _catalogue(
         cat.Bf16Draft,
@@ -214,7 +223,7 @@ RECORDS: tuple[BugClass, ...] = (
         cat.TemperatureTwice,
         check="temperature: applied twice to the rows (sampler and verifier)",
         kind="settings",
-        model=_tables(cat.TemperatureTwice),
+        model=_tables(cat.TemperatureTwice, keeps_bias=True),
         named_by=("rounds", "lm"),
     ),
     _catalogue(
@@ -618,6 +627,48 @@ RECORDS: tuple[BugClass, ...] = (
         no_model_because=_PENALTY_ONLY,
     ),
     BugClass(
+        name="penalties_count_the_prompt",
+        mechanism=(
+            "Presence and frequency penalties count the prompt's tokens too (the repetition penalty's convention), "
+            "so tokens the model never chose are penalised; OpenAI and vLLM count the generated tokens only."
+        ),
+        check="the counts presence and frequency penalties read: the request's generated tokens, not its prompt",
+        sources=(
+            "osaurus-ai/vmlx-swift#295 (presence and frequency penalty contexts seeded with the prompt)",
+            "NVIDIA/TensorRT-LLM#5623 (ignore the context for presence and frequency penalties, as vLLM does)",
+        ),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
+        name="penalty_fed_last_token_only",
+        mechanism=(
+            "The penalizer is fed only the last token of each verification step, so the accepted drafts of a "
+            "round never enter the request's counts (a frequency penalty acts as about penalty / accepted length)."
+        ),
+        check="what the penalizer records after each round: every token the round committed, not its last one",
+        sources=("sgl-project/sglang#33643 (the penalizer cumulates only the last token of a verify step)",),
+        kind="state",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
+        name="penalty_history_keeps_rejected_drafts",
+        mechanism=(
+            "The penalty's history records every draft a round proposed, the rejected one and those after it "
+            "too, so later rows are penalised for tokens that were never emitted."
+        ),
+        check="what the penalty state records after a round: the emitted tokens only (roll back the rejected drafts)",
+        sources=("osaurus-ai/vmlx-swift#357 (the draft loop records every proposed token into the real processor)",),
+        kind="state",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
         name="greedy_residual_argmax",
         mechanism="On a greedy mismatch the emitted token is argmax max(0, p - q) instead of argmax p.",
         check="the greedy rejection branch: emit argmax p",
@@ -792,9 +843,9 @@ RECORDS: tuple[BugClass, ...] = (
         check="the presence penalty under speculation: every verified row needs it, over the generated tokens",
         sources=("sgl-project/sglang#22049 (penalties not applied under speculative decoding)",),
         kind="settings",
-        named_by=("lm",),
+        named_by=("lm", "penalty"),
         model=None,
-        no_model_because=_LM_ONLY,
+        no_model_because=_LM_PENALTY,
     ),
     BugClass(
         name="logit_bias_ignored",
@@ -805,9 +856,25 @@ RECORDS: tuple[BugClass, ...] = (
         check="the logit bias under speculation: added to the raw logits of every verified row (and the draft's)",
         sources=("sgl-project/sglang#10617 (min_p and logit_bias not applied with EAGLE)",),
         kind="settings",
-        named_by=("lm",),
+        named_by=("rounds", "lm", "penalty"),
+        model=_ignored("logit_bias", "logit_bias_ignored"),
+    ),
+    BugClass(
+        name="logit_bias_after_temperature",
+        mechanism=(
+            "The logit bias is added after temperature scaling instead of to the raw logits first (OpenAI's and "
+            "vLLM's order): at temperature T a bias b acts as b * T, so the same law at temperature 1 and a "
+            "weaker (T < 1) or stronger (T > 1) bias elsewhere."
+        ),
+        check="the order of the logits processors: the logit bias first, then the penalties, then temperature",
+        sources=("structural mutant (user-style suite; OpenAI and vLLM add the bias to the raw logits first)",),
+        kind="settings",
+        named_by=("penalty",),
         model=None,
-        no_model_because=_LM_ONLY,
+        no_model_because=(
+            "only a setting with both a bias and a temperature shows it, the parity grid's combined one, which has "
+            "penalties: the penalty scorer rebuilds each token's law (_penalty)"
+        ),
     ),
     BugClass(
         name="frequency_penalty_ignored",
@@ -816,11 +883,14 @@ RECORDS: tuple[BugClass, ...] = (
             "target's law without it, as if the request had left it at its default."
         ),
         check="the frequency penalty under speculation: every verified row needs it, over the generated tokens",
-        sources=("vllm-project/vllm#18902 (frequency penalty has no effect with speculative decoding)",),
+        sources=(
+            "vllm-project/vllm#18902 (frequency penalty has no effect with speculative decoding)",
+            "NVIDIA/TensorRT-LLM#17701 (penalties dropped by one-model speculation)",
+        ),
         kind="settings",
-        named_by=("lm",),
+        named_by=("lm", "penalty"),
         model=None,
-        no_model_because=_LM_ONLY,
+        no_model_because=_LM_PENALTY,
     ),
     # -- multi-draft rules run as tree round steps (catalogue.tree_steps), named by the tree scorer
     BugClass(

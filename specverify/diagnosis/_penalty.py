@@ -4,16 +4,37 @@ A unit with a repetition / presence / frequency penalty has no table of laws: th
 each token's law, computed from its true prefix. Its rounds cannot be scored event by event,
 but the output law of each class is known token by token, because in each class the rule itself
 is exact for some wrong target (draft and target then agree on it, or the draft does not
-matter):
+matter). ``L``: the target's raw logits of the token's true prefix; "generated": the tokens
+emitted before it in its request (the prompt excluded):
 
-    target                            p with the penalty over the whole true prefix
-    repetition_penalty_draft_only     p without the penalty (only the draft is penalised)
-    repetition_penalty_stale_history  p with the penalty over the prefix at the start of the
-                                      round (the drafts before each row are not in its history)
-    top_p_before_temperature,         p with the penalty, then the sampling steps in another order
+    target                            L with the bias, the penalties over the whole true prefix
+    repetition_penalty_draft_only     L without any penalty (the target's logits processors are
+                                      skipped; only the draft is penalised); units with a
+                                      repetition penalty
+    repetition_penalty_stale_history  the penalties over the prefix at the start of the round
+                                      (the drafts before each row are not in its history)
+    presence_penalty_ignored,         the target without that one penalty (the other penalties
+    frequency_penalty_ignored         as they should be)
+    penalties_count_the_prompt        presence and frequency counted over the whole prefix, the
+                                      prompt included (the repetition penalty's convention)
+    penalty_fed_last_token_only       the penalties' generated tokens: the last token of each
+                                      earlier round of the request, then the round's own tokens
+                                      before this one (the accepted drafts of earlier rounds
+                                      never reach the counts)
+    penalty_history_keeps_rejected_   the generated tokens plus, of each earlier round, its
+    drafts                            drafts beyond the accepted ones (the rejected draft and
+                                      those after it, as its last verification pass held them)
+    logit_bias_ignored                L without the request's logit bias (penalties applied)
+    logit_bias_after_temperature      the penalties on L, then temperature, then the bias added
+                                      (b rather than b * T), then the truncations
+    top_p_before_temperature,         with the penalty, then the sampling steps in another order
     top_p_before_top_k_target         on the target (a pipeline-order bug: the combined setting of
                                       the parity grid is the only one with both knobs, and it has
                                       a penalty)
+
+A class whose knob a unit leaves off has no law there (it is the target's law). The round classes
+(the last two penalty histories) need the round of each token and the drafts of each round's last
+verification pass (``Generation.round_id``, ``drafts``, ``num_accepted``: round steps record them).
 
 Each token's prefix is rebuilt from its sequence's prompt (kept by the recorder for units with
 per-token laws) and the tokens emitted before it; its pair row is ``pair.row_of(prefix)``. The
@@ -55,9 +76,26 @@ _ORDERS = {
     "top_p_before_temperature": ("top_p", "temperature", "top_k", "min_p"),
     "top_p_before_top_k_target": ("temperature", "top_p", "top_k", "min_p"),
 }
+#: the classes that drop one knob of the request (the rest applied as it should be)
+_IGNORED = {
+    "presence_penalty": "presence_penalty_ignored",
+    "frequency_penalty": "frequency_penalty_ignored",
+    "logit_bias": "logit_bias_ignored",
+}
+#: the classes whose penalties count other tokens than the generated ones before each row
+_WRONG_COUNTS = ("penalties_count_the_prompt", "penalty_fed_last_token_only", "penalty_history_keeps_rejected_drafts")
 _FACTS = {
     "repetition_penalty_draft_only": "tokens match the target WITHOUT the penalty",
     "repetition_penalty_stale_history": "tokens match the penalty computed over the prefix at the start of each round",
+    "presence_penalty_ignored": "tokens match the target with every knob but the presence penalty",
+    "frequency_penalty_ignored": "tokens match the target with every knob but the frequency penalty",
+    "logit_bias_ignored": "tokens match the target with every knob but the logit bias",
+    "logit_bias_after_temperature": "tokens match the target with the logit bias added after temperature, not before",
+    "penalties_count_the_prompt": "tokens match presence and frequency penalties counted over the prompt too",
+    "penalty_fed_last_token_only": "tokens match penalties that count only the last token of each earlier round "
+    "(and the round's own tokens before them)",
+    "penalty_history_keeps_rejected_drafts": "tokens match penalties that also count the rejected drafts of each "
+    "earlier round",
     "top_p_before_temperature": "tokens match the target with top-p applied before temperature",
     "top_p_before_top_k_target": "tokens match the target with top-p applied before top-k",
 }
@@ -79,38 +117,100 @@ def penalty_units(
     return out
 
 
+Counts = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]
+
+
 @dataclasses.dataclass(frozen=True)
 class _Histories:
     """Of the first n tokens: their pair rows [n], and the counts [n, V] each penalty sees, over the
     whole prefix and over the prefix at the round's start (``seen``: the repetition penalty's,
-    prompt included; ``out``: presence and frequency penalties', generated tokens only)."""
+    prompt included; ``out``: presence and frequency penalties', generated tokens only); and, of
+    each class of :data:`_WRONG_COUNTS` that the unit's record allows, the (seen, out) counts its
+    penalties see."""
 
     rows: npt.NDArray[np.int64]
     seen: npt.NDArray[np.float64]
     seen_start: npt.NDArray[np.float64]
     out: npt.NDArray[np.float64]
     out_start: npt.NDArray[np.float64]
+    wrong: dict[str, Counts]
+
+
+class _Request:
+    """One request walked token by token: its prefix so far, and what the round classes feed their
+    penalties from the rounds it completed (the last token of each; the drafts beyond the accepted
+    ones of each)."""
+
+    def __init__(self, prompt: npt.NDArray[np.int64]) -> None:
+        self.hist = [int(t) for t in prompt[prompt >= 0]]
+        self.n_prompt = len(self.hist)
+        self.lasts: list[int] = []
+        self.rejected: list[int] = []
+        self.round = -1
+
+    def enter_round(self, r: int, gen: Generation) -> None:
+        """The token about to be added belongs to round ``r``: close the round before it, if another."""
+        if r == self.round:
+            return
+        if self.round >= 0:
+            self.lasts.append(self.hist[-1])
+            if gen.drafts is not None:
+                d = gen.drafts[self.round][int(gen.num_accepted[self.round]) :]
+                self.rejected += [int(t) for t in d if t >= 0]
+        self.round = r
+
+    def generated(self, cls: str, j: int) -> list[int]:
+        """The generated tokens the penalties of round class ``cls`` count before the round's j-th token."""
+        if cls == "penalty_fed_last_token_only":
+            return self.lasts + (self.hist[len(self.hist) - j :] if j else [])
+        return self.hist[self.n_prompt :] + self.rejected  # penalty_history_keeps_rejected_drafts
+
+
+def _wrong_classes(gen: Generation, settings: SamplingSettings) -> tuple[str, ...]:
+    """The classes of :data:`_WRONG_COUNTS` with a law on this unit: presence or frequency set (the
+    round classes also need the round of each token and its drafts)."""
+    if not (settings.presence_penalty or settings.frequency_penalty):
+        return ()
+    rounds = gen.round_id is not None and gen.drafts is not None
+    return _WRONG_COUNTS if rounds else _WRONG_COUNTS[:1]
 
 
 def _histories(gen: Generation, pair: Any, n: int, settings: SamplingSettings) -> _Histories:
     V = pair.target_logits.shape[1]
     rows = np.empty(n, dtype=np.int64)
     seen, seen_start, out, out_start = (np.zeros((n, V)) for _ in range(4))
-    seq_prev, n_prompt = -1, 0
-    hist: list[int] = []
+    wrong = {c: (np.zeros((n, V)), np.zeros((n, V))) for c in _wrong_classes(gen, settings)}
+    seq_prev, req = -1, _Request(np.zeros(0, dtype=np.int64))
+    round_of = gen.rounds_of_tokens
     for i in range(n):
         s, j = int(gen.sequence[i]), int(gen.position[i])
         if s != seq_prev:
             assert gen.prompts is not None, "penalty units keep their prompts"
-            p = gen.prompts[s]
-            hist, seq_prev = [int(t) for t in p[p >= 0]], s
-            n_prompt = len(hist)
+            req, seq_prev = _Request(gen.prompts[s]), s
+        req.enter_round(int(round_of[i]), gen)
+        hist, n_prompt = req.hist, req.n_prompt
         rows[i] = pair.row_of(hist)
         seen[i], out[i] = history_counts(hist, n_prompt, settings, V)
         start = hist[: len(hist) - j] if j else hist  # the round's drafts kept so far are not in its start
         seen_start[i], out_start[i] = history_counts(start, min(n_prompt, len(start)), settings, V)
+        for cls, (c_seen, c_out) in wrong.items():
+            if cls == "penalties_count_the_prompt":
+                c_seen[i], c_out[i] = seen[i], history_counts(hist, 0, settings, V)[1]
+            else:
+                c_seen[i], c_out[i] = history_counts(hist[:n_prompt] + req.generated(cls, j), n_prompt, settings, V)
         hist.append(int(gen.tokens[i]))
-    return _Histories(rows, seen, seen_start, out, out_start)
+    return _Histories(rows, seen, seen_start, out, out_start, wrong)
+
+
+def _bias_after_temperature(L: np.ndarray, settings: SamplingSettings, h: _Histories) -> np.ndarray:
+    """The law of a target that applies the penalties to the raw logits, divides by the temperature,
+    then adds the logit bias, then truncates (top-k, top-p, min-p)."""
+    pen = SamplingSettings(**{k: getattr(settings, k) for k in _PENALTIES})
+    bias = settings.bias_vector(L.shape[1])
+    assert bias is not None, "a unit with a logit bias"
+    x = process_logits(L, pen, seen_counts=h.seen, output_counts=h.out) / settings.temperature + bias
+    rest = dataclasses.replace(settings_without(settings, "logit_bias"), temperature=1.0)
+    return pipeline(x, rest, ("top_k", "top_p", "min_p"))
 
 
 def _laws(gen: Generation, pair: Any, settings: SamplingSettings, n: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -123,16 +223,26 @@ def _laws(gen: Generation, pair: Any, settings: SamplingSettings, n: int) -> tup
     plain = settings
     for knob in _PENALTIES:
         plain = settings_without(plain, knob)
-    only = SamplingSettings(**{k: getattr(settings, k) for k in _PENALTIES})
-    penalised = process_logits(L, only, seen_counts=h.seen, output_counts=h.out)  # as the recorder's law
+    # the bias and the penalties: the steps before the temperature (as the recorder's law)
+    first = SamplingSettings(logit_bias=settings.logit_bias, **{k: getattr(settings, k) for k in _PENALTIES})
+    penalised = process_logits(L, first, seen_counts=h.seen, output_counts=h.out)
     laws = {
         "target": np.asarray(gen.law, dtype=np.float64)[gen.row[:n]],
-        "repetition_penalty_draft_only": probs_from_logits(L, plain),
         "repetition_penalty_stale_history": probs_from_logits(
             L, settings, seen_counts=h.seen_start, output_counts=h.out_start
         ),
         **{name: pipeline(penalised, plain, order) for name, order in _ORDERS.items()},
     }
+    if settings.repetition_penalty != 1.0:  # the target's processors skipped: no penalty at all
+        laws["repetition_penalty_draft_only"] = probs_from_logits(L, plain)
+    for knob, name in _IGNORED.items():
+        if getattr(settings, knob) != getattr(SamplingSettings(), knob):
+            alt = settings_without(settings, knob)
+            laws[name] = probs_from_logits(L, alt, seen_counts=h.seen, output_counts=h.out)
+    if settings.logit_bias and not settings.is_greedy and settings.temperature != 1.0:
+        laws["logit_bias_after_temperature"] = _bias_after_temperature(L, settings, h)
+    for name, (c_seen, c_out) in h.wrong.items():
+        laws[name] = probs_from_logits(L, settings, seen_counts=c_seen, output_counts=c_out)
     return laws, status
 
 
