@@ -22,7 +22,7 @@ from ._classes import CLASSES, RECORDS, BugClass
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import RoundEvidence, round_evidence
 from ._greedy import diagnose_greedy
-from ._lm import LMStreamUnit, diagnose_lm, diagnose_request_finding
+from ._lm import LMStreamUnit, diagnose_lm, diagnose_request_finding, finding_explains_statistics
 from ._penalty import diagnose_penalty
 from ._stream import diagnose_stream
 
@@ -33,6 +33,7 @@ __all__ = [
     "diagnose_greedy",
     "diagnose_lm",
     "diagnose_request_finding",
+    "finding_explains_statistics",
     "LMStreamUnit",
     "diagnose_penalty",
     "diagnose_stream",

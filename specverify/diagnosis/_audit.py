@@ -5,7 +5,8 @@ steps, the catalogue's kernel samplers). The catalogue's order-1 sequence sample
 drafts, so their rounds are re-collected here with the sampler's own round function (seeded,
 ``SEQUENCE_ROUNDS`` rounds per unit). An audit that failed only an exact check is diagnosed from
 that check: the boundary check is the signature of an inclusive comparison, a seeded
-reproducibility failure the signature of state kept across sequences. A failed greedy check on
+reproducibility failure the signature of state kept across sequences, a seed-independence failure
+that of a seed not honoured; so is a statistical FAIL whose tokens no scorer's class fits. A failed greedy check on
 raw rows is diagnosed token by token under the greedy classes (:mod:`._greedy`), and units whose
 laws depend on the history (penalties) token by token under the penalty classes (:mod:`._penalty`),
 black-box generators token by token under the stream classes (:mod:`._stream`), and round steps
@@ -192,18 +193,20 @@ def diagnose_audit(record: AuditRecord) -> Diagnosis | None:
     d = diagnose_rounds(units) if units and stat_failed else None
     if d is not None and d.known:
         return d
+    # a token scorer's unknown gives way to an exact check's signature: the finding is proven, and
+    # the tokens fit no class (e.g. one random stream for every request: each token follows its law)
     pen = diagnose_penalty(penalty_units(adapter, plan, pairs, samples)) if stat_failed else None
     if pen is not None and (pen.known or d is None):
-        return pen
+        return pen if pen.known else _from_exact(checks) or pen
     tree = diagnose_tree(tree_units(adapter, plan, pairs, samples)) if stat_failed else None
     if tree is not None and (tree.known or d is None):
-        return tree
+        return tree if tree.known else _from_exact(checks) or tree
     stream = diagnose_stream(stream_units(adapter, plan, pairs, samples)) if stat_failed else None
     if stream is not None and (stream.known or d is None):
-        return stream
+        return stream if stream.known else _from_exact(checks) or stream
     greedy = _from_greedy(adapter, cfg, checks)
     if greedy is not None and (greedy.known or d is None):
-        return greedy
+        return greedy if greedy.known else _from_exact(checks) or greedy
     exact = _from_exact(checks)
     if exact is not None:
         return exact

@@ -43,6 +43,8 @@ __all__ = [
     "LM_FACTS",
     "REQUEST_SIGNATURES",
     "diagnose_request_finding",
+    "finding_explains_statistics",
+    "repeated_requests",
 ]
 
 #: tokens scored per unit at most (the first sequences'): a stated sample size that keeps it to seconds
@@ -182,10 +184,43 @@ REQUEST_SIGNATURES = {
 _SEEDS_FACT = "requests with different seeds gave the same tokens: one random stream serves them all"
 
 
-def diagnose_request_finding(signature: str, check: str) -> Diagnosis:
-    """The diagnosis of an exact request-level finding: its class, from the finding's signature."""
+def diagnose_request_finding(signature: str, check: str, *, facts: Sequence[str] = ()) -> Diagnosis:
+    """The diagnosis of an exact request-level finding: its class, from the finding's signature
+    (``facts``: what else the audit saw that the finding explains)."""
     from ._candidate import Candidate
 
     cand = Candidate(signature, float("inf"), 1.0, {}, [], {}, "")
     fact = REQUEST_SIGNATURES.get(signature) or _SEEDS_FACT
-    return Diagnosis(signature, [cand], [fact], f"signature of the exact request check of '{check}'", 0.0, 1.0, 0)
+    method = f"signature of the exact request check of '{check}'"
+    return Diagnosis(signature, [cand], [fact, *facts], method, 0.0, 1.0, 0)
+
+
+def repeated_requests(units: Sequence[tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]]]) -> tuple[int, int]:
+    """(requests that repeat an earlier request of the same prompt token for token, requests) over
+    ``units`` ((prompts, sequences) each): honest sampling of a few dozen tokens almost never repeats,
+    one random stream restarted for every request repeats every time its prompt does."""
+    repeats = total = 0
+    for prompts, seqs in units:
+        seen: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
+        for p, q in zip(prompts, seqs, strict=True):
+            key = (tuple(p), tuple(q))
+            repeats += key in seen and len(q) > 1
+            seen.add(key)
+            total += 1
+    return repeats, total
+
+
+def finding_explains_statistics(
+    signature: str, check: str, units: Sequence[tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]]]
+) -> Diagnosis:
+    """An exact finding whose class the token scoring could not name from the failing statistics
+    (each token follows the target's law given its prefix; the samples are what is wrong): the
+    finding's class, with the repeated requests of the failing units said in its facts."""
+    facts = ["the sampled tokens deviate, yet no token-level class beats the target's law given each prefix"]
+    repeats, total = repeated_requests(units)
+    if repeats:
+        facts.append(
+            f"{repeats:,} of the sampled units' {total:,} requests repeat an earlier request of the same prompt "
+            "token for token: the samples are not independent"
+        )
+    return diagnose_request_finding(signature, check, facts=facts)

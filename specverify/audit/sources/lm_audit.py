@@ -940,18 +940,23 @@ def _diagnosis_of(
     checks: list[CheckOutcome], aud: CausalLM, pairs: Sequence[LMPair], units: Sequence[LMUnit],
     samples: dict[int, LMSample], cfg: LMAuditConfig,
 ) -> dict[str, Any] | None:  # fmt: skip
-    """A statistical FAIL is scored class by class (:func:`_diagnosis`); an exact finding alone is
+    """A statistical FAIL is scored class by class (:func:`_diagnosis`), and where no class fits but
+    an exact check found something, named by that finding's signature; an exact finding alone is
     named by its signature (the stop check, the ids, the logprobs, the seeds); a failed greedy
     check alone gets none (its summary gives the divergence; the sampled tokens did not deviate)."""
-    from ...diagnosis import diagnose_request_finding
+    from ...diagnosis import NOT_KNOWN, diagnose_request_finding, finding_explains_statistics
 
     failed = [c for c in checks if c.status == FAIL]
+    signed = [(sig, c.name) for c in failed if (sig := (c.details or {}).get("signature"))]
     if any(c.kind == "statistical" for c in failed):  # the sampled tokens deviate: score them class by class
-        return _diagnosis(aud, pairs, units, samples, cfg)
-    for c in failed:
-        if sig := (c.details or {}).get("signature"):
-            return diagnose_request_finding(sig, c.name).to_dict()
-    return None
+        d = _diagnosis(aud, pairs, units, samples, cfg)
+        if signed and (d is None or d.get("verdict") in (NOT_KNOWN, "unavailable")):
+            # no token-level class, but an exact finding (e.g. one random stream for every request:
+            # each token follows its law, the samples repeat): the finding's class names the FAIL
+            sampled = [(samples[u.index].prompts, samples[u.index].sequences) for u in units]
+            return finding_explains_statistics(*signed[0], sampled).to_dict()
+        return d
+    return diagnose_request_finding(*signed[0]).to_dict() if signed else None
 
 
 def _diagnosis(
