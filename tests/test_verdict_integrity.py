@@ -160,7 +160,7 @@ def test_every_setting_declined_is_unsupported_with_exit_5(usermods):
     assert r.returncode == 5, r.stdout + r.stderr
     assert "FAIL" not in r.stdout  # the reproducibility check runs on a setting the step takes, or not at all
     headline = r.stdout.strip().splitlines()[-1]
-    assert headline.startswith("UNSUPPORTED: the implementation declined every setting audited (5)")  # units
+    assert headline.startswith("UNSUPPORTED: the implementation declined every setting audited (6)")  # units
     assert "only temperature > 0, top-k and top-p" in headline
 
 

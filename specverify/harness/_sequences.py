@@ -264,9 +264,14 @@ def run_round_step(
             while len(seq) < limit:
                 view.asked, view.passes = [], []
                 tick()
-                out = step(list(seq), view.draft, view.target, gamma, step_rng, *extra, **kw)
-                rec.emit(seq, _check_step_output(out, gamma, v, name), i, gamma, limit)
+                out = _check_step_output(
+                    step(list(seq), view.draft, view.target, gamma, step_rng, *extra, **kw), gamma, v, name
+                )
+                stop = view.settings.stop_at(out)  # the request ends at its first stop (an engine's stop check)
+                rec.emit(seq, out if stop is None else out[: stop + 1], i, gamma, limit)
                 rounds += 1
+                if stop is not None:
+                    break
         return rounds
 
     return rec.generation(run_guarded(body, timeout=timeout, what=name))

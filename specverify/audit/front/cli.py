@@ -58,6 +58,10 @@ CHECKS = """checks run by an audit:
                  after a stop, an early end, more ids than asked, ids outside the vocabulary are findings);
                  returned logprobs equal the target's law within logprob_tol; the stop unit also counts its stops
                  against the law's P(stop) (union of Ville bounds); the long unit is tested per offset bucket
+  round steps    a stop unit (low-overlap pair, the last id heavy: 5% of the target's mass; --stop-token-ids):
+                 a request ends at the first stop a round emits, and the stops are counted against the law's
+                 P(stop) in the unit's Holm family; the 512-token unit also tests each offset bucket (0-63,
+                 64-127, 128-255, 256-511) on its own, in the same family
   differential   exact: a kernel that takes injected uniforms is run beside the reference on the same draws and
                  must emit the same tokens
   reproducible   exact: the same seed gives the same output
@@ -154,8 +158,9 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         "--stop-token-ids",
         type=lambda x: tuple(int(t) for t in x.split(",") if t.strip()),
         default=None,
-        help="with --endpoint: ids that end a request (sent as stop_token_ids) in the stop unit, comma-separated "
-        "(default: none, no stop unit; pick ids with real mass under the model, e.g. its EOS)",
+        help="ids that end a request in the stop unit, comma-separated; with --endpoint sent as stop_token_ids "
+        "(default: none, no stop unit; pick ids with real mass under the model, e.g. its EOS); with --round the "
+        "ids the stop unit makes heavy (default: the last id; '' for no stop unit)",
     )
     a.add_argument(
         "--check-logprobs",
@@ -614,8 +619,11 @@ def _check_lm_options(args: argparse.Namespace, shape: Shape) -> None:
     ):
         if opt == "--long-length" and shape in ("round", "generator"):
             continue  # their long unit too
+        if opt == "--stop-token-ids" and shape == "round":
+            continue  # a round step's stop unit too
         if used and not (lm and shape == "lm_generator") and (shape != "endpoint" or args.baseline_endpoint):
             where = "--endpoint audited against --model" + (" or --lm-generator" if lm else "")
+            where += " or --round" if opt == "--stop-token-ids" else ""
             raise UsageError(f"{opt} applies to {where}; drop it")
 
 
@@ -677,6 +685,7 @@ def _config(args: argparse.Namespace, settings: Settings) -> AuditConfig:
         rounds=args.rounds,
         workers=args.workers,
         long_length=args.long_length,
+        stop_token_ids=args.stop_token_ids,
     )
 
 

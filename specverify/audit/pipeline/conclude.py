@@ -35,6 +35,7 @@ from ...theory import accepted_length_law_position_dependent, expected_tokens_po
 from .block_strata import block_whitebox
 from .collect import UnitSample
 from .plan import strata_of
+from .request_strata import RequestTest, request_tests
 
 if TYPE_CHECKING:
     from ...dists import SamplingSettings
@@ -180,6 +181,7 @@ def conclude_unit(adapter: Adapter, unit: AuditUnit, pair: Any, sample: UnitSamp
         )
     law, rows = _law(unit, pair, gen)
     wb = _whitebox(adapter, unit, pair, gen, cfg)
+    extras = request_tests(unit, law, rows, gen, cfg)
     results, adj = stratified_stream_test(
         law,
         gen.tokens,
@@ -188,19 +190,27 @@ def conclude_unit(adapter: Adapter, unit: AuditUnit, pair: Any, sample: UnitSamp
         rng=np.random.default_rng([cfg.seed, unit.index, 1]),
         alpha=fam.alpha_fixed,
         beta=fam.beta,
-        extra_family=len(wb),
+        extra_family=len(wb) + len(extras),
     )
-    if wb:
-        adj_all = holm([r.pvalue for r in results] + [w.result.pvalue for w in wb])
+    extra_failing: list[tuple[float, StratumFailure]] = []
+    if wb or extras:
+        adj_all = holm([r.pvalue for r in results] + [w.result.pvalue for w in wb] + [x.pvalue for x in extras])
         adj = adj_all[: len(results)]
-        for w, a in zip(wb, adj_all[len(results) :]):
+        for w, a in zip(wb, adj_all[len(results) : len(results) + len(wb)]):
             w.adjusted_pvalue = float(a)
+        after = adj_all[len(results) + len(wb) :]
+        extra_failing = [
+            (float(a), _request_failure(x, float(a))) for x, a in zip(extras, after) if a <= fam.alpha_fixed
+        ]
     eps_here = max(r.min_detectable_tv for r in results)
     detail = _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg)
+    detail.update({k: v for x in extras for k, v in x.facts.items()})
     ep_fail = sample.eprocess.rejects(fam.alpha_sequential) if fam.sequential else False
-    # every failing stratum, stream and white-box, as (adjusted p, its failure): the smallest p leads
+    # every failing stratum as (adjusted p, its failure), the smallest p leading; on a tie the narrower
+    # request-level stratum (an offset bucket) leads, as it says more about where
     failing = sorted(
-        [(float(a), failure_of(r.stratum, r.worst, float(a))) for r, a in zip(results, adj) if a <= fam.alpha_fixed]
+        extra_failing
+        + [(float(a), failure_of(r.stratum, r.worst, float(a))) for r, a in zip(results, adj) if a <= fam.alpha_fixed]
         + [
             (
                 w.adjusted_pvalue,
@@ -261,6 +271,13 @@ def conclude_unit(adapter: Adapter, unit: AuditUnit, pair: Any, sample: UnitSamp
         n=len(gen.tokens),
         details=detail,
     )
+
+
+def _request_failure(x: RequestTest, adjusted: float) -> StratumFailure:
+    """A failing offset bucket reads as any failing stream stratum; the stop count says what it counted."""
+    if x.stream is not None:
+        return failure_of(x.stratum, x.stream.worst, adjusted)
+    return StratumFailure(stratum=x.stratum, text=f"{x.text} (Holm-adjusted {adjusted:.3g})")
 
 
 def _whitebox_text(w: StratumResult) -> str:

@@ -73,6 +73,8 @@ class AuditConfig:
     greedy_ties: GreedyTies = "lowest-id"  # or 'any': a greedy output may take any exactly tied top token
     context: Context = "tables"  # round steps and generators: 'tables' (hashed order-2) or 'transformers' (tiny models)
     long_length: int = 512  # round steps and generators: one unit of sequences this long (0: none)
+    # round steps: the stop unit's stop ids (made heavy); None: the last id of the vocabulary; (): no stop unit
+    stop_token_ids: tuple[int, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -119,6 +121,7 @@ class TestFamily:
     strata: int  # stream strata, pooled included
     whitebox: int = 0  # white-box strata in the same Holm family
     sequential: bool = True  # half of alpha goes to the e-process
+    extra: int = 0  # FAIL-only tests in the same Holm family: a long unit's offset buckets, a stop unit's count
 
     @property
     def alpha_fixed(self) -> float:
@@ -130,7 +133,7 @@ class TestFamily:
 
     @property
     def size(self) -> int:
-        return self.strata + self.whitebox
+        return self.strata + self.whitebox + self.extra
 
     def tokens_per_stratum(self) -> int:
         """Tokens each stratum needs so that TV >= eps is detected w.p. >= 1 - beta (first Holm step)."""

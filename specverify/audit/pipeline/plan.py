@@ -48,6 +48,8 @@ __all__ = [
     "KIND_ALPHA",
     "strata_of",
     "smallest_stratum",
+    "offset_buckets",
+    "offsets_in_sequence",
 ]
 
 DEFAULT_SETTINGS = (
@@ -88,6 +90,34 @@ PARITY_GRID = (
 #: tokens per sequence that a long unit's batches and ``--rounds`` are scaled against
 LONG_UNIT_BASE = 32
 
+#: a stop unit's requests per ``--rounds`` sequence: at ``STOP_MASS`` per token a request of at most
+#: ``LONG_UNIT_BASE`` tokens ends after (1 - 0.95^32) / 0.05 = 16 on average, half a sequence
+STOP_UNIT_SEQUENCES = 2
+
+#: mean mass the stop unit's stop ids carry under the target (an EOS that ends about one request in
+#: twenty tokens: many requests end mid-round, and the ids are drafted and accepted mid-block)
+STOP_MASS = 0.05
+
+
+def offset_buckets(length: int) -> tuple[tuple[int, int], ...]:
+    """Offset ranges of a long unit tested on their own (FAIL only): block boundaries at 64, 128,
+    256 and 512 fall between them, so a bug from some offset on shows in its bucket undiluted."""
+    edges = [e for e in (0, 64, 128, 256, 512, 1024, 2048) if e < length] + [length]
+    return tuple(zip(edges, edges[1:]))
+
+
+def offsets_in_sequence(sequence: np.ndarray) -> np.ndarray:
+    """[N] offset of each token within its sequence (0 = first generated), for tokens stored in
+    order with each sequence's tokens contiguous (as the drivers record them)."""
+    sequence = np.asarray(sequence)
+    n = len(sequence)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.concatenate([[0], np.nonzero(np.diff(sequence))[0] + 1])
+    out: np.ndarray = np.arange(n) - np.repeat(starts, np.diff(np.concatenate([starts, [n]])))
+    return out
+
+
 #: mean acceptance of the kernel-level pairs of each kind
 KIND_ALPHA = {"low": 0.3, "high": 0.95}
 
@@ -106,13 +136,20 @@ class AuditUnit:
 
     def rounds_cap(self, rounds: int | None) -> int | None:
         """``--rounds`` as this unit's sequences: a long unit draws the tokens of ``rounds`` sequences of
-        ``LONG_UNIT_BASE`` tokens in fewer, longer ones (so a fixed size costs every unit alike)."""
-        if not rounds or not self.length:
+        ``LONG_UNIT_BASE`` tokens in fewer, longer ones, a stop unit in more, shorter ones (its requests
+        end at a stop after about 16 tokens), so a fixed size costs every unit alike."""
+        if not rounds:
+            return rounds
+        if self.settings.stop_token_ids and not self.length:
+            return rounds * STOP_UNIT_SEQUENCES
+        if not self.length:
             return rounds
         return max(1, math.ceil(rounds * LONG_UNIT_BASE / self.length))
 
     def as_rounds(self, sequences: int) -> int:
         """The ``--rounds`` that give this unit ``sequences`` sequences (the inverse of :meth:`rounds_cap`)."""
+        if self.settings.stop_token_ids and not self.length:
+            return math.ceil(sequences / STOP_UNIT_SEQUENCES)
         return math.ceil(sequences * self.length / LONG_UNIT_BASE) if self.length else sequences
 
     @property
@@ -128,6 +165,8 @@ class AuditUnit:
         s = self.settings
         if harness == "context" and cfg.context == "transformers":
             return make_model_pair(cfg.vocab, self.pair_kind, seed=seed)
+        if harness == "context" and s.stop_token_ids:  # the stop unit: its stop ids carry real mass
+            return stop_heavy(make_context_pair(cfg.vocab, self.pair_kind, seed=seed, settings=s), s.stop_token_ids)
         if harness == "context":
             return make_context_pair(cfg.vocab, self.pair_kind, seed=seed, settings=s)
         alpha = KIND_ALPHA.get(self.pair_kind, cfg.target_alpha)
@@ -154,6 +193,29 @@ def _edge_heavy(pair: Any) -> Any:
     for table in (pair.target_logits, pair.draft_logits):
         table[:, [0, -1]] += EDGE_LOGIT
     return pair
+
+
+def stop_heavy(pair: Any, stops: tuple[int, ...], mass: float = STOP_MASS) -> Any:
+    """``pair`` with one logit added to the ``stops`` ids of every target and draft row, chosen so that
+    they carry ``mass`` of the target's probability on average (draft and target move together, so
+    the stops are drafted, accepted and rejected like any token)."""
+    ids = list(stops)
+
+    def mean_mass(shift: float) -> float:
+        z = pair.target_logits.copy()
+        z[:, ids] += shift
+        z -= z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return float((e[:, ids].sum(1) / e.sum(1)).mean())
+
+    lo, hi = -20.0, 20.0
+    for _ in range(50):  # bisection: the mean mass grows with the shift
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_mass(mid) < mass else (lo, mid)
+    target, draft = pair.target_logits.copy(), pair.draft_logits.copy()
+    target[:, ids] += lo
+    draft[:, ids] += lo
+    return dataclasses.replace(pair, target_logits=target, draft_logits=draft)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,11 +287,13 @@ def plan_audit(adapter: Adapter, cfg: AuditConfig) -> AuditPlan:
     if adapter.harness == "context" and cfg.long_length and cells:  # long outputs: block boundaries crossed
         i, s = cells[0][0], cells[0][1]
         cells.append((i, s, "low" if "low" in kinds else kinds[0], cfg.long_length))
+    stop_cell = _stop_cell(adapter, cfg, cells, kinds)
+    cells += stop_cell
     vocab_units = adapter.harness == "kernel" and "low" in kinds and cells  # kernels only: tiles live there
     fam = TestFamily(cfg.alpha / max(len(cells) + bool(vocab_units), 1), cfg.beta, cfg.eps, strata, whitebox)
     batch = cfg.batch if adapter.harness != "context" else max(1, cfg.batch // 16)
     units = [
-        AuditUnit(u, i, s, k, fam, rule, max(1, batch * LONG_UNIT_BASE // n) if n else batch, length=n)
+        AuditUnit(u, i, s, k, _family_of(fam, s, n, adapter), rule, _batch_of(batch, n, s, adapter), length=n)
         for u, (i, s, k, n) in enumerate(cells)
     ]
     if vocab_units:
@@ -237,6 +301,44 @@ def plan_audit(adapter: Adapter, cfg: AuditConfig) -> AuditPlan:
             AuditUnit(len(units), cells[0][0], cells[0][1], "low", fam, rule, batch, vocab=odd_vocab(cfg.vocab))
         )
     return AuditPlan(tuple(units), settings, tuple(skipped))
+
+
+def _stop_cell(
+    adapter: Adapter, cfg: AuditConfig, cells: list[Any], kinds: tuple[PairKind, ...]
+) -> list[tuple[int, SamplingSettings, PairKind, int | None]]:
+    """The stop unit of a round step (none for other shapes, or with ``stop_token_ids=()``): the first
+    setting with stop ids that carry real mass; requests end at the first stop (the driver cuts the
+    round there, as an engine's stop check does), and where they end is counted against the law."""
+    if not (cells and getattr(adapter, "request_stops", False) and cfg.stop_token_ids != ()):
+        return []
+    stops = cfg.stop_token_ids or (cfg.vocab - 1,)
+    if max(stops) >= cfg.vocab:
+        raise SpecVerifyError(
+            f"stop_token_ids={list(stops)}: ids must be below the vocabulary of {cfg.vocab}; pick ids in "
+            f"[0, {cfg.vocab}) or () for no stop unit"
+        )
+    i, s = cells[0][0], cells[0][1]
+    # the low-overlap pair: a stop drafted there is rejected as often as the law says, so a step that
+    # takes a drafted stop without the test (openvino.genai#3293) moves the law of where requests end
+    return [(i, dataclasses.replace(s, stop_token_ids=tuple(stops)), "low" if "low" in kinds else kinds[0], None)]
+
+
+def _batch_of(batch: int, length: int | None, s: SamplingSettings, adapter: Adapter) -> int:
+    """Sequences per batch: a long unit's hold the tokens of ``batch`` sequences of ``LONG_UNIT_BASE``,
+    and a stop unit's too (its requests are about half as long)."""
+    if length:
+        return max(1, batch * LONG_UNIT_BASE // length)
+    return batch * STOP_UNIT_SEQUENCES if s.stop_token_ids and getattr(adapter, "request_stops", False) else batch
+
+
+def _family_of(fam: TestFamily, s: SamplingSettings, length: int | None, adapter: Adapter) -> TestFamily:
+    """A long unit's family holds its offset buckets; a stop unit's holds the count of where requests
+    end and no white-box strata (a round cut at a stop is not a round of the rule)."""
+    if length:
+        return dataclasses.replace(fam, extra=len(offset_buckets(length)))
+    if s.stop_token_ids and getattr(adapter, "request_stops", False):
+        return dataclasses.replace(fam, whitebox=0, extra=1)
+    return fam
 
 
 def _kinds_for(adapter: Adapter, kinds: tuple[PairKind, ...], setting_index: int) -> tuple[PairKind, ...]:

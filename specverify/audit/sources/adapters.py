@@ -454,7 +454,11 @@ class RoundAdapter(_SequenceAdapter):
     them. ``greedy=True``: the step decodes greedily on raw probabilities; the audit is the exact
     greedy check. A step with a ``settings`` parameter (:data:`SETTINGS_RULE`) receives the settings
     in any mode (so a greedy audit on raw rows applies to it too); any other signature gets the
-    five-argument call. ``rule='full'`` declares the full rule."""
+    five-argument call. ``rule='full'`` declares the full rule. A round step gets a stop unit: its
+    requests end at the first stop id the rounds emit (the driver cuts the round there, as an
+    engine's stop check does; a step handed the settings reads ``settings.stop_token_ids``)."""
+
+    request_stops = True
 
     def __init__(
         self,

@@ -59,7 +59,7 @@ from ...stats import (
 from ..pipeline.checkpoint import digest, load_json_checkpoint, save_json_checkpoint
 from ..pipeline.conclude import FINDING, UNSUPPORTED, failed_outcome, failure_of, make_verdict
 from ..pipeline.config import LMAuditConfig, TestFamily
-from ..pipeline.plan import DEFAULT_SETTINGS
+from ..pipeline.plan import DEFAULT_SETTINGS, offset_buckets
 from .adapters import call_with_timeout
 from .lm_logprobs import RequestOutput, logprob_problem, logprobs_mode, parse_output, reference_laws
 
@@ -212,7 +212,7 @@ class LMUnit:
     @property
     def tests(self) -> int:
         """Tests the unit runs: the stream test, plus the stop count or one per offset bucket."""
-        return 1 + (self.role == "stop") + (len(_buckets(self.length)) if self.role == "long" else 0)
+        return 1 + (self.role == "stop") + (len(offset_buckets(self.length)) if self.role == "long" else 0)
 
 
 def plan_lm(cfg: LMAuditConfig, pairs: Sequence[LMPair]) -> tuple[LMUnit, ...]:
@@ -258,13 +258,6 @@ def _pair_of(pairs: Sequence[LMPair], kind: LMPairKind) -> int:
 
 def _eos(pair: LMPair) -> tuple[int, ...]:
     return () if pair.eos_token_id is None else (pair.eos_token_id,)
-
-
-def _buckets(length: int) -> tuple[tuple[int, int], ...]:
-    """Offset ranges of a long unit tested on their own (FAIL only): block boundaries at 64, 128,
-    256 and 512 fall between them, so a bug from some offset on shows in its bucket undiluted."""
-    edges = [e for e in (0, 64, 128, 256, 512, 1024, 2048) if e < length] + [length]
-    return tuple(zip(edges, edges[1:]))
 
 
 _NO_FAMILY = TestFamily(1.0, 1.0, 1.0, strata=1)
@@ -620,7 +613,7 @@ def _request_tests(
     if unit.role != "long":
         return _RequestTests()
     offsets = np.concatenate([np.arange(len(q)) for q in sample.sequences])
-    for b, (lo, hi) in enumerate(_buckets(unit.length), 1):
+    for b, (lo, hi) in enumerate(offset_buckets(unit.length), 1):
         inside = keep & (offsets >= lo) & (offsets < hi)
         if inside.sum() < 50:
             continue
@@ -629,7 +622,7 @@ def _request_tests(
         if res.pvalue <= fam.alpha_fixed:
             f = failure_of(stratum, res.worst, res.pvalue)
             return _RequestTests(failed_outcome(label, f, kind="statistical", pvalue=res.pvalue, n=int(inside.sum())))
-    return _RequestTests(details={"buckets": [list(b) for b in _buckets(unit.length)]})
+    return _RequestTests(details={"buckets": [list(b) for b in offset_buckets(unit.length)]})
 
 
 def _stream_outcome(
