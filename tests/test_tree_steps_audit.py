@@ -20,7 +20,8 @@ from specverify.diagnosis._tree import spectr_first_token_law
 MOD = "specverify.catalogue.tree_steps"
 SMALL = ["--vocab", "16", "--eps", "0.1", "--temperature", "1", "--no-progress"]
 # the single-draft residual differs from SpecTr's most where top-k / top-p / min-p cut the rows
-TRUNCATED = ["--eps", "0.1", "--temperature", "0.9", "--top-k", "12", "--top-p", "0.85", "--min-p", "0.08"]
+# (its first token is about 0.03 in TV from p on the low-overlap pair: eps 0.05 finds it, 0.07 rightly PASSes)
+TRUNCATED = ["--eps", "0.05", "--temperature", "0.9", "--top-k", "12", "--top-p", "0.85", "--min-p", "0.08"]
 
 USER_STEP = """
 from specverify.catalogue.tree_steps import spectr_step
@@ -43,6 +44,26 @@ def test_the_exact_tree_rules_pass(tmp_path, name):
     assert r.returncode == 0 and v["status"] == "PASS", r.stdout[-2000:]
     assert r.stdout.splitlines()[-1].startswith("PASS: no deviation of TV >= ")
     assert v["diagnosis"] is None and "Diagnosis" not in r.stdout
+
+
+def test_traversal_passes_where_truncation_leaves_a_row_fewer_tokens_than_siblings(tmp_path):
+    # top-k / top-p / min-p leave some draft rows one or two tokens: a child drawn without replacement
+    # is then not there (its subtree neither), as the exact law's pruned trees say (tree_draws)
+    r, v = _verdict(tmp_path, "--round", f"{MOD}:traversal_tree_step", *TRUNCATED[2:], "--eps", "0.1", "--no-progress")
+    assert r.returncode == 0 and v["status"] == "PASS", r.stdout[-2000:]
+
+
+def test_a_tree_is_pruned_where_the_draft_row_runs_out_of_tokens():
+    from specverify.algorithms.traversal import branching_parents
+    from specverify.catalogue.tree_steps import _draw_tree
+
+    def draft(prefix):  # one token after the prompt, two after that
+        row = np.zeros(4)
+        row[[1] if len(prefix) == 1 else [2, 3]] = 0.5 if len(prefix) > 1 else 1.0
+        return row
+
+    tokens, rows, parents = _draw_tree([0], draft, branching_parents((2, 2)), np.random.default_rng(0))
+    assert parents == [-1, 0, 0] and tokens[0] == 1 and sorted(tokens[1:]) == [2, 3] and len(rows) == 4
 
 
 def test_a_users_tree_step_outside_the_repository_passes(tmp_path):

@@ -94,17 +94,32 @@ def make_spectr_step(rule: SpecTrRule, name: str, doc: str = "") -> Step:
     return step
 
 
-def _draw_tree(prefix: list[int], draft: Draft, parents: Sequence[int], rng: np.random.Generator) -> tuple[list, list]:
-    """(tokens [N], draft rows [N + 1]: slot 0 the root's, slot n + 1 the row after node n)."""
+def _draw_tree(
+    prefix: list[int], draft: Draft, parents: Sequence[int], rng: np.random.Generator
+) -> tuple[list[int], list[Any], list[int]]:
+    """(tokens [N'], draft rows [N' + 1]: slot 0 the root's, slot n + 1 the row after node n, parents
+    [N']) of the tree drawn: children without replacement, so a node whose earlier siblings used up
+    its draft row's support is not there, nor is its subtree (the pruned tree the exact law
+    :func:`specverify.algorithms.traversal.tree_draws` sums over)."""
     q_rows: list[np.ndarray] = [np.asarray(draft(prefix), dtype=np.float64)]
     tokens: list[int] = []
     paths: list[list[int]] = []
+    kept: list[int] = []
+    index: dict[int, int] = {-1: -1}  # node of the full shape -> node of the tree drawn
     for n, par in enumerate(parents):
-        siblings = [tokens[m] for m in range(n) if parents[m] == par]
-        tokens.append(_sample(q_rows[par + 1], rng, exclude=siblings))
-        paths.append((paths[par] if par >= 0 else []) + [tokens[n]])
-        q_rows.append(np.asarray(draft(prefix + paths[n]), dtype=np.float64))
-    return tokens, q_rows
+        if par not in index:  # its parent is not there
+            continue
+        p = index[par]
+        siblings = [tokens[m] for m in range(len(tokens)) if kept[m] == p]
+        row = q_rows[p + 1]
+        if row.sum() - row[siblings].sum() <= 0:  # the row's support is used up
+            continue
+        index[n] = len(tokens)
+        tokens.append(_sample(row, rng, exclude=siblings))
+        kept.append(p)
+        paths.append((paths[p] if p >= 0 else []) + [tokens[-1]])
+        q_rows.append(np.asarray(draft(prefix + paths[-1]), dtype=np.float64))
+    return tokens, q_rows, kept
 
 
 def make_traversal_tree_step(variant: TraversalVariant, name: str, doc: str = "") -> Step:
@@ -120,9 +135,8 @@ def make_traversal_tree_step(variant: TraversalVariant, name: str, doc: str = ""
         *,
         branching: Sequence[int] = (2, 2),
     ) -> list[int]:
-        parents = branching_parents(branching)
         ctx = list(prefix)
-        tokens, q_rows = _draw_tree(ctx, draft, parents, rng)
+        tokens, q_rows, parents = _draw_tree(ctx, draft, branching_parents(branching), rng)
         p_rows: list[Any] = [None] * (len(parents) + 1)
         for leaf in (n for n in range(len(parents)) if n not in parents):
             path = [leaf]
