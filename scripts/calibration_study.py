@@ -38,6 +38,8 @@ ap.add_argument("--audits", type=int, default=1000)
 ap.add_argument("--alpha", type=float, default=0.05)
 ap.add_argument("--eps", type=float, default=0.1)
 ap.add_argument("--shape", choices=["catalogue", "round", "kernel", "lm"], default="catalogue")
+ap.add_argument("--first-seed", type=int, default=10_000, help="seed of the first audit (more audits: continue a run)")
+ap.add_argument("--every", type=int, default=0, help="print the running count every N audits (0: at the end only)")
 args = ap.parse_args()
 
 
@@ -107,7 +109,7 @@ for i in range(args.audits):
     name, make = subj[i % len(subj)]
     v = (lm_audit if args.shape == "lm" else audit)(
         make(),
-        seed=10_000 + i,
+        seed=args.first_seed + i,
         alpha=args.alpha,
         eps=args.eps,
         exact_checks=False,
@@ -119,6 +121,9 @@ for i in range(args.audits):
     per[name][0] += f
     per[name][1] += 1
     pvals.append(min(c.pvalue for c in v.checks if c.pvalue is not None))
+    if args.every and (i + 1) % args.every == 0:
+        print(f"  {i + 1} audits (seeds {args.first_seed}..{args.first_seed + i}): {fails} FAIL, "
+              f"{time.time() - t0:.0f} s", flush=True)  # fmt: skip
 ci = stats.binomtest(fails, args.audits).proportion_ci(0.99, method="exact")
 print(
     f"{args.audits} audits of exact {args.shape} implementations at family-wise alpha {args.alpha}: {fails} FAIL "

@@ -1,13 +1,14 @@
 """The request-level suite (issue 21) through the installed CLI, in subprocesses, module form.
 
-    python scripts/request_suite.py [--eps 0.1] [--only SUBSTR ...] [--out FILE]
+    python scripts/request_suite.py [--eps 0.1] [--table-eps 0.05] [--only SUBSTR ...] [--out FILE] [--table]
 
 Every case is written the way users write them and modelled on a public report (cited in its
 docstring): LM generators (``--lm-generator``, on specverify's tiny transformers pairs with the stop
 unit, the 512-token long unit and the seed check), round steps (``--round``, with ``--logits`` for
 the parity grid with its penalty and logit-bias knobs) and kernels (``--kernel``, with the
-odd-vocabulary unit). Default options except ``--eps`` (default 0.1 here, to keep the pure-Python
-loops to a few minutes each; the plan and the rates are otherwise the defaults). A buggy case must
+odd-vocabulary unit). Default options except eps: ``--eps`` (0.1) for LM generators, whose
+transformers forward passes make the default 0.05 take a quarter of an hour each; round steps and
+kernels at the CLI's default 0.05 (``--table-eps``). The plan and the rates are the defaults. A buggy case must
 FAIL and a correct one PASS; the table gives the verdict, the seconds, the headline and the
 diagnosis lead.
 """
@@ -23,6 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: presence and frequency penalties (generated tokens only) on raw logits the step processes itself
+PENALTY_FLAGS = ["--logits", "--presence-penalty", "1.5", "--frequency-penalty", "1.0"]
 
 #: (shape, spec, flags, buggy, source)
 CASES = [
@@ -44,6 +48,20 @@ CASES = [
     ("round", "user_impls.logits_steppers:step_logits_bias_ignored", ["--logits"], True, "sgl-project/sglang#10617"),
     ("round", "user_impls.round_numpy:step_rotating_cache_256", [], True, "rotating KV cache (mlx-lm family)"),
     ("kernel", "user_impls.kernels:kernel_padded_tile", ["--full-rule"], True, "vllm-project/vllm#44744"),
+    # round steps under the stop unit (a request ends at the first stop a round emits)
+    ("round", "user_impls.stop_steppers:step_cuts_at_stop_correct", [], False, "the round cut at its stop"),
+    ("round", "user_impls.stop_steppers:step_draft_stops_at_stop_correct", [], False, "openvino.genai#3293's fix"),
+    ("round", "user_impls.stop_steppers:step_drafted_stop_unverified", [], True, "openvinotoolkit/openvino.genai#3293"),
+    ("round", "user_impls.stop_steppers:step_replacement_never_stop", [], True, "written for the suite (EOS special)"),
+    # penalties over the generated tokens (presence, frequency) with the prompt boundary
+    ("round", "user_impls.penalty_steppers:step_penalties_correct", PENALTY_FLAGS, False, "drafts in the history"),
+    ("round", "user_impls.penalty_steppers:step_penalties_target_only", PENALTY_FLAGS, False, "draft unpenalised"),
+    ("round", "user_impls.penalty_steppers:step_incremental_correct", PENALTY_FLAGS, False, "counts across rounds"),
+    ("round", "user_impls.penalty_steppers:step_frequency_ignored", PENALTY_FLAGS, True, "vllm-project/vllm#18902"),
+    ("round", "user_impls.penalty_steppers:step_penalties_count_the_prompt", PENALTY_FLAGS, True, "OpenAI semantics"),
+    ("round", "user_impls.penalty_steppers:step_penalty_fed_last_token_only", PENALTY_FLAGS, True, "sglang#33643"),
+    ("round", "user_impls.penalty_steppers:step_history_keeps_rejected_drafts", PENALTY_FLAGS, True, "vmlx-swift#357"),
+    ("round", "user_impls.logits_steppers:step_logits_bias_after_temperature", ["--logits"], True, "bias order (vLLM)"),
 ]
 FLAG = {"lm": "--lm-generator", "round": "--round", "kernel": "--kernel"}
 EXIT = {0: "PASS", 1: "FAIL", 2: "USAGE", 3: "INCONCLUSIVE", 5: "UNSUPPORTED"}
@@ -68,24 +86,57 @@ def run_case(shape: str, spec: str, flags: list[str], eps: float, timeout: float
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--eps", type=float, default=0.1)
+    ap.add_argument("--eps", type=float, default=0.1, help="eps of the LM cases (tiny transformers, slower)")
+    ap.add_argument("--table-eps", type=float, default=0.05, help="eps of round steps and kernels (default: the CLI's)")
     ap.add_argument("--only", action="append", default=[], help="run the cases whose spec contains it (repeatable)")
     ap.add_argument("--out", default=str(ROOT / "scripts/results/request_suite.json"))
+    ap.add_argument("--table", action="store_true", help="print the results file as a markdown table")
     a = ap.parse_args(argv)
     rows = []
     for shape, spec, flags, buggy, source in CASES:
         if a.only and not any(o in spec for o in a.only):
             continue
-        r = {"shape": shape, "spec": spec, "buggy": buggy, "source": source, **run_case(shape, spec, flags, a.eps)}
+        eps = a.eps if shape == "lm" else a.table_eps
+        r = {
+            "shape": shape,
+            "spec": spec,
+            "buggy": buggy,
+            "source": source,
+            "eps": eps,
+            **run_case(shape, spec, flags, eps),
+        }
         r["ok"] = r["verdict"] == ("FAIL" if buggy else "PASS")
         rows.append(r)
         print(f"{'ok ' if r['ok'] else 'BAD'} {r['verdict']:12s} {r['seconds']:7.1f}s  {spec}  {r['headline'][:120]}")
         print(f"      {r['diagnosis'][:160]}", flush=True)
+    out = Path(a.out)
+    if a.only and out.exists():  # a partial run replaces its cases' rows and keeps the others, in CASES order
+        ran = {r["spec"] for r in rows}
+        kept = {r["spec"]: r for r in json.loads(out.read_text()) if r["spec"] not in ran}
+        by_spec = {**kept, **{r["spec"]: r for r in rows}}
+        rows = [by_spec[c[1]] for c in CASES if c[1] in by_spec]
     bad = [r for r in rows if not r["ok"]]
     n_bug = sum(r["buggy"] for r in rows)
     print(f"{len(rows) - len(bad)}/{len(rows)} as expected; {n_bug} buggy, {len(rows) - n_bug} correct; eps {a.eps}")
-    Path(a.out).write_text(json.dumps(rows, indent=1))
+    out.write_text(json.dumps(rows, indent=1))
+    if a.table:
+        print(table(rows))
     return 1 if bad else 0
+
+
+def table(rows: list[dict]) -> str:
+    """The suite as a markdown table: case, modelled on, expected, verdict, seconds, diagnosis lead."""
+    lines = [
+        "| case | modelled on | eps | expected | verdict | s | diagnosis lead |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lead = r["diagnosis"].removeprefix("Diagnosis: ").split(" (")[0] or "-"
+        expected = "FAIL" if r["buggy"] else "PASS"
+        case = r["spec"].split(".")[-1]
+        eps = r.get("eps", 0.1)
+        lines.append(f"| {case} | {r['source']} | {eps} | {expected} | {r['verdict']} | {r['seconds']:.0f} | {lead} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

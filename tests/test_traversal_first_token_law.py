@@ -155,3 +155,17 @@ def test_row_sums_are_the_sums_of_positive_parts():
     a, b = rng.random(500) * rng.choice([0.0, 1.0, 3.0], 500), rng.random(500) * 2 + 1e-3
     want = np.maximum(a[:, None] * T[row] - b[:, None] * D[row], 0.0).sum(1)
     np.testing.assert_allclose(sums.sum_pos(row, a, b), want, atol=1e-12)
+
+
+def test_units_whose_trees_may_be_pruned_get_no_traversal_law():
+    # top-k 1 leaves every draft row one token: a 2 x 2 tree drawn without replacement is pruned there,
+    # which the scorer's law does not model, so it gives no law rather than a wrong one
+    from specverify import SamplingSettings
+    from specverify.diagnosis._tree import traversal_unit_law
+    from specverify.harness import make_context_pair
+
+    class Gen:  # only what the filter reads before any round
+        position = np.zeros(1, dtype=np.int64)
+
+    pair = make_context_pair(16, "low", seed=0)
+    assert traversal_unit_law(Gen(), pair, SamplingSettings(top_k=1), 0) is None

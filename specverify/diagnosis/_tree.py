@@ -157,7 +157,11 @@ def traversal_unit_law(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(law [n, V] of the first token of each of the unit's first ``TRAVERSAL_ROUNDS`` rounds under
     ``traversal_remaining_mass_weight`` on a 2 x 2 tree, first tokens [n], target rows [n, V]); None
-    when the unit's prefixes cannot be rebuilt (no prompts, no ``row_of``, or a row that disagrees)."""
+    when the unit's prefixes cannot be rebuilt (no prompts, no ``row_of``, or a row that disagrees), and
+    when a draft row has fewer than two tokens (top-k, top-p, min-p): a tree drawn without replacement
+    is then pruned, which the 2 x 2 law does not model (the rule's own tree steps prune it)."""
+    if int((pair.draft_table(settings) > 0).sum(1).min()) < 2:
+        return None
     first = np.flatnonzero(gen.position == 0)[:TRAVERSAL_ROUNDS]
     prefixes = _round_prefixes(gen, first) if hasattr(pair, "row_of") else None
     if prefixes is None or not len(first):
