@@ -19,7 +19,7 @@ import pytest
 from user_impls.aliases import CLASS_OF
 
 from specverify.catalogue import BUGS
-from specverify.diagnosis import _audit, _greedy, _lm, _penalty, _stream, _tree
+from specverify.diagnosis import _audit, _greedy, _lm, _penalty, _stop, _stream, _tree
 from specverify.diagnosis._classes import CLASSES, RECORDS, BugClass, Kind, Scorer, round_models
 
 KINDS = set(typing.get_args(Kind))
@@ -102,6 +102,7 @@ def _named_by_scorers() -> dict[str, set[str]]:
         "tree": _laws_named_in(_tree),
         "lm": set(_lm.LM_FACTS),
         "exact/request": set(_lm.REQUEST_SIGNATURES),
+        "stop": set(_stop.STOP_FACTS),
     }
     for check_id, (name, _fact) in _audit._EXACT_SIGNATURES.items():
         out.setdefault(check_id, set()).add(name)

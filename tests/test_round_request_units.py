@@ -100,19 +100,26 @@ def test_correct_stop_handling_passes(step):
 
 def test_a_drafted_stop_taken_unverified_fails_the_stop_unit():
     # openvinotoolkit/openvino.genai#3293: a draft EOS finishes the sequence though the target may reject it
-    v = audit(RoundAdapter(S.step_drafted_stop_unverified), **FAST)
+    v = audit(RoundAdapter(S.step_drafted_stop_unverified), **{**FAST, "diagnose": True})
     failed = [c for c in v.checks if c.status == "FAIL"]
     assert [c.name for c in failed] == ["settings[0] stop_token_ids=(63,) / low-overlap pair"], v.headline()
     s = failed[0].details["stops"]
     assert s["observed"] > s["expected"] + 5 * s["sd"], s  # requests end at a drafted stop too often
+    # the stop scorer names it from the cut rounds (diagnosis/_stop.py): rounds that asked the target nothing
+    assert v.diagnosis["verdict"] == "request_ended_early", v.diagnosis["lead"]
+    assert "stop check reads" in v.diagnosis["lead"], v.diagnosis["lead"]
 
 
 def test_a_stop_masked_from_the_replacement_fails_where_requests_end():
     # the stop count leads: the token bins pool the stop id with others, the count does not
-    v = audit(RoundAdapter(S.step_replacement_never_stop), **FAST)
+    v = audit(RoundAdapter(S.step_replacement_never_stop), **{**FAST, "diagnose": True})
     assert v.status == "FAIL", v.headline()
     check, stratum, seen = v.first_failure()
     assert stratum == "where requests end" and "fewer stops than target-only sampling makes" in seen, seen
+    d = v.diagnosis
+    assert d["verdict"] == "stop_never_a_replacement", d["lead"]
+    top = d["candidates"][0]
+    assert top["parameter"] == "masked in the replacement only" and top["cells_fit_p"] > 0.01, top
 
 
 def test_a_bug_from_offset_252_on_fails_in_its_offset_bucket():

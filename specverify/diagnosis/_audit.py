@@ -10,7 +10,8 @@ that of a seed not honoured; so is a statistical FAIL whose tokens no scorer's c
 raw rows is diagnosed token by token under the greedy classes (:mod:`._greedy`), and units whose
 laws depend on the history (penalties) token by token under the penalty classes (:mod:`._penalty`),
 black-box generators token by token under the stream classes (:mod:`._stream`), and round steps
-that verify trees from the first token of each round under the tree classes (:mod:`._tree`).
+that verify trees from the first token of each round under the tree classes (:mod:`._tree`). A
+round step's stop unit, whose rounds a stop cuts, is scored under the stop classes (:mod:`._stop`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import round_evidence
 from ._greedy import diagnose_greedy
 from ._penalty import diagnose_penalty, penalty_units
+from ._stop import diagnose_stop, stop_units
 from ._stream import diagnose_stream, stream_units
 from ._tree import diagnose_tree, is_tree, tree_units
 
@@ -195,6 +197,10 @@ def diagnose_audit(record: AuditRecord) -> Diagnosis | None:
     d = diagnose_rounds(units) if units and stat_failed else None
     if d is not None and d.known:
         return d
+    # the stop unit's rounds, cut at their stop, which the round scorer leaves out (_stop)
+    stop = diagnose_stop(stop_units(plan, pairs, samples)) if stat_failed else None
+    if stop is not None and stop.known:
+        return stop
     # a token scorer's unknown gives way to an exact check's signature: the finding is proven, and
     # the tokens fit no class (e.g. one random stream for every request: each token follows its law)
     pen = diagnose_penalty(penalty_units(adapter, plan, pairs, samples)) if stat_failed else None

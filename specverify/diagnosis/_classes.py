@@ -47,6 +47,7 @@ Scorer = Literal[
     "exact/reproducibility",
     "exact/seeds",
     "exact/request",
+    "stop",
 ]
 #: builds a fresh round model (models carry fitted parameters, so each diagnosis gets its own)
 ModelFactory = Callable[[], RoundModel]
@@ -77,6 +78,9 @@ _LM_PENALTY = (
 _BOUNDARY_ONLY = "invisible to sampling (P(u = 0) is 2^-53): named by the exact boundary check's signature (_audit)"
 _LM_ONLY = "a request-level class of LM audits: the LM scorer recomputes each token's law from its prefix (_lm)"
 _REQUEST_ONLY = "an exact request-level finding of LM audits: named by its signature (_lm.REQUEST_SIGNATURES)"
+_STOP_ONLY = "a round cut at a stop is no round of the rule: the stop scorer scores the stop unit's cut rounds (_stop)"
+#: request classes the stop scorer also names on a round step's stop unit
+_STOP_TOO = frozenset({"request_ended_early"})
 _TREE_ONLY = "a tree round shows no chain of drafts: the tree scorer gives each round's first token its law (_tree)"
 _STREAM_ONLY = "a black-box generator shows no rounds: the stream scorer rebuilds each token's law (_stream)"
 #: block-rule mutants the tree scorer also names: traversal's wrong parent update, on a chain by its
@@ -557,11 +561,25 @@ RECORDS: tuple[BugClass, ...] = (
             check=check,
             sources=sources,
             kind="structure",
-            named_by=("exact/request",),
+            named_by=("exact/request", "stop") if name in _STOP_TOO else ("exact/request",),
             model=None,
-            no_model_because=_REQUEST_ONLY,
+            no_model_because=_REQUEST_ONLY + (f"; {_STOP_ONLY}" if name in _STOP_TOO else ""),
         )  # fmt: skip
         for name, mechanism, check, sources in _REQUEST_CLASSES
+    ),
+    BugClass(
+        name="stop_never_a_replacement",
+        mechanism=(
+            "The replacement after a rejection (and in some engines the bonus) is drawn with the stop ids masked "
+            "out, as if a request could not end on a token the draft did not propose: a request ends only on a "
+            "kept draft, so requests run longer than target-only sampling makes them."
+        ),
+        check="the residual / bonus sampling: stop ids are ordinary tokens there; only the finish check treats them",
+        sources=("written for the suite (issue 21: an EOS id treated specially at the replacement or bonus)",),
+        kind="structure",
+        named_by=("stop",),
+        model=None,
+        no_model_because=_STOP_ONLY,
     ),
     BugClass(
         name="seed_not_honoured",
