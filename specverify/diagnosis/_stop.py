@@ -32,6 +32,7 @@ from scipy import stats
 
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis
 from ._models import EPS
+from ._tree import is_tree
 
 if TYPE_CHECKING:
     from ..audit.pipeline.collect import UnitSample
@@ -57,13 +58,13 @@ _CHUNK = 4096
 
 
 def stop_units(plan: AuditPlan, pairs: dict[int, Any], samples: dict[int, UnitSample]) -> list[StopUnit]:
-    """The stop units of a round-step audit (settings with stop ids, sized for the stop count)."""
+    """The stop units of a chain round-step audit (settings with stop ids, sized for the stop count)."""
     out: list[StopUnit] = []
     for u in plan.units:
         s, pair = samples.get(u.index), pairs.get(u.index)
         gen: Generation | None = getattr(s, "gen", None)
-        if gen is None or gen.drafts is None or gen.law is not None or not len(gen.tokens):
-            continue
+        if gen is None or gen.drafts is None or gen.law is not None or not len(gen.tokens) or is_tree(gen):
+            continue  # a tree's recorded drafts are one path of it: no chain round to score
         if u.settings is None or not u.settings.stop_token_ids or not u.family.extra:
             continue
         if not hasattr(pair, "target_table") or gen.draft_rows is None:
