@@ -59,6 +59,7 @@ CASES = [
     ("round", "user_impls.penalty_steppers:step_penalties_target_only", PENALTY_FLAGS, False, "draft unpenalised"),
     ("round", "user_impls.penalty_steppers:step_incremental_correct", PENALTY_FLAGS, False, "counts across rounds"),
     ("round", "user_impls.penalty_steppers:step_frequency_ignored", PENALTY_FLAGS, True, "vllm-project/vllm#18902"),
+    ("round", "user_impls.penalty_steppers:step_penalties_ignored", PENALTY_FLAGS, True, "TensorRT-LLM#17701"),
     ("round", "user_impls.penalty_steppers:step_penalties_count_the_prompt", PENALTY_FLAGS, True, "OpenAI semantics"),
     ("round", "user_impls.penalty_steppers:step_penalty_fed_last_token_only", PENALTY_FLAGS, True, "sglang#33643"),
     ("round", "user_impls.penalty_steppers:step_history_keeps_rejected_drafts", PENALTY_FLAGS, True, "vmlx-swift#357"),

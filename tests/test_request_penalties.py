@@ -29,6 +29,7 @@ CORRECT = ["step_penalties_correct", "step_penalties_target_only", "step_increme
 #: each buggy step and the class its diagnosis names
 BUGGY = {
     "step_frequency_ignored": "frequency_penalty_ignored",  # vllm#18902, TensorRT-LLM#17701
+    "step_penalties_ignored": "penalties_ignored",  # TensorRT-LLM#17701, sglang#22049
     "step_penalties_count_the_prompt": "penalties_count_the_prompt",  # vmlx-swift#295
     "step_penalty_fed_last_token_only": "penalty_fed_last_token_only",  # sglang#33643
     "step_history_keeps_rejected_drafts": "penalty_history_keeps_rejected_drafts",  # vmlx-swift#357

@@ -910,6 +910,22 @@ RECORDS: tuple[BugClass, ...] = (
         model=None,
         no_model_because=_LM_PENALTY,
     ),
+    BugClass(
+        name="penalties_ignored",
+        mechanism=(
+            "Neither the presence nor the frequency penalty of the request is applied on the speculative path: the "
+            "output is exactly the target's law without them (one-model speculation skipping the penalty step)."
+        ),
+        check="the penalty step under speculation: every verified row needs both penalties, over the generated tokens",
+        sources=(
+            "NVIDIA/TensorRT-LLM#17701 (penalties silently dropped by one-model speculation)",
+            "sgl-project/sglang#22049 (penalties not applied with speculative decoding)",
+        ),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
     # -- multi-draft rules run as tree round steps (catalogue.tree_steps), named by the tree scorer
     BugClass(
         name="spectr_single_draft_residual",

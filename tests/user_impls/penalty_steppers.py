@@ -107,6 +107,14 @@ def step_frequency_ignored(prefix, draft, target, gamma, rng, settings):
     return chain(prefix, draft, target, gamma, rng, f, f)
 
 
+def step_penalties_ignored(prefix, draft, target, gamma, rng, settings):
+    """Bug (NVIDIA/TensorRT-LLM#17701: penalties silently dropped by one-model speculation): the
+    speculative path applies temperature and the truncations but neither penalty."""
+    none = SamplingSettings(**{**_knobs(settings), "presence_penalty": 0.0, "frequency_penalty": 0.0})
+    f = lambda logits, h: penalised(logits, h[settings.prompt_len :], none)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, f, f)
+
+
 def step_penalties_count_the_prompt(prefix, draft, target, gamma, rng, settings):
     """Bug: presence and frequency counted over the whole prefix, prompt included (the repetition
     penalty's convention applied to penalties that count generated tokens only)."""
