@@ -23,7 +23,8 @@ from user_impls import logits_steppers as L  # noqa: E402
 from specverify.audit import GeneratorAdapter, RoundAdapter, audit  # noqa: E402
 from specverify.audit.pipeline.plan import PARITY_GRID  # noqa: E402
 from specverify.diagnosis import diagnose_penalty  # noqa: E402
-from specverify.diagnosis._lm import finding_explains_statistics, repeated_requests  # noqa: E402
+from specverify.diagnosis._lm import _always_accept_from, finding_explains_statistics, repeated_requests  # noqa: E402
+from specverify.diagnosis._tokens import TokenScores  # noqa: E402
 from specverify.harness import make_context_pair  # noqa: E402
 
 #: the parity grid's bias setting alone and its combined setting (every knob, a bias and penalties)
@@ -76,3 +77,31 @@ def test_repeated_requests_count_exact_repeats_of_one_prompt():
     d = finding_explains_statistics("seed_not_honoured", "seed independence", [(prompts, seqs)])
     assert d.verdict == "seed_not_honoured"
     assert "1 of the sampled units' 5 requests repeat an earlier request of the same prompt" in " ".join(d.facts)
+
+
+def _buffer_that_runs_out(k: int, g: int, *, seqs: int = 12, length: int = 512, vocab: int = 16, seed: int = 3):
+    """Tokens of a generator exact up to token k that keeps every draft from there on (rounds of g drafts
+    and one target token), with the target's and the draft's laws of each token: (t, d, y, idx)."""
+    rng = np.random.default_rng(seed)
+    n = seqs * length
+    t, d = rng.dirichlet(np.ones(vocab), n), rng.dirichlet(np.ones(vocab), n)
+    idx = np.tile(np.arange(length), seqs)
+    law = np.where(((idx >= k) & ((idx - k) % (g + 1) != g))[:, None], d, t)
+    y = (law.cumsum(1) > rng.random(n)[:, None]).argmax(1)
+    return t, d, y, idx
+
+
+def test_a_draft_buffer_that_runs_out_at_a_block_is_fitted_where_it_runs_out():
+    # tests/user_impls/request_generators.py:draft_buffer_of_one_block: exact for 256 tokens, then every draft kept
+    t, d, y, idx = _buffer_that_runs_out(256, 3)
+    law, g, k = _always_accept_from(t, d, y, idx)
+    assert (g, k) == (3, 256)
+    acc = TokenScores(1, "token")
+    acc.add_unit("u", {"target": t, "always_accept_from": law}, y, np.zeros(t.shape, dtype=np.int64))
+    assert acc.ranked()[0].llr_vs_target > 100
+    # exact output: the fitted class gains nothing worth naming over the target (it pays log(8 x 511) nats)
+    t, d, y0, idx = _buffer_that_runs_out(10**6, 3)
+    law, g, k = _always_accept_from(t, d, y0, idx)
+    acc = TokenScores(1, "token")
+    acc.add_unit("u", {"target": t, "always_accept_from": law}, y0, np.zeros(t.shape, dtype=np.int64))
+    assert acc.ranked()[0].llr_vs_target - np.log(8 * 511) < 10

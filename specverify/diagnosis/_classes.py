@@ -911,6 +911,20 @@ RECORDS: tuple[BugClass, ...] = (
         no_model_because=_LM_PENALTY,
     ),
     BugClass(
+        name="always_accept_from",
+        mechanism=(
+            "Verification is exact up to some output length and from there on every draft is kept (one target token "
+            "per round): a buffer of draft rows or a cache sized for one block runs out, and the kernel reads the "
+            "target's own rows in the draft's place (p / q = 1)."
+        ),
+        check="the buffers the verifier reads past the first block: the draft's rows at every offset, not the target's",
+        sources=("written for the suite (issue 21: long outputs past a 256-token block)",),
+        kind="state",
+        named_by=("lm",),
+        model=None,
+        no_model_because=_LM_ONLY,
+    ),
+    BugClass(
         name="penalties_ignored",
         mechanism=(
             "Neither the presence nor the frequency penalty of the request is applied on the speculative path: the "

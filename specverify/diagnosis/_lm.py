@@ -13,6 +13,8 @@ target under settings ``s``, ``D_s`` the draft when specverify built the pair an
     temperature_twice       T_s with the temperature applied twice (logits / T^2)
     always_accept           D_s at the drafted indices, T_s at every (g + 1)-th (the bonus): every
                             draft kept; g fitted over 1..8 (draft known only)
+    always_accept_from      T_s up to token k, then as always_accept (a draft buffer or cache that
+                            runs out at some length); k and g fitted (draft known only)
     unverified_draft_tail,  as for table generators (:mod:`._stream`; draft known only)
     last_round_unverified
 
@@ -105,6 +107,25 @@ def _always_accept(t: np.ndarray, d: np.ndarray, y: np.ndarray, idx: np.ndarray)
     return np.where((idx % (g + 1) == g)[:, None], t, d), g
 
 
+def _always_accept_from(t: np.ndarray, d: np.ndarray, y: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """The law of a generator exact up to token k and keeping every draft from k on (a buffer or a
+    cache that runs out at some length), with the change point k and round length g + 1 that fit best."""
+    n, L = len(y), int(idx.max()) + 1
+    gain = np.bincount(idx, weights=np.log(np.maximum(d[np.arange(n), y], 1e-9)), minlength=L)
+    gain -= np.bincount(idx, weights=np.log(np.maximum(t[np.arange(n), y], 1e-9)), minlength=L)
+    ar, best = np.arange(L), (-np.inf, 1, 0)
+    for g in range(1, _MAX_GAMMA + 1):
+        for r in range(g + 1):  # rounds start at indices k = r mod (g + 1): the bonus at (i - r) % (g + 1) == g
+            tail = np.cumsum((gain * ((ar - r) % (g + 1) != g))[::-1])[::-1]
+            ks = np.arange(r, L, g + 1)
+            ks = ks[ks >= 1]  # from token 0 on is always_accept
+            if len(ks) and tail[ks].max() > best[0]:
+                best = (float(tail[ks].max()), g, int(ks[np.argmax(tail[ks])]))
+    _, g, k = best
+    drafted = (idx >= k) & ((idx - k) % (g + 1) != g)
+    return np.where(drafted[:, None], d, t), g, k
+
+
 def _unit_laws(
     u: LMStreamUnit,
 ) -> tuple[dict[str, np.ndarray], dict[str, str], dict[str, float], np.ndarray, np.ndarray]:
@@ -121,6 +142,9 @@ def _unit_laws(
         laws, params, pay = draft_laws(t, d, y, idx)
         laws["always_accept"], g = _always_accept(t, d, y, idx)
         params["always_accept"], pay["always_accept"] = f"rounds of {g} drafts + 1", float(np.log(_MAX_GAMMA))
+        laws["always_accept_from"], g, k = _always_accept_from(t, d, y, idx)
+        params["always_accept_from"] = f"from token {k}, rounds of {g} drafts + 1"
+        pay["always_accept_from"] = float(np.log(_MAX_GAMMA * max(int(idx.max()), 1)))
     laws.update(_settings_classes(u, prompts, seqs))
     return laws, params, pay, y, idx
 
@@ -162,6 +186,8 @@ LM_FACTS = {
     },
     "temperature_twice": "tokens follow the target's law at the temperature squared (applied twice)",
     "always_accept": "tokens follow the draft's law q, with one target token per round: every draft is kept",
+    "always_accept_from": "tokens follow the target's law up to some token, then the draft's law q with one "
+    "target token per round: from there on every draft is kept",
     "unverified_draft_tail": STREAM_FACTS["unverified_draft_tail"],
     "last_round_unverified": STREAM_FACTS["last_round_unverified"],
 }
