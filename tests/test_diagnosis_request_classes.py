@@ -105,3 +105,11 @@ def test_a_draft_buffer_that_runs_out_at_a_block_is_fitted_where_it_runs_out():
     acc = TokenScores(1, "token")
     acc.add_unit("u", {"target": t, "always_accept_from": law}, y0, np.zeros(t.shape, dtype=np.int64))
     assert acc.ranked()[0].llr_vs_target - np.log(8 * 511) < 10
+    # a unit of short exact requests costs the class nothing (k = L: no change there is one of its fits), so
+    # units that never reach the change do not hide the one that does
+    for seed in range(5):
+        t, d, y0, idx = _buffer_that_runs_out(10**6, 3, length=20, seed=seed)
+        law, g, k = _always_accept_from(t, d, y0, idx)
+        acc = TokenScores(1, "token")
+        acc.add_unit("u", {"target": t, "always_accept_from": law}, y0, np.zeros(t.shape, dtype=np.int64))
+        assert acc.ranked()[0].llr_vs_target >= 0, (seed, k, g)

@@ -113,7 +113,8 @@ def _always_accept_from(t: np.ndarray, d: np.ndarray, y: np.ndarray, idx: np.nda
     n, L = len(y), int(idx.max()) + 1
     gain = np.bincount(idx, weights=np.log(np.maximum(d[np.arange(n), y], 1e-9)), minlength=L)
     gain -= np.bincount(idx, weights=np.log(np.maximum(t[np.arange(n), y], 1e-9)), minlength=L)
-    ar, best = np.arange(L), (-np.inf, 1, 0)
+    # k = L: no change in this unit (the class's knob is a length: a unit of short requests never reaches it)
+    ar, best = np.arange(L), (0.0, 1, L)
     for g in range(1, _MAX_GAMMA + 1):
         for r in range(g + 1):  # rounds start at indices k = r mod (g + 1): the bonus at (i - r) % (g + 1) == g
             tail = np.cumsum((gain * ((ar - r) % (g + 1) != g))[::-1])[::-1]
@@ -143,7 +144,7 @@ def _unit_laws(
         laws["always_accept"], g = _always_accept(t, d, y, idx)
         params["always_accept"], pay["always_accept"] = f"rounds of {g} drafts + 1", float(np.log(_MAX_GAMMA))
         laws["always_accept_from"], g, k = _always_accept_from(t, d, y, idx)
-        params["always_accept_from"] = f"from token {k}, rounds of {g} drafts + 1"
+        params["always_accept_from"] = f"from token {k}, rounds of {g} drafts + 1" if k < len(y) else "never"
         pay["always_accept_from"] = float(np.log(_MAX_GAMMA * max(int(idx.max()), 1)))
     laws.update(_settings_classes(u, prompts, seqs))
     return laws, params, pay, y, idx
