@@ -130,7 +130,7 @@ def _units(record: AuditRecord) -> list[RoundUnit]:
         gen = s.gen
         if is_tree(gen):  # its recorded 'drafts' are one path of a tree: the tree scorer reads it (_tree)
             continue
-        if u.settings.stop_token_ids and u.family.extra:  # a stop unit: a round cut at a stop is no round of the rule
+        if u.is_stop_unit:  # a round cut at a stop is no round of the rule: the stop scorer reads it (_stop)
             continue
         mismatch: np.ndarray | None = None
         if gen.drafts is None and sampler is not None and adapter.harness == "sequence":

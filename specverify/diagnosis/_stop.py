@@ -65,7 +65,7 @@ def stop_units(plan: AuditPlan, pairs: dict[int, Any], samples: dict[int, UnitSa
         gen: Generation | None = getattr(s, "gen", None)
         if gen is None or gen.drafts is None or gen.law is not None or not len(gen.tokens) or is_tree(gen):
             continue  # a tree's recorded drafts are one path of it: no chain round to score
-        if u.settings is None or not u.settings.stop_token_ids or not u.family.extra:
+        if not u.is_stop_unit:
             continue
         if not hasattr(pair, "target_table") or gen.draft_rows is None:
             continue

@@ -153,6 +153,11 @@ class AuditUnit:
         return math.ceil(sequences * self.length / LONG_UNIT_BASE) if self.length else sequences
 
     @property
+    def is_stop_unit(self) -> bool:
+        """A round step's stop unit: stop ids, and its stop count sized into the family (``TestFamily.extra``)."""
+        return bool(self.settings.stop_token_ids and self.family.extra)
+
+    @property
     def label(self) -> str:
         pair = "" if self.pair_kind == "default" else f" / {self.pair_kind}-overlap pair"
         long = f" / {self.length} tokens" if self.length else ""

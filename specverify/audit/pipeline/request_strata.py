@@ -55,7 +55,7 @@ def request_tests(
     """The unit's request-level tests (module docstring); none for an ordinary unit."""
     if unit.length:
         return _bucket_tests(unit, law, rows, gen, cfg)
-    if unit.settings.stop_token_ids and unit.family.extra:  # a round step's stop unit
+    if unit.is_stop_unit:
         return [_stop_count(unit, law, rows, gen)]
     return []
 
