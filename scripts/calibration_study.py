@@ -119,7 +119,7 @@ for i in range(args.audits):
     fails += f
     if f and args.every:  # which test failed: the new request-level tests are calibrated with the rest
         check, stratum, _ = v.first_failure()
-        print(f"  FAIL seed {args.first_seed + i} {name}: {check} / {stratum}", flush=True)
+        print(f"  FAIL seed {args.first_seed + i} {name}: {check.name} / {stratum}", flush=True)
     per.setdefault(name, [0, 0])
     per[name][0] += f
     per[name][1] += 1
