@@ -22,6 +22,7 @@ from ._bug_models import ResidualSwitch
 from ._candidate import NOT_KNOWN, Candidate
 from ._classes import CLASSES, round_models
 from ._facts import facts
+from ._mechanism import Mechanism, family_models, fit_mechanism, options_by_part
 from ._score import KINDS, g_statistic, score_unit
 
 if TYPE_CHECKING:  # annotations only
@@ -61,7 +62,19 @@ class Diagnosis:
                 f"and explains {self.min_explained:.0%} of the deviation or leaves none significant; closest tried: "
                 f"{best})"
             )
-        c, cls = self.candidates[0], CLASSES[self.verdict]
+        c = self.candidates[0]
+        if isinstance(c, MechanismCandidate) and c.mechanism is not None:
+            how = (
+                f"explains {min(c.explained, 1.0):.0%} of the deviation"
+                if c.explained >= self.min_explained
+                else (f"leaves no significant deviation on the cells, p = {c.cells_fit_p:.2g}")
+            )
+            return (
+                f"Diagnosis: most likely this mechanism (fitted part by part; no catalogued class fits): "
+                f"{c.mechanism.words()} (likelihood ratio e^{c.llr_vs_target:.1f} against the target law, its "
+                f"choices paid for; {how}). Check {c.mechanism.check()}."
+            )
+        cls = CLASSES[self.verdict]
         if math.isinf(c.llr_vs_target) and self.rounds_scored == 0:  # named by an exact check, not by scoring
             return f"Diagnosis: {self.verdict} ({self.method}). Check {cls.check}."
         runner = self.candidates[1] if len(self.candidates) > 1 else None
@@ -100,6 +113,7 @@ class _Sums(TypedDict):
     pos: np.ndarray | None  # [g + 1] (the longest unit's), None before the first unit
     unit: dict[str, float]
     G: float
+    expected: list[np.ndarray]  # [cells] per unit, in unit order (a mechanism's cells are composed from them)
 
 
 def _variants() -> list[tuple[RoundModel, float, str]]:
@@ -115,20 +129,32 @@ def _variants() -> list[tuple[RoundModel, float, str]]:
                 out.append((v, float(np.log(len(grid))), f"t = {t:g}"))
         else:
             out.append((m, 0.0, ""))
+    # the mechanism families' members (_mechanism): scored beside the classes, never named alone
+    out += [(m, 0.0, "") for m in family_models()]
     return out
+
+
+@dataclasses.dataclass
+class _Cells:
+    """Every unit's observed cell counts and layout (unit order), and the degrees of freedom."""
+
+    obs: list[np.ndarray] = dataclasses.field(default_factory=list)
+    layouts: list[Any] = dataclasses.field(default_factory=list)
+    df: int = 0
 
 
 def _collect(
     units: Sequence[RoundUnit], max_rounds: int
-) -> tuple[list[tuple[RoundModel, float, str]], dict[int, _Sums], int, int]:
+) -> tuple[list[tuple[RoundModel, float, str]], dict[int, _Sums], _Cells, int]:
     """Sum each model's scores over the units: totals, per-kind/position/unit, G statistics."""
     variants = _variants()
     models = [v for v, _, _ in variants]
     per: dict[int, _Sums] = {
-        id(m): {"ll": 0.0, "kind": np.zeros(len(KINDS)), "pos": None, "unit": {}, "G": 0.0} for m in models
+        id(m): {"ll": 0.0, "kind": np.zeros(len(KINDS)), "pos": None, "unit": {}, "G": 0.0, "expected": []}
+        for m in models
     }
-    g_target_by_kind: dict[str, int] = {}
-    obs_tot, rounds = 0.0, 0
+    cells = _Cells()
+    rounds = 0
     for ev, pair, settings in units:
         batch = [m for m in models if not hasattr(m, "GRID")]  # grid variants share a name
         scores, obs, layout = score_unit(ev, pair, settings, batch, max_rounds=max_rounds)
@@ -142,10 +168,11 @@ def _collect(
             d["pos"] = s.ll.sum(0) if d["pos"] is None else _add_pos(d["pos"], s.ll.sum(0))
             d["unit"][ev.label] = d["unit"].get(ev.label, 0.0) + s.total
             d["G"] += g_statistic(obs, s.expected)
-        obs_tot += obs.sum()
-        g_target_by_kind.setdefault("df", 0)
-        g_target_by_kind["df"] += max(int((obs > 0).sum()) - layout.groups, 1)
-    return variants, per, g_target_by_kind["df"] if units else 0, rounds
+            d["expected"].append(s.expected)
+        cells.obs.append(obs)
+        cells.layouts.append(layout)
+        cells.df += max(int((obs > 0).sum()) - layout.groups, 1)
+    return variants, per, cells, rounds
 
 
 def _add_pos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -175,11 +202,14 @@ def diagnose_rounds(
 
 
 def _diagnose_once(units: Sequence[RoundUnit], min_llr: float, min_explained: float, max_rounds: int) -> Diagnosis:
-    variants, per, df, rounds = _collect(units, max_rounds)
+    variants, per, cells, rounds = _collect(units, max_rounds)
+    df = cells.df
     ref = per[id(variants[0][0])]
     g_ref = ref["G"]
     cands: dict[str, Candidate] = {}
     for m, penalty, param in variants[1:]:
+        if getattr(m, "family_only", False):
+            continue
         d = per[id(m)]
         llr = d["ll"] - ref["ll"] - penalty
         expl = (g_ref - d["G"]) / max(g_ref - df, 1e-9) if g_ref > df else 0.0
@@ -201,6 +231,13 @@ def _diagnose_once(units: Sequence[RoundUnit], min_llr: float, min_explained: fl
     ranked = sorted(cands.values(), key=lambda c: -c.llr_vs_target)
     best = ranked[0] if ranked else None
     known = best is not None and best.qualifies(min_llr, min_explained)
+    # the mechanism fitted part by part (_mechanism) leads when no class fits, or when it beats the
+    # best class by min_llr nats (two parts wrong at once: the class explains one of them)
+    mech = _mechanism_candidate([v for v, _, _ in variants], per, ref, cells, g_ref) if ranked else None
+    if mech is not None and mech.qualifies(min_llr, min_explained):
+        assert best is not None, "a mechanism is fitted only beside ranked classes"
+        if not known or mech.llr_vs_target >= best.llr_vs_target + min_llr:
+            ranked, best, known = [mech, *ranked], mech, True
 
     method = (
         f"exact laws of each class on the audited pairs and settings; {rounds:,} rounds scored "
@@ -215,6 +252,46 @@ def _diagnose_once(units: Sequence[RoundUnit], min_llr: float, min_explained: fl
         min_explained,
         rounds,
     )
+
+
+def _mechanism_candidate(
+    models: list[RoundModel], per: dict[int, _Sums], ref: _Sums, cells: _Cells, g_ref: float
+) -> MechanismCandidate | None:
+    """The best mechanism (``_mechanism``) as a candidate: its likelihood ratio net of its price, and
+    its cells composed part by part from the chosen options' expected counts."""
+    mech = fit_mechanism(options_by_part(models[1:]), {k: v["kind"] for k, v in per.items()}, ref["kind"])
+    if not mech.chosen:
+        return None
+    G = 0.0
+    for u, (obs, layout) in enumerate(zip(cells.obs, cells.layouts)):
+        exp = ref["expected"][u].copy()
+        for opt, _ in mech.chosen:
+            lo, hi = layout.span(opt.part)
+            exp[lo:hi] = per[id(opt.model)]["expected"][u][lo:hi]
+        G += g_statistic(obs, exp)
+    by_kind = {k: 0.0 for k in KINDS}
+    pos = np.zeros_like(ref["pos"]) if ref["pos"] is not None else np.zeros(1)
+    for opt, _ in mech.chosen:
+        k = KINDS.index(opt.part)
+        by_kind[opt.part] = float(per[id(opt.model)]["kind"][k] - ref["kind"][k])
+    expl = (g_ref - G) / max(g_ref - cells.df, 1e-9) if g_ref > cells.df else 0.0
+    return MechanismCandidate(
+        mech.name, mech.llr, float(expl), by_kind, pos.tolist(), {}, "", chi2_sf(G, cells.df), mechanism=mech
+    )
+
+
+@dataclasses.dataclass
+class MechanismCandidate(Candidate):
+    """A fitted mechanism in the ranking: named by its options, described by their words."""
+
+    mechanism: Mechanism | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.mechanism is not None:
+            out["mechanism"], out["check"] = self.mechanism.words(), self.mechanism.check()
+            out["parts"] = {o.part: o.model.name for o, _ in self.mechanism.chosen}
+        return out
 
 
 def chi2_sf(g: float, df: int) -> float:

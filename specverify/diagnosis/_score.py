@@ -71,6 +71,12 @@ class _Cells:
         # groups (cells sharing one conditioning event) for the degrees of freedom
         self.groups = g * 4 + 2 + 1 + 2 + 2
 
+    def span(self, kind: str) -> tuple[int, int]:
+        """[lo, hi) of the cells of one event kind (a mechanism composes its cells kind by kind)."""
+        starts = {"acceptance": self.acc0, "replacement": self.rep0, "bonus": self.bon0, "draft": self.dr0}
+        ends = {"acceptance": self.rep0, "replacement": self.bon0, "bonus": self.dr0, "draft": self.st0}
+        return starts[kind], ends[kind]
+
 
 def _gather(tab: Tables, ev: RoundEvidence, idx: np.ndarray) -> Chunk:
     g = ev.gamma

@@ -1,0 +1,283 @@
+"""Mechanism families: a FAIL explained by one fitted choice per part of the round, not by a name.
+
+A named class changes one part of the rule the way one bug did. Bugs users write vary the same
+parts in other ways (the previous row instead of the next, the draft's row instead of the
+target's, a comparison instead of a coin), so a list of names lags them. The round's events factor
+by part (``_score``): each draft depends on the draft law only, each acceptance on the acceptance
+test, each replacement on the replacement law, each bonus on the bonus law. A *mechanism* is one
+option per part, and its log-likelihood is the sum of each option's log-likelihood on its own
+events, so the best mechanism is fitted part by part instead of over the product of the families.
+Every part whose option is not the rule's pays log(options + 1) nats, the price of the choice (as a
+grid parameter pays log(grid)); the mechanism is then held to the same rule as a class: it beats
+the target law by ``min_llr`` nats and explains ``min_explained`` of the deviation on the cells.
+
+Families (options besides the rule, which each part keeps when no option pays for itself):
+
+    draft        argmax q; q of the first position's row; left-over drafts proposed again (classes)
+    acceptance   the target row of the next / previous position; the draft row of the next /
+                 previous position; the draft row's maximum for q(x); min(1, q/p); keep iff p >= q;
+                 keep with probability p(x); always keep; u = 0; typical acceptance (Medusa's
+                 threshold min(eps, delta exp(-H(p))), eps and delta on a grid); ...
+    replacement  p; q; (q - p)+; |p - q|; softmax((p - q)+); (p - q)+ unnormalised; p or q when the
+                 residual mass is small / large (classes); the residual of the next position's target
+                 row or of the next draft row; the residual's argmax
+    bonus        p of the previous row; q; argmax p (classes); the residual (p - q)+ at the bonus row
+
+Class models that change one part only (no tables, no structure) are options of that part; the
+others (shared noise, float16 arithmetic, state, settings) stay whole classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ._models import Chunk, RoundModel, normalise, ratio, residual
+
+__all__ = ["Option", "Mechanism", "FAMILY_MODELS", "options_by_part", "fit_mechanism", "PARTS", "HOOKS"]
+
+#: the parts of a round a mechanism chooses for, with the hook that computes each part's law
+HOOKS = {"draft": "draft_law", "acceptance": "accept", "replacement": "replaced", "bonus": "bonus"}
+PARTS = tuple(HOOKS)
+_WHOLE = ("tables", "nonstandard", "mismatch", "fit")  # hooks that make a model a whole class
+
+
+class _Family(RoundModel):
+    """A family member: scored beside the classes, never named as a class."""
+
+    family_only = True
+    words = ""
+    check = ""
+
+
+def _rows_at(A: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """A[i, j, X[i, j]] for rows A [n, g, V] and drafts X [n, g]."""
+    out: np.ndarray = np.take_along_axis(A, X[:, :, None], axis=2)[:, :, 0]
+    return out
+
+
+def _draft_rows_shifted(c: Chunk, shift: int) -> np.ndarray:
+    """[n, g, V] the draft rows of position j + shift (clamped at the first row; the bonus
+    position's draft row after the last)."""
+    full = np.concatenate([c.Qr, c.Qb[:, None]], axis=1)
+    idx = np.clip(np.arange(c.X.shape[1]) + shift, 0, c.X.shape[1])
+    out: np.ndarray = full[:, idx]
+    return out
+
+
+class TargetRowPrevious(_Family):
+    name = "target_row_previous"
+    words = "the acceptance test reads the previous position's target row: min(1, p_{j-1}(x_j) / q_j(x_j))"
+    check = "the index of the target row the ratio reads for draft j (row j, the row after the first j drafts)"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        idx = np.maximum(np.arange(c.X.shape[1]) - 1, 0)
+        return ratio(_rows_at(c.P[:, idx], c.X), c.at(c.Qr))
+
+
+class DraftRowShift(_Family):
+    def __init__(self, shift: int) -> None:
+        self.shift = shift
+        which = "next" if shift > 0 else "previous"
+        self.name = f"draft_row_{which}"
+        self.words = (
+            f"the acceptance test reads the {which} position's draft row: min(1, p_j(x_j) / q_{{j{shift:+d}}}(x_j))"
+        )
+        self.check = "the index of the draft row the ratio reads for draft j (the row that drew it)"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        return ratio(c.at(c.P), _rows_at(_draft_rows_shifted(c, self.shift), c.X))
+
+
+class DraftMaxRatio(_Family):
+    name = "ratio_over_draft_max"
+    words = "the acceptance test divides by the draft row's maximum instead of q(x): min(1, p(x) / max q)"
+    check = "the draft probability gathered for the ratio: q at the drafted id, not the row's max"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        return ratio(c.at(c.P), np.broadcast_to(c.Qr.max(-1), c.X.shape))
+
+
+class DeterministicAccept(_Family):
+    name = "accept_iff_p_ge_q"
+    words = "acceptance is deterministic: a draft is kept iff p(x) >= q(x) (no uniform)"
+    check = "the acceptance test: compare a uniform with p(x) / q(x), not p(x) with q(x)"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        out: np.ndarray = (c.at(c.P) >= c.at(c.Qr)).astype(np.float64)
+        return out
+
+
+class AcceptWithP(_Family):
+    name = "accept_with_prob_p"
+    words = "a draft is kept with probability p(x), not min(1, p(x) / q(x))"
+    check = "the acceptance probability: the ratio p(x) / q(x), not p(x) alone"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        return c.at(c.P)
+
+
+class TypicalAcceptance(_Family):
+    """Medusa's typical acceptance: keep iff p(x) > min(eps, delta exp(-H(p))) (not exact)."""
+
+    VALUES = tuple((e, d) for e in (0.01, 0.03, 0.09, 0.3) for d in (0.1, 0.3, 0.5))
+
+    def __init__(self, eps: float, delta: float) -> None:
+        self.eps, self.delta = eps, delta
+        self.name = f"typical_acceptance(eps={eps:g},delta={delta:g})"
+        self.words = (
+            f"a draft is kept iff p(x) > min({eps:g}, {delta:g} exp(-H(p))): typical acceptance (Medusa), "
+            "which is not lossless"
+        )
+        self.check = "the acceptance test: the speculative-sampling coin u < p(x) / q(x), not an entropy threshold"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        P = c.P[:, : c.X.shape[1]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            h = -np.sum(np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0), -1)
+        out: np.ndarray = (c.at(c.P) > np.minimum(self.eps, self.delta * np.exp(-h))).astype(np.float64)
+        return out
+
+
+class ResidualShift(_Family):
+    """The replacement's residual built from the next position's target or draft row."""
+
+    def __init__(self, side: str) -> None:
+        self.side = side
+        self.name = f"residual_{side}_row_next"
+        self.words = (
+            f"the replacement is drawn from (p - q)+ with the {'target' if side == 'target' else 'draft'} row of "
+            "the next position"
+        )
+        self.check = "the row index of the residual at the first rejection (the rejected draft's own position)"
+
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        if self.side == "target":
+            return residual(c.P[rows, j + 1], c.Qr[rows, j])
+        q = _draft_rows_shifted(c, 1)[rows, j]
+        return residual(c.P[rows, j], q)
+
+
+class ResidualArgmax(_Family):
+    name = "replacement_residual_argmax"
+    words = "the replacement is the argmax of (p - q)+, not a sample from it"
+    check = "the replacement draw: sample from the normalised residual, not its argmax"
+
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        w = residual(c.P[rows, j], c.Qr[rows, j])
+        one = np.zeros_like(w)
+        one[np.arange(len(rows)), np.argmax(w, -1)] = 1.0
+        return one
+
+
+class BonusResidual(_Family):
+    name = "bonus_from_residual"
+    words = "the bonus token is drawn from (p - q)+ at the bonus position, as if its draft had been rejected"
+    check = "the bonus draw after every draft was kept: from p of the last row, not a residual"
+
+    def bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
+        out: np.ndarray = normalise(np.maximum(c.Pb[rows] - c.Qb[rows], 0.0), c.Pb[rows])
+        return out
+
+
+def family_models() -> list[RoundModel]:
+    """Fresh family members (scored with the classes, named only through a mechanism)."""
+    return [
+        TargetRowPrevious(),
+        DraftRowShift(+1),
+        DraftRowShift(-1),
+        DraftMaxRatio(),
+        DeterministicAccept(),
+        AcceptWithP(),
+        *(TypicalAcceptance(e, d) for e, d in TypicalAcceptance.VALUES),
+        ResidualShift("target"),
+        ResidualShift("draft"),
+        ResidualArgmax(),
+        BonusResidual(),
+    ]
+
+
+FAMILY_MODELS = family_models
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One way a part of the round is computed: the model whose hook gives its law, in words."""
+
+    part: str
+    model: RoundModel
+    words: str
+    check: str
+
+
+def _hooks_overridden(m: RoundModel) -> set[str]:
+    return {h for h in (*HOOKS.values(), *_WHOLE) if getattr(type(m), h) is not getattr(RoundModel, h)}
+
+
+def part_of(m: RoundModel) -> str | None:
+    """The one part a model changes, or None when it changes several or a whole-class hook."""
+    hooks = _hooks_overridden(m)
+    parts = [p for p, h in HOOKS.items() if h in hooks]
+    return parts[0] if len(parts) == 1 and not hooks & set(_WHOLE) else None
+
+
+def options_by_part(models: Sequence[RoundModel]) -> dict[str, list[Option]]:
+    """{part: options}: every model (class or family) that changes exactly one part; a class model
+    is described by its record (the mechanism's first sentence, what to check), a family member by
+    its own words."""
+    from ._classes import CLASSES
+
+    out: dict[str, list[Option]] = {p: [] for p in PARTS}
+    for m in models:
+        part = part_of(m)
+        if part is None:
+            continue
+        if isinstance(m, _Family):
+            out[part].append(Option(part, m, m.words, m.check))
+            continue
+        rec = CLASSES[m.name]
+        first = rec.mechanism.split(". ")[0].rstrip(".")
+        out[part].append(Option(part, m, f"{first} (class {m.name})", rec.check))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Mechanism:
+    """The fitted option of every part that left the rule: gain in nats net of its price."""
+
+    chosen: tuple[tuple[Option, float], ...]  # (option, net gain in nats), in part order
+
+    @property
+    def name(self) -> str:
+        return "mechanism(" + ", ".join(f"{o.part}={o.model.name}" for o, _ in self.chosen) + ")"
+
+    @property
+    def llr(self) -> float:
+        return float(sum(g for _, g in self.chosen))
+
+    def words(self) -> str:
+        return "; ".join(o.words for o, _ in self.chosen)
+
+    def check(self) -> str:
+        return "; ".join(dict.fromkeys(o.check for o, _ in self.chosen if o.check))
+
+
+def fit_mechanism(options: dict[str, list[Option]], kind_ll: dict[int, np.ndarray], ref: np.ndarray) -> Mechanism:
+    """The best option of each part by its own events' log-likelihood (``kind_ll``: model id ->
+    [len(KINDS)] summed over units; ``ref``: the rule's), kept when it pays log(options + 1)."""
+    from ._score import KINDS
+
+    chosen = []
+    for part in PARTS:
+        opts = options[part]
+        if not opts:
+            continue
+        k = KINDS.index(part)
+        best = max(opts, key=lambda o: float(kind_ll[id(o.model)][k]))
+        gain = float(kind_ll[id(best.model)][k] - ref[k]) - math.log(len(opts) + 1)
+        if gain > 0:
+            chosen.append((best, gain))
+    return Mechanism(tuple(chosen))
