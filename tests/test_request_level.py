@@ -219,7 +219,8 @@ def test_transformers_speculation_ends_requests_at_a_stop_accepted_mid_round(pai
     v = audit_lm_pairs(make, pairs, settings=SETTING, eps=0.3, seed=1, long_length=64)
     assert v.status == "PASS", v.headline()
     stop = next(c for c in v.checks if "stop_token_ids=(99,)" in c.name)
-    assert stop.details["stops"]["observed"] > 10, stop.details
+    # stops met in a quarter of the requests or more: the unit exercised them (the count is tested as a law)
+    assert stop.details["stops"]["observed"] >= 5, stop.details
 
 
 def test_a_failed_greedy_check_alone_gets_no_diagnosis(pairs):

@@ -60,9 +60,15 @@ def build_model(
     device: str | torch.device = "cpu",
     lm_head_scale: float = 1.0,
     max_positions: int = 2048,
+    attention_scale: float = 1.0,
 ) -> PreTrainedModel:
     """A seeded random-init causal LM from a config. ``lm_head_scale`` sharpens the near-uniform
-    distributions of a random init (scale 6-8 gives LLM-like entropies)."""
+    distributions of a random init (scale 6-8 gives LLM-like entropies). ``attention_scale``
+    multiplies every attention logit (query and key projections each by its square root): a random
+    init attends almost uniformly, so its law hardly depends on the context beyond the last token
+    and a bug that corrupts the context (a cache that keeps rejected drafts) changes nothing; at
+    1,000 attention is peaked and inserting a few wrong tokens among the last 40 of a 300-token
+    context moves the next token's law by TV ~0.08 (0.003 at 1)."""
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     kv_heads = kv_heads or max(1, heads // 2)
@@ -106,7 +112,20 @@ def build_model(
     if lm_head_scale != 1.0:
         with torch.no_grad():
             model.get_output_embeddings().weight.mul_(lm_head_scale)
+    if attention_scale != 1.0:
+        _scale_attention_logits(model, attention_scale)
     return model
+
+
+def _scale_attention_logits(model: PreTrainedModel, scale: float) -> None:
+    root = scale**0.5
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if any(k in name for k in ("q_proj", "k_proj")):
+                p.mul_(root)
+            elif "c_attn" in name:  # GPT-2: one projection, query and key are its first two thirds
+                width = p.shape[-1] // 3
+                p[..., : 2 * width].mul_(root)
 
 
 def perturbed_copy(model: PreTrainedModel, *, eps: float = 0.1, seed: int = 1) -> PreTrainedModel:

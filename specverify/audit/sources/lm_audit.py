@@ -159,6 +159,8 @@ EOS_MASS = 0.05
 #: the vocabulary of :func:`lm_pairs` by default: not a multiple of 8 or 64, so the last tile of a kernel
 #: that pads the vocabulary has a tail (vllm#44744: an id >= vocab from the padding)
 LM_VOCAB = 250
+#: attention logits of the default pairs times this (see ``build_model``'s ``attention_scale``)
+ATTENTION_SCALE = 1000.0
 
 
 def lm_pairs(vocab: int = LM_VOCAB, *, seed: int = 0) -> tuple[LMPair, LMPair]:
@@ -167,11 +169,22 @@ def lm_pairs(vocab: int = LM_VOCAB, *, seed: int = 0) -> tuple[LMPair, LMPair]:
     independently seeded model of the same shape (as :func:`specverify.harness.make_model_pair`).
     The last id is an EOS with mass :data:`EOS_MASS` on average under the target (and the high
     draft), at many positions: the stop unit's sequences end at it, mid-block included, and a
-    shortcut keyed on the last id of the vocabulary meets a token that matters."""
+    shortcut keyed on the last id of the vocabulary meets a token that matters. Attention is
+    sharpened (:data:`ATTENTION_SCALE`) so that the law depends on the context, not only on the last
+    token: a cache that keeps rejected drafts (ml-explore/mlx-lm#846) changes what the target sees."""
     from ...lm.transformers_lm import build_model, perturbed_copy, with_token_mass
 
     def model(s: int) -> torch.nn.Module:
-        m: torch.nn.Module = build_model("llama", vocab=vocab, hidden=32, layers=2, heads=2, seed=s, lm_head_scale=6.0)
+        m: torch.nn.Module = build_model(
+            "llama",
+            vocab=vocab,
+            hidden=32,
+            layers=2,
+            heads=2,
+            seed=s,
+            lm_head_scale=6.0,
+            attention_scale=ATTENTION_SCALE,
+        )
         return m
 
     eos = vocab - 1
