@@ -249,3 +249,24 @@ def test_greedy_over_512_tokens_sees_a_divergence_that_32_token_runs_miss():
     status = {c.name: c.status for c in v.checks}
     assert status["greedy equivalence (raw rows: ties, near ties, draft disagreements)"] == "PASS", status
     assert status["greedy equivalence over 512-token sequences (raw rows)"] == "FAIL", status
+
+
+def test_the_default_pairs_law_depends_on_the_context_not_only_the_last_token():
+    # a random init attends almost uniformly: wrong tokens in the context (a cache that keeps
+    # rejected drafts, mlx-lm#846) barely move the law; attention_scale makes them matter
+    from specverify.lm.transformers_lm import build_model
+
+    g = torch.Generator().manual_seed(0)
+    ctx = torch.randint(0, 99, (4, 120), generator=g)
+    junk = ctx.clone()
+    junk[:, 90:118:3] = torch.randint(0, 99, (4, 10), generator=g)  # the last token kept
+
+    def moved(scale):
+        m = build_model(
+            "llama", vocab=100, hidden=32, layers=2, heads=2, seed=0, lm_head_scale=6.0, attention_scale=scale
+        )
+        with torch.no_grad():
+            a, b = (torch.softmax(m(x).logits[:, -1].double(), -1) for x in (ctx, junk))
+        return float(0.5 * (a - b).abs().sum(-1).mean())
+
+    assert moved(1000.0) > 3 * moved(1.0), (moved(1.0), moved(1000.0))  # 0.011 -> 0.053 at seed 0
