@@ -59,13 +59,17 @@ def _rows_at(A: np.ndarray, X: np.ndarray) -> np.ndarray:
     return out
 
 
-def _draft_rows_shifted(c: Chunk, shift: int) -> np.ndarray:
+def _draft_rows_shifted(c: Chunk, shift: int | None) -> np.ndarray:
     """[n, g, V] the draft rows of position j + shift (clamped at the first row; the bonus
-    position's draft row after the last)."""
+    position's draft row after the last); ``shift=None``: the first position's row everywhere."""
     full = np.concatenate([c.Qr, c.Qb[:, None]], axis=1)
-    idx = np.clip(np.arange(c.X.shape[1]) + shift, 0, c.X.shape[1])
+    g = c.X.shape[1]
+    idx = np.zeros(g, dtype=np.int64) if shift is None else np.clip(np.arange(g) + shift, 0, g)
     out: np.ndarray = full[:, idx]
     return out
+
+
+_WHICH = {1: "next", -1: "previous", None: "first"}
 
 
 class TargetRowPrevious(_Family):
@@ -79,17 +83,21 @@ class TargetRowPrevious(_Family):
 
 
 class DraftRowShift(_Family):
-    def __init__(self, shift: int) -> None:
-        self.shift = shift
-        which = "next" if shift > 0 else "previous"
-        self.name = f"draft_row_{which}"
-        self.words = (
-            f"the acceptance test reads the {which} position's draft row: min(1, p_j(x_j) / q_{{j{shift:+d}}}(x_j))"
-        )
+    """The ratio reads another position's draft row: a draft that row could not have drawn (q = 0)
+    is kept (p / 0 = inf) or rejected (a guard ``q > 0 and ...``), as the code happens to treat it."""
+
+    def __init__(self, shift: int | None, *, zero_keeps: bool) -> None:
+        self.shift, self.zero_keeps = shift, zero_keeps
+        which = _WHICH[shift]
+        self.name = f"draft_row_{which}" + ("" if zero_keeps else "_guarded")
+        row = "q_0" if shift is None else f"q_{{j{shift:+d}}}"
+        self.words = f"the acceptance test reads the {which} position's draft row: min(1, p_j(x_j) / {row}(x_j))"
         self.check = "the index of the draft row the ratio reads for draft j (the row that drew it)"
 
     def accept(self, c: Chunk) -> np.ndarray:
-        return ratio(c.at(c.P), _rows_at(_draft_rows_shifted(c, self.shift), c.X))
+        qx = _rows_at(_draft_rows_shifted(c, self.shift), c.X)
+        r = ratio(c.at(c.P), qx)
+        return r if self.zero_keeps else np.where(qx > 0, r, 0.0)
 
 
 class DraftMaxRatio(_Family):
@@ -143,21 +151,19 @@ class TypicalAcceptance(_Family):
 
 
 class ResidualShift(_Family):
-    """The replacement's residual built from the next position's target or draft row."""
+    """The replacement's residual built from another position's target or draft row."""
 
-    def __init__(self, side: str) -> None:
-        self.side = side
-        self.name = f"residual_{side}_row_next"
-        self.words = (
-            f"the replacement is drawn from (p - q)+ with the {'target' if side == 'target' else 'draft'} row of "
-            "the next position"
-        )
+    def __init__(self, side: str, shift: int | None = 1) -> None:
+        self.side, self.shift = side, shift
+        which = _WHICH[shift]
+        self.name = f"residual_{side}_row_{which}"
+        self.words = f"the replacement is drawn from (p - q)+ with the {side} row of the {which} position"
         self.check = "the row index of the residual at the first rejection (the rejected draft's own position)"
 
     def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
         if self.side == "target":
             return residual(c.P[rows, j + 1], c.Qr[rows, j])
-        q = _draft_rows_shifted(c, 1)[rows, j]
+        q = _draft_rows_shifted(c, self.shift)[rows, j]
         return residual(c.P[rows, j], q)
 
 
@@ -187,14 +193,14 @@ def family_models() -> list[RoundModel]:
     """Fresh family members (scored with the classes, named only through a mechanism)."""
     return [
         TargetRowPrevious(),
-        DraftRowShift(+1),
-        DraftRowShift(-1),
+        *(DraftRowShift(s, zero_keeps=z) for s in (1, -1, None) for z in (True, False)),
         DraftMaxRatio(),
         DeterministicAccept(),
         AcceptWithP(),
         *(TypicalAcceptance(e, d) for e, d in TypicalAcceptance.VALUES),
         ResidualShift("target"),
         ResidualShift("draft"),
+        ResidualShift("draft", None),
         ResidualArgmax(),
         BonusResidual(),
     ]
