@@ -28,7 +28,48 @@ sys.path.insert(0, str(ROOT / "tests"))
 from study_bugs import STUDY  # noqa: E402
 
 #: spec -> judgement of the diagnosis against the stated mechanism (filled after reading each lead)
-JUDGED: dict[str, str] = {}
+JUDGED: dict[str, str] = {
+    "study_bugs.rows:ratio_next_target_row": "top1",
+    "study_bugs.rows:first_draft_unverified": "unknown",
+    "study_bugs.rows:keeps_row_of_last_committed_token": "unknown",
+    "study_bugs.rows:q_row_of_next_position": "partial",
+    "study_bugs.rows:q_first_row_for_all": "top1",
+    "study_bugs.rows:q_index_minus_one": "unknown",
+    "study_bugs.acceptance:inverted_ratio": "unknown",
+    "study_bugs.acceptance:accept_iff_p_ge_q": "top1",
+    "study_bugs.acceptance:accept_with_prob_p": "top1",
+    "study_bugs.acceptance:accept_if_argmax_or_ratio": "unknown",
+    "study_bugs.acceptance:typical_acceptance": "top1",
+    "study_bugs.acceptance:log_ratio_without_exp": "wrong",
+    "study_bugs.counting:accepted_count_is_sum": "wrong",
+    "study_bugs.counting:accepted_count_le_one": "wrong",
+    "study_bugs.counting:first_rejection_by_argmin": "wrong",
+    "study_bugs.counting:verify_loop_misses_last_draft": "unknown",
+    "study_bugs.replacement:replacement_from_p": "top1",
+    "study_bugs.replacement:replacement_from_q_minus_p": "top1",
+    "study_bugs.replacement:replacement_log_space_subtraction": "wrong",
+    "study_bugs.replacement:replacement_onehot_residual": "wrong",
+    "study_bugs.replacement:replacement_unnormalised_inverse_cdf": "top1",
+    "study_bugs.bonus:bonus_from_draft": "top1",
+    "study_bugs.bonus:bonus_from_last_draft_row": "top1",
+    "study_bugs.bonus:bonus_from_residual_with_extra_draft_row": "top1",
+    "study_bugs.bonus:bonus_greedy": "top1",
+    "study_bugs.stops:no_break_after_rejection": "top1",
+    "study_bugs.stops:bonus_after_break": "partial",
+    "study_bugs.stops:replacement_only_at_first_position": "unknown",
+    "study_bugs.parity:q_from_raw_logits": "unknown",
+    "study_bugs.parity:target_top_p_before_temperature": "unknown",
+    "study_bugs.parity:target_skips_bias_and_min_p": "partial",
+    "study_bugs.parity:bias_after_temperature": "top1",
+    "study_bugs.parity:penalties_block_shares_history": "top1",
+    "study_bugs.parity:penalties_count_prompt": "top1",
+    "study_bugs.parity:penalties_dropped": "unknown",
+    "study_bugs.numerics:smoothed_ratio": "unknown",
+    "study_bugs.numerics:residual_floor": "unknown",
+    "study_bugs.parity:target_temperature_twice": "unknown",
+    "study_bugs.numerics:ratio_denominator_clamped": "unknown",
+    "study_bugs.other:stop_token_accepted_unverified": "top1",
+}
 
 
 def run(case: dict, eps: float) -> dict:
