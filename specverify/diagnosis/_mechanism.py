@@ -37,7 +37,7 @@ import numpy as np
 
 from ._models import Chunk, RoundModel, normalise, ratio, residual
 
-__all__ = ["Option", "Mechanism", "FAMILY_MODELS", "options_by_part", "fit_mechanism", "PARTS", "HOOKS"]
+__all__ = ["Option", "Mechanism", "family_models", "options_by_part", "fit_mechanism", "PARTS", "HOOKS"]
 
 #: the parts of a round a mechanism chooses for, with the hook that computes each part's law
 HOOKS = {"draft": "draft_law", "acceptance": "accept", "replacement": "replaced", "bonus": "bonus"}
