@@ -1,6 +1,7 @@
 """Issue 25's generalisation study: the diagnosis on bugs written for the study, blind to it.
 
     python scripts/generalisation_study.py [--only SUBSTR[,SUBSTR]] [--eps 0.1] [--out FILE]
+                                           [--records DIR] [--rediagnose]
 
 ``tests/study_bugs`` holds round steps written by someone who had not read the diagnosis code
 (each modelled on a real report, its family and mechanism stated beside it). Each buggy one is
@@ -9,6 +10,11 @@ the diagnosis recorded: its verdict (a class, a fitted mechanism with its parts,
 class"), its lead and the top three candidates. Whether the verdict names the stated mechanism is
 a judgement of the lead against the study's mechanism sentence, made by hand and kept in
 ``JUDGED`` (top1 / top3 / unknown / wrong), so that the table and its counts regenerate.
+
+With ``--records DIR`` each audit also pickles what it handed its diagnosis (the typed
+``AuditRecord``) to ``DIR/<spec>.pkl``; ``--rediagnose`` then re-runs only the diagnosis on those
+records (seconds, not the audit's minutes), which is how the families were developed against the
+study without re-sampling. The records are large (about 18 MB each) and are not committed.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -72,24 +79,67 @@ JUDGED: dict[str, str] = {
 }
 
 
-def run(case: dict, eps: float) -> dict:
+def _record_path(records: str, spec: str) -> Path:
+    return Path(records) / (spec.replace(":", "__") + ".pkl")
+
+
+def _record_and_run(out: str, argv: list[str]) -> int:
+    """The CLI in this process, with its diagnosis's input pickled to ``out`` on the way."""
+    import specverify.diagnosis as diagnosis
+    from specverify.cli import main as cli_main
+
+    original = diagnosis.diagnose_audit
+
+    def recording(record):  # type: ignore[no-untyped-def]
+        with open(out, "wb") as f:
+            pickle.dump(record, f)
+        return original(record)
+
+    diagnosis.diagnose_audit = recording  # the pipeline imports it from the package at call time
+    return cli_main(argv)
+
+
+def run(case: dict, eps: float, records: str = "") -> dict:
     exe = str(Path(sys.executable).with_name("specverify"))
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"), OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "v.json"
-        cmd = [exe, "audit", "--round", case["spec"], *case["flags"], "--eps", str(eps), "--workers", "1"]
+        args = ["audit", "--round", case["spec"], *case["flags"], "--eps", str(eps), "--workers", "1"]
+        args += ["--no-progress", "--json", str(out)]
+        if records:
+            Path(records).mkdir(parents=True, exist_ok=True)
+            cmd = [sys.executable, __file__, "--record-to", str(_record_path(records, case["spec"])), "--", *args]
+        else:
+            cmd = [exe, *args]
         t = time.perf_counter()
-        r = subprocess.run([*cmd, "--no-progress", "--json", str(out)], capture_output=True, text=True, env=env)
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
         secs = time.perf_counter() - t
         v = json.loads(out.read_text()) if out.exists() else {}
-    d = v.get("diagnosis") or {}
+    return _row(case, v.get("status", f"exit {r.returncode}"), round(secs, 1), v.get("diagnosis") or {})
+
+
+def rediagnose(case: dict, records: str) -> dict | None:
+    """The diagnosis alone, re-run on the record an earlier ``--records`` run kept."""
+    from specverify.diagnosis import diagnose_audit
+
+    path = _record_path(records, case["spec"])
+    if not path.exists():
+        return None
+    with open(path, "rb") as f:
+        record = pickle.load(f)
+    t = time.perf_counter()
+    d = diagnose_audit(record)
+    return _row(case, "FAIL", round(time.perf_counter() - t, 1), d.to_dict() if d is not None else {})
+
+
+def _row(case: dict, verdict: str, secs: float, d: dict) -> dict:
     cands = d.get("candidates") or []
     return {
         "spec": case["spec"],
         "family": case["family"],
         "truth": case["mechanism"],
-        "verdict": v.get("status", f"exit {r.returncode}"),
-        "seconds": round(secs, 1),
+        "verdict": verdict,
+        "seconds": secs,
         "diagnosis": d.get("verdict", ""),
         "parts": (cands[0].get("parts") if cands else None) or {},
         "top3": [c["class"] for c in cands[:3]],
@@ -99,18 +149,31 @@ def run(case: dict, eps: float) -> dict:
 
 
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--record-to":
+        raise SystemExit(_record_and_run(sys.argv[2], sys.argv[4:]))
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="")
     ap.add_argument("--eps", type=float, default=0.1)
     ap.add_argument("--out", default=str(ROOT / "scripts" / "results" / "generalisation_study.json"))
+    ap.add_argument("--records", default="", help="keep each audit's diagnosis input here (pickles)")
+    ap.add_argument("--rediagnose", action="store_true", help="re-run the diagnosis on kept records only")
     args = ap.parse_args()
     only = [s for s in args.only.split(",") if s]
+    if args.rediagnose and not args.records:
+        ap.error("--rediagnose reads the records of an earlier run: pass --records DIR")
     rows = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else []
-    done = {r["spec"] for r in rows}
+    done = {r["spec"] for r in rows} if not args.rediagnose else set()
     for case in STUDY:
         if not case["buggy"] or case["spec"] in done or (only and not any(s in case["spec"] for s in only)):
             continue
-        row = run(case, args.eps)
+        row = rediagnose(case, args.records) if args.rediagnose else run(case, args.eps, args.records)
+        if row is None:
+            continue
+        if args.rediagnose:  # keep the audit's own verdict and time
+            old = next((r for r in rows if r["spec"] == case["spec"]), None)
+            if old is not None:
+                row.update(verdict=old["verdict"], seconds=old["seconds"], diagnosis_seconds=row["seconds"])
+                rows.remove(old)
         rows.append(row)
         Path(args.out).write_text(json.dumps(rows, indent=1))
         print(f"{row['spec']:55s} {row['verdict']:5s} {row['seconds']:6.0f} s  {row['diagnosis'][:70]}", flush=True)

@@ -129,6 +129,31 @@ class TargetOrder(RoundModel):
         return Tables(P, P, base.Qs, base.Qr)
 
 
+class TargetTemperatureTwice(RoundModel):
+    """The target's raw logits divided by the temperature before the whole pipeline (bias,
+    temperature again, truncations) runs on them; the draft's pipeline runs once."""
+
+    name = "temperature_twice"
+
+    def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
+        if settings is None or settings.is_greedy or settings.temperature == 1.0 or not hasattr(pair, "target_logits"):
+            return base
+        P = probs_from_logits(np.asarray(pair.target_logits) / settings.temperature, settings)
+        return Tables(P, P, base.Qs, base.Qr)
+
+
+class DraftQFromRawLogits(RoundModel):
+    """Drafts drawn from the processed draft law; the q of the ratio and the residual the softmax
+    of the draft's raw logits (no temperature, truncation or bias)."""
+
+    name = "q_from_raw_logits"
+
+    def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
+        if settings is None or not hasattr(pair, "draft_logits"):
+            return base
+        return Tables(base.P, base.Pb, base.Qs, pair.draft_table(None))
+
+
 class TemperatureInRatioOnly(RoundModel):
     """Temperature only inside the acceptance ratio: drafts, residual and bonus untempered."""
 

@@ -227,8 +227,8 @@ RECORDS: tuple[BugClass, ...] = (
         cat.TemperatureTwice,
         check="temperature: applied twice to the rows (sampler and verifier)",
         kind="settings",
-        model=_tables(cat.TemperatureTwice, keeps_bias=True),
-        named_by=("rounds", "lm"),
+        model=law.TargetTemperatureTwice,
+        named_by=("rounds", "lm", "penalty"),
     ),
     _catalogue(
         cat.DraftSettingsNotForwarded,
@@ -280,6 +280,27 @@ RECORDS: tuple[BugClass, ...] = (
         kind="settings",
         named_by=("rounds", "penalty"),
         model=_order("top_p_before_temperature", ("top_p", "temperature", "top_k", "min_p")),
+    ),
+    BugClass(
+        name="truncation_before_temperature",
+        mechanism="The target applies top-k, top-p and min-p before temperature (the draft after it).",
+        check="the order of the target's sampling steps: temperature first, then top-k, top-p, min-p",
+        sources=("sgl-project/sglang#36173 (the order family)", "huggingface/transformers#26403 (warpers' order)"),
+        kind="settings",
+        named_by=("rounds", "penalty"),
+        model=_order("truncation_before_temperature", ("top_k", "top_p", "min_p", "temperature")),
+    ),
+    BugClass(
+        name="q_from_raw_logits",
+        mechanism=(
+            "Drafts are drawn from the processed draft law (temperature, truncation, bias, penalties), but the q "
+            "of the ratio and the residual is the softmax of the draft's raw logits."
+        ),
+        check="the q handed to the verifier: the law the draft sampled from, after every processing step",
+        sources=("huggingface/transformers#47932 (q not the law drafts were drawn from)",),
+        kind="settings",
+        named_by=("rounds",),
+        model=law.DraftQFromRawLogits,
     ),
     BugClass(
         name="top_p_before_top_k_target",
@@ -927,8 +948,8 @@ RECORDS: tuple[BugClass, ...] = (
     BugClass(
         name="penalties_ignored",
         mechanism=(
-            "Neither the presence nor the frequency penalty of the request is applied on the speculative path: the "
-            "output is exactly the target's law without them (one-model speculation skipping the penalty step)."
+            "None of the request's penalties (repetition, presence, frequency) is applied on the speculative path: "
+            "the output is exactly the target's law without them (one-model speculation skipping the penalty step)."
         ),
         check="the penalty step under speculation: every verified row needs both penalties, over the generated tokens",
         sources=(

@@ -51,6 +51,7 @@ class RoundEvidence:
     pair_kind: str = ""
     earlier_rejected: np.ndarray | None = None  # [R] some earlier round of the same sequence ended in a rejection
     first_round: np.ndarray | None = None  # [R] the first round of the same sequence
+    prev_row: np.ndarray | None = None  # [R] target row of the token before position 0 (-1: unknown)
 
     @property
     def gamma(self) -> int:
@@ -86,9 +87,9 @@ def _token_rows(gen: Generation, n_rounds: int, g: int) -> npt.NDArray[np.int64]
 
 def _sequence_links(
     gen: Generation, n_rounds: int, k: npt.NDArray[np.int64], drafts: npt.NDArray[np.int64], g: int
-) -> tuple[np.ndarray, npt.NDArray[np.int64], np.ndarray, npt.NDArray[np.int64]]:
-    """(prev_rejected [R], spare [R, g], earlier_rejected [R], first_round [R]): what the rounds
-    before each one in its sequence left, and where its sequence began."""
+) -> tuple[np.ndarray, npt.NDArray[np.int64], np.ndarray, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(prev_rejected [R], spare [R, g], earlier_rejected [R], first_round [R], previous round [R],
+    -1 for none): what the rounds before each one in its sequence left, and where its sequence began."""
     seq_of_round = np.full(n_rounds, -1, dtype=np.int64)
     seq_of_round[gen.rounds_of_tokens] = gen.sequence
     # rounds of one sequence need not be consecutive (re-collected sequence rounds interleave
@@ -111,7 +112,7 @@ def _sequence_links(
     for r in np.nonzero(prev_rej)[0]:
         left = drafts[prev[r], k[prev[r]] + 1 :]
         spare[r, : len(left)] = left
-    return prev_rej, spare, earlier, first_round
+    return prev_rej, spare, earlier, first_round, prev
 
 
 def round_evidence(
@@ -141,13 +142,20 @@ def round_evidence(
     if gen.draft_rows is not None:  # context pairs: the rows of the drafted prefixes
         qrow = np.asarray(gen.draft_rows, dtype=np.int64)[:, :g]
         trow = _token_rows(gen, n_rounds, g)
+        if gen.bonus_rows is not None:  # the bonus position's row, also where no bonus was emitted
+            trow[:, g] = np.where(trow[:, g] >= 0, trow[:, g], np.asarray(gen.bonus_rows, dtype=np.int64))
         prow = np.concatenate([qrow, trow[:, g:]], axis=1)
         mismatch = np.asarray((drafts < 0).all(1))
     else:  # positional pairs: rows are positions in the round
         prow = np.broadcast_to(np.arange(g + 1), (n_rounds, g + 1)).copy()
         qrow = prow[:, :g].copy()
         mismatch = np.zeros(n_rounds, dtype=bool)
-    prev_rej, spare, earlier, first_round = _sequence_links(gen, n_rounds, k, drafts, g)
+    prev_rej, spare, earlier, first_round, prev = _sequence_links(gen, n_rounds, k, drafts, g)
+    # the row the token before position 0 was drawn from: the previous round's final position
+    # (rows of the prefix minus its last token, which a pass that re-feeds that token reads)
+    prev_row = np.where(prev >= 0, prow[np.maximum(prev, 0), k[np.maximum(prev, 0)]], -1)
+    if gen.draft_rows is None:
+        prev_row[:] = -1  # positional pairs: no row before the round
     return RoundEvidence(
         drafts,
         k,
@@ -164,4 +172,5 @@ def round_evidence(
         pair_kind,
         earlier,
         first_round,
+        prev_row,
     )

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -59,17 +59,29 @@ def _rows_at(A: np.ndarray, X: np.ndarray) -> np.ndarray:
     return out
 
 
-def _draft_rows_shifted(c: Chunk, shift: int | None) -> np.ndarray:
-    """[n, g, V] the draft rows of position j + shift (clamped at the first row; the bonus
-    position's draft row after the last); ``shift=None``: the first position's row everywhere."""
+def _draft_rows_shifted(c: Chunk, shift: int | None, *, wrap: bool = False) -> np.ndarray:
+    """[n, g, V] the draft rows of position j + shift (clamped at the first row, or with ``wrap``
+    taken modulo gamma as Python's ``qs[i - 1]`` does; the bonus position's draft row after the
+    last); ``shift=None``: the first position's row everywhere."""
     full = np.concatenate([c.Qr, c.Qb[:, None]], axis=1)
     g = c.X.shape[1]
-    idx = np.zeros(g, dtype=np.int64) if shift is None else np.clip(np.arange(g) + shift, 0, g)
+    if shift is None:
+        idx = np.zeros(g, dtype=np.int64)
+    else:
+        idx = (np.arange(g) + shift) % g if wrap else np.clip(np.arange(g) + shift, 0, g)
     out: np.ndarray = full[:, idx]
     return out
 
 
 _WHICH = {1: "next", -1: "previous", None: "first"}
+
+
+def _target_rows_previous(c: Chunk) -> np.ndarray:
+    """[n, g, V] the target row of position j - 1; at position 0 the row of the token before the
+    round (the prefix minus its last token), or row 0 where the evidence does not show it."""
+    before = c.P[:, :1] if c.Pm1 is None else c.Pm1[:, None]
+    out: np.ndarray = np.concatenate([before, c.P[:, : c.X.shape[1] - 1]], axis=1)
+    return out
 
 
 class TargetRowPrevious(_Family):
@@ -78,24 +90,25 @@ class TargetRowPrevious(_Family):
     check = "the index of the target row the ratio reads for draft j (row j, the row after the first j drafts)"
 
     def accept(self, c: Chunk) -> np.ndarray:
-        idx = np.maximum(np.arange(c.X.shape[1]) - 1, 0)
-        return ratio(_rows_at(c.P[:, idx], c.X), c.at(c.Qr))
+        return ratio(_rows_at(_target_rows_previous(c), c.X), c.at(c.Qr))
 
 
 class DraftRowShift(_Family):
     """The ratio reads another position's draft row: a draft that row could not have drawn (q = 0)
     is kept (p / 0 = inf) or rejected (a guard ``q > 0 and ...``), as the code happens to treat it."""
 
-    def __init__(self, shift: int | None, *, zero_keeps: bool) -> None:
-        self.shift, self.zero_keeps = shift, zero_keeps
+    def __init__(self, shift: int | None, *, zero_keeps: bool, wrap: bool = False) -> None:
+        self.shift, self.zero_keeps, self.wrap = shift, zero_keeps, wrap
         which = _WHICH[shift]
-        self.name = f"draft_row_{which}" + ("" if zero_keeps else "_guarded")
+        self.name = f"draft_row_{which}" + ("_wrapped" if wrap else "") + ("" if zero_keeps else "_guarded")
         row = "q_0" if shift is None else f"q_{{j{shift:+d}}}"
         self.words = f"the acceptance test reads the {which} position's draft row: min(1, p_j(x_j) / {row}(x_j))"
+        if wrap:
+            self.words += ", the first position reading the last row (a negative index)"
         self.check = "the index of the draft row the ratio reads for draft j (the row that drew it)"
 
     def accept(self, c: Chunk) -> np.ndarray:
-        qx = _rows_at(_draft_rows_shifted(c, self.shift), c.X)
+        qx = _rows_at(_draft_rows_shifted(c, self.shift, wrap=self.wrap), c.X)
         r = ratio(c.at(c.P), qx)
         return r if self.zero_keeps else np.where(qx > 0, r, 0.0)
 
@@ -150,20 +163,214 @@ class TypicalAcceptance(_Family):
         return out
 
 
+class FirstDraftUnverified(_Family):
+    name = "first_draft_unverified"
+    words = "the first draft is kept without a test (taken as the last committed token); the later ones are tested"
+    check = "where the verification pass starts: the last committed token, then every draft, each tested"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        a = ratio(c.at(c.P), c.at(c.Qr))
+        a[:, 0] = 1.0
+        return a
+
+
+class InvertedRatio(_Family):
+    """min(1, q(x) / p(x)); a draft the target forbids (p = 0) is kept (q / 0 = inf) or, behind a
+    guard, rejected."""
+
+    def __init__(self, *, zero_keeps: bool) -> None:
+        self.zero_keeps = zero_keeps
+        self.name = "inverted_ratio_family" + ("" if zero_keeps else "_guarded")
+        self.words = "the acceptance ratio is upside down: min(1, q(x) / p(x))"
+        self.check = "the acceptance ratio: p(x) / q(x), target over draft"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        px, qx = c.at(c.P), c.at(c.Qr)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.minimum(1.0, qx / np.where(px > 0, px, 1.0))
+        return np.where(px > 0, r, float(self.zero_keeps))
+
+
+class LogRatioNoExp(_Family):
+    name = "log_ratio_against_uniform"
+    words = "the uniform is compared with the log-ratio: keep iff u < log p(x) - log q(x) (log u intended)"
+    check = "the acceptance test in log space: log(u) < log p(x) - log q(x), or u < exp(log-ratio)"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        px, qx = c.at(c.P), c.at(c.Qr)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lr = np.log(np.where(px > 0, px, 1.0)) - np.log(np.where(qx > 0, qx, 1.0))
+        out: np.ndarray = np.where(px > 0, np.clip(lr, 0.0, 1.0), 0.0)
+        return np.where((qx <= 0) & (px > 0), 1.0, out)
+
+
+class ArgmaxOrRatio(_Family):
+    name = "argmax_or_ratio"
+    words = "a draft equal to the target's argmax is kept without its coin; the others take min(1, p/q)"
+    check = "an exact-match fast path (x == argmax p) OR-ed with the acceptance test: the coin must decide alone"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        g = c.X.shape[1]
+        top = np.argmax(c.P[:, :g], -1) == c.X
+        return np.where(top, 1.0, ratio(c.at(c.P), c.at(c.Qr)))
+
+
+class SmoothedRatio(_Family):
+    """min(1, (p + c) / (q + c)): additive smoothing of the ratio (c on a grid)."""
+
+    VALUES = (1e-4, 1e-3, 1e-2)
+
+    def __init__(self, c: float) -> None:
+        self.c = c
+        self.name = f"smoothed_ratio(c={c:g})"
+        self.words = (
+            f"the ratio is smoothed: min(1, (p(x) + {c:g}) / (q(x) + {c:g})), so forbidden drafts are kept at times"
+        )
+        self.check = "the acceptance ratio: p(x) / q(x) exactly, no additive constant"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        out: np.ndarray = np.minimum(1.0, (c.at(c.P) + self.c) / (c.at(c.Qr) + self.c))
+        return out
+
+
+class ClampedDenominator(_Family):
+    """min(1, p / max(q, c)): the ratio's denominator clamped from below (c on a grid)."""
+
+    VALUES = (1e-3, 1e-2, 1e-1)
+
+    def __init__(self, c: float) -> None:
+        self.c = c
+        self.name = f"ratio_denominator_clamped(c={c:g})"
+        self.words = f"the ratio divides by max(q(x), {c:g}): drafts the draft gave little mass are kept too rarely"
+        self.check = "the ratio's denominator: q(x) itself (a draft drawn from q has q(x) > 0), no clamp"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        out: np.ndarray = np.minimum(1.0, c.at(c.P) / np.maximum(c.at(c.Qr), self.c))
+        return out
+
+
+def _count_laws(a: np.ndarray, count: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """[n, g] the continuation probabilities A_j = P(K > j | K >= j) of a count K = count(tests),
+    the tests independent with pass probabilities a [n, g] (every test drawn, as batched kernels
+    do): the law of K, P(K = m) = prod_{j<m} A_j (1 - A_m), in the form the scorer reads."""
+    n, g = a.shape
+    tests = ((np.arange(2**g)[:, None] >> np.arange(g)) & 1).astype(bool)  # [2^g, g] every pattern
+    onehot = np.eye(g + 1)[count(tests)]  # [2^g, g + 1]
+    pattern = np.prod(np.where(tests[None], a[:, None, :], 1.0 - a[:, None, :]), -1)  # [n, 2^g]
+    law = pattern @ onehot  # [n, g + 1]
+    at_least = np.cumsum(law[:, ::-1], -1)[:, ::-1]  # P(K >= j)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: np.ndarray = np.where(at_least[:, :-1] > 0, at_least[:, 1:] / at_least[:, :-1], 0.0)
+    return out
+
+
+def _one_short(t: np.ndarray) -> np.ndarray:
+    head = t[:, :-1]
+    out: np.ndarray = np.where(head.all(-1), head.shape[1], np.argmin(head, -1))
+    return out
+
+
+class CountRule(_Family):
+    """Every draft tested with its coin, the number kept computed another way than the length of
+    the accepted prefix."""
+
+    RULES: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
+        "sum": (
+            "the number of kept drafts is the number of passed tests (accepted.sum()), not the accepted prefix",
+            lambda t: t.sum(-1),
+        ),
+        "to_second_rejection": (
+            "the count runs to the second rejection ((~accepted).cumsum() <= 1): the first rejected draft is kept",
+            lambda t: ((~t).cumsum(-1) <= 1).sum(-1),
+        ),
+        "argmin": (
+            "the first rejection is found with argmin(accepted), which is 0 when every draft passed",
+            lambda t: np.argmin(t, -1),
+        ),
+        "one_short": ("the verify loop stops one draft short: the last draft is never tested nor emitted", _one_short),
+    }
+
+    def __init__(self, rule: str) -> None:
+        self.rule = rule
+        self.name = f"accepted_count_{rule}"
+        self.words, self._count = self.RULES[rule]
+        self.check = "the accepted count: the length of the accepted prefix, (~accepted).cumsum() < 1 summed"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        if c.X.shape[1] > 10:  # 2^g patterns: beyond this the family is not scored (never chosen)
+            return np.zeros(c.X.shape)
+        return _count_laws(ratio(c.at(c.P), c.at(c.Qr)), self._count)
+
+
+class ReplacementWithoutDraft(_Family):
+    name = "replacement_p_without_draft"
+    words = "the replacement is drawn from p with the rejected draft zeroed (the one-hot rule's residual), not (p - q)+"
+    check = "the replacement law after a min(1, p/q) test: (p - q)+ normalised, the draft probabilities' residual"
+
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        w = c.P[rows, j].copy()
+        w[np.arange(len(rows)), c.X[rows, j]] = 0.0
+        return normalise(w, c.P[rows, j])
+
+
+class ReplacementRatio(_Family):
+    name = "replacement_p_over_q"
+    words = "the replacement is drawn from p / q renormalised (softmax(log p - log q): a log-space 'subtraction')"
+    check = "the residual in probability space: max(p - q, 0), not log p - log q"
+
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        p, q = c.P[rows, j], c.Qr[rows, j]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w = np.where((q > 0) & (p > 0), p / np.where(q > 0, q, 1.0), 0.0)
+        return normalise(w, p)
+
+
+class ResidualFloor(_Family):
+    """max(p - q, c) normalised: every token keeps replacement mass (c on a grid)."""
+
+    VALUES = (1e-4, 1e-3, 1e-2)
+
+    def __init__(self, c: float) -> None:
+        self.c = c
+        self.name = f"residual_floor(c={c:g})"
+        self.words = f"the residual is clamped at {c:g} instead of 0, so every token (forbidden ones too) can replace"
+        self.check = "the residual's clamp: max(p - q, 0)"
+
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return normalise(np.maximum(c.P[rows, j] - c.Qr[rows, j], self.c), c.P[rows, j])
+
+
+class ReplacementNextRowAtLast(_Family):
+    name = "last_position_from_next_row"
+    words = "at the last draft's position the final token is drawn from p of the row after it (the bonus row)"
+    check = "the verify loop's bound: every draft is tested before the bonus row is used"
+
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        last = j == c.X.shape[1] - 1
+        out: np.ndarray = np.where(
+            last[:, None], c.P[rows, np.minimum(j + 1, c.X.shape[1])], residual(c.P[rows, j], c.Qr[rows, j])
+        )
+        return out
+
+
 class ResidualShift(_Family):
     """The replacement's residual built from another position's target or draft row."""
 
-    def __init__(self, side: str, shift: int | None = 1) -> None:
-        self.side, self.shift = side, shift
+    def __init__(self, side: str, shift: int | None = 1, *, wrap: bool = False) -> None:
+        self.side, self.shift, self.wrap = side, shift, wrap
         which = _WHICH[shift]
-        self.name = f"residual_{side}_row_{which}"
+        self.name = f"residual_{side}_row_{which}" + ("_wrapped" if wrap else "")
         self.words = f"the replacement is drawn from (p - q)+ with the {side} row of the {which} position"
+        if wrap:
+            self.words += " (the last row at the first position)"
         self.check = "the row index of the residual at the first rejection (the rejected draft's own position)"
 
     def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        if self.side == "target" and self.shift == -1:
+            return residual(_target_rows_previous(c)[rows, j], c.Qr[rows, j])
         if self.side == "target":
             return residual(c.P[rows, j + 1], c.Qr[rows, j])
-        q = _draft_rows_shifted(c, self.shift)[rows, j]
+        q = _draft_rows_shifted(c, self.shift, wrap=self.wrap)[rows, j]
         return residual(c.P[rows, j], q)
 
 
@@ -193,20 +400,31 @@ def family_models() -> list[RoundModel]:
     """Fresh family members (scored with the classes, named only through a mechanism)."""
     return [
         TargetRowPrevious(),
+        FirstDraftUnverified(),
         *(DraftRowShift(s, zero_keeps=z) for s in (1, -1, None) for z in (True, False)),
+        *(DraftRowShift(-1, zero_keeps=z, wrap=True) for z in (True, False)),
         DraftMaxRatio(),
         DeterministicAccept(),
         AcceptWithP(),
         *(TypicalAcceptance(e, d) for e, d in TypicalAcceptance.VALUES),
+        *(InvertedRatio(zero_keeps=z) for z in (True, False)),
+        LogRatioNoExp(),
+        ArgmaxOrRatio(),
+        *(SmoothedRatio(v) for v in SmoothedRatio.VALUES),
+        *(ClampedDenominator(v) for v in ClampedDenominator.VALUES),
+        *(CountRule(r) for r in CountRule.RULES),
         ResidualShift("target"),
+        ResidualShift("target", -1),
         ResidualShift("draft"),
         ResidualShift("draft", None),
+        ResidualShift("draft", -1, wrap=True),
+        ReplacementWithoutDraft(),
+        ReplacementRatio(),
+        *(ResidualFloor(v) for v in ResidualFloor.VALUES),
+        ReplacementNextRowAtLast(),
         ResidualArgmax(),
         BonusResidual(),
     ]
-
-
-FAMILY_MODELS = family_models
 
 
 @dataclasses.dataclass(frozen=True)

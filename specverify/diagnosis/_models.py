@@ -60,6 +60,7 @@ class Chunk:
     Qb: np.ndarray  # [n, V] draft row at the bonus position
     spare: np.ndarray  # [n, g]
     extra: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # gathered like P (names 'P...') or Qr
+    Pm1: np.ndarray | None = None  # [n, V] target row of the token before position 0 (row 0 where unknown)
 
     def at(self, A: np.ndarray, j: np.ndarray | None = None) -> np.ndarray:
         """A[i, j_i, x_i] for the position j_i of each round (default: every position)."""

@@ -15,8 +15,8 @@ emitted before it in its request (the prompt excluded):
                                       (the drafts before each row are not in its history)
     presence_penalty_ignored,         the target without that one penalty (the other penalties
     frequency_penalty_ignored         as they should be)
-    penalties_ignored                 the target without presence and frequency penalties (units
-                                      with both and no repetition penalty)
+    penalties_ignored                 the target without any of its penalties (a unit with one
+                                      penalty only: the one-knob class wins the tie)
     penalties_count_the_prompt        presence and frequency counted over the whole prefix, the
                                       prompt included (the repetition penalty's convention)
     penalty_fed_last_token_only       the penalties' generated tokens: the last token of each
@@ -29,9 +29,10 @@ emitted before it in its request (the prompt excluded):
     logit_bias_ignored                L without the request's logit bias (penalties applied)
     logit_bias_after_temperature      the penalties on L, then temperature, then the bias added
                                       (b rather than b * T), then the truncations
+    temperature_twice                 the raw logits divided by the temperature before the pipeline
     top_p_before_temperature,         with the penalty, then the sampling steps in another order
-    top_p_before_top_k_target         on the target (a pipeline-order bug: the combined setting of
-                                      the parity grid is the only one with both knobs, and it has
+    top_p_before_top_k_target,        on the target (a pipeline-order bug: the combined setting of
+    truncation_before_temperature     the parity grid is the only one with both knobs, and it has
                                       a penalty)
 
 A class whose knob a unit leaves off has no law there (it is the target's law). The round classes
@@ -76,6 +77,7 @@ _CELLS = 12  # history status (unseen, seen at the round's start, seen only earl
 _PENALTIES = ("repetition_penalty", "presence_penalty", "frequency_penalty")
 _ORDERS = {
     "top_p_before_temperature": ("top_p", "temperature", "top_k", "min_p"),
+    "truncation_before_temperature": ("top_k", "top_p", "min_p", "temperature"),
     "top_p_before_top_k_target": ("temperature", "top_p", "top_k", "min_p"),
 }
 #: the classes that drop one knob of the request (the rest applied as it should be)
@@ -91,7 +93,7 @@ _FACTS = {
     "repetition_penalty_stale_history": "tokens match the penalty computed over the prefix at the start of each round",
     "presence_penalty_ignored": "tokens match the target with every knob but the presence penalty",
     "frequency_penalty_ignored": "tokens match the target with every knob but the frequency penalty",
-    "penalties_ignored": "tokens match the target without its presence and frequency penalties",
+    "penalties_ignored": "tokens match the target without any of its penalties",
     "logit_bias_ignored": "tokens match the target with every knob but the logit bias",
     "logit_bias_after_temperature": "tokens match the target with the logit bias added after temperature, not before",
     "penalties_count_the_prompt": "tokens match presence and frequency penalties counted over the prompt too",
@@ -101,6 +103,8 @@ _FACTS = {
     "earlier round",
     "top_p_before_temperature": "tokens match the target with top-p applied before temperature",
     "top_p_before_top_k_target": "tokens match the target with top-p applied before top-k",
+    "truncation_before_temperature": "tokens match the target with top-k, top-p and min-p applied before temperature",
+    "temperature_twice": "tokens match the target's logits divided by the temperature before the whole pipeline",
 }
 
 
@@ -242,9 +246,14 @@ def _laws(gen: Generation, pair: Any, settings: SamplingSettings, n: int) -> tup
         if getattr(settings, knob) != getattr(SamplingSettings(), knob):
             alt = settings_without(settings, knob)
             laws[name] = probs_from_logits(L, alt, seen_counts=h.seen, output_counts=h.out)
-    if settings.presence_penalty and settings.frequency_penalty and settings.repetition_penalty == 1.0:
-        laws["penalties_ignored"] = probs_from_logits(L, plain)  # both dropped (with a repetition penalty:
-        # repetition_penalty_draft_only is this law already)
+    if any(getattr(settings, k) != getattr(SamplingSettings(), k) for k in _PENALTIES):
+        # every penalty dropped; where one penalty alone is set a one-knob class has this law and
+        # is the more precise statement: inserted after them, this class loses their ties
+        laws["penalties_ignored"] = probs_from_logits(L, plain)
+    if not settings.is_greedy and settings.temperature not in (0.0, 1.0):
+        laws["temperature_twice"] = probs_from_logits(
+            L / settings.temperature, settings, seen_counts=h.seen, output_counts=h.out
+        )
     if settings.logit_bias and not settings.is_greedy and settings.temperature != 1.0:
         laws["logit_bias_after_temperature"] = _bias_after_temperature(L, settings, h)
     for name, (c_seen, c_out) in h.wrong.items():

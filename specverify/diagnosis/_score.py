@@ -85,8 +85,18 @@ def _gather(tab: Tables, ev: RoundEvidence, idx: np.ndarray) -> Chunk:
     qr = ev.qrow[idx]
     qb = pr[:, g] if tab.Qs.shape[0] > pr.max() else pr[:, g - 1]
     extra = {k: (v[pr] if k.startswith("P") else v[qr]) for k, v in tab.extra.items()}
+    before = pr[:, 0] if ev.prev_row is None else np.where(ev.prev_row[idx] >= 0, ev.prev_row[idx], pr[:, 0])
     return Chunk(
-        ev.drafts[idx], ev.k[idx], tab.P[pr], tab.Pb[pr[:, g]], tab.Qs[qr], tab.Qr[qr], tab.Qs[qb], ev.spare[idx], extra
+        ev.drafts[idx],
+        ev.k[idx],
+        tab.P[pr],
+        tab.Pb[pr[:, g]],
+        tab.Qs[qr],
+        tab.Qr[qr],
+        tab.Qs[qb],
+        ev.spare[idx],
+        extra,
+        tab.P[before],
     )
 
 
@@ -188,14 +198,14 @@ def score_unit(
     NAN_KEEP[0] = _nan_convention(base, ev, idx_all)
     out: dict[str, UnitScore] = {}
     obs_final: np.ndarray | None = None
+    chunks = [idx_all[s : s + CHUNK] for s in range(0, len(idx_all), CHUNK)]
+    refs = [_reference_view(base, ev, idx) for idx in chunks]  # the rule's rows, shared by every model
     for model in models:
         model.fit(ev)
         tab = model.tables(pair, settings, base)
         ll = np.zeros((len(KINDS), g + 1))
         exp, obs = np.zeros(layout.size), np.zeros(layout.size)
-        for s in range(0, len(idx_all), CHUNK):
-            idx = idx_all[s : s + CHUNK]
-            ref = _reference_view(base, ev, idx)
+        for idx, ref in zip(chunks, refs, strict=True):
             c = ref.chunk if tab is base else _gather(tab, ev, idx)
             _chunk_events(model, c, ref, bands_of, layout, ll, exp, obs, ev.drafted_by_impl)
         _structure(model, ev, layout, ll, exp, obs)

@@ -47,6 +47,7 @@ class Generation:
     round_id: npt.NDArray[np.int64] | None = None  # [N] round of each token, where a sequence spans several rounds
     prompts: npt.NDArray[np.int64] | None = None  # [S, L] prompt of each sequence, -1 padded (context runs)
     paths: npt.NDArray[np.int64] | None = None  # [R] leaves of each round's target passes (round steps; > 1: a tree)
+    bonus_rows: npt.NDArray[np.int64] | None = None  # [R] row after all gamma drafts (-1: fewer drafts); context pairs
 
     @property
     def rounds_of_tokens(self) -> npt.NDArray[np.int64]:
@@ -110,4 +111,5 @@ def concat_generations(parts: list[Generation]) -> Generation:
         round_id=round_ids,
         prompts=prompts,
         paths=cat("paths"),
+        bonus_rows=cat("bonus_rows"),
     )

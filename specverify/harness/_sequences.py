@@ -135,6 +135,7 @@ class _Recorder:
         self.laws: list[Any] = []
         self.drafts: list[Any] = []
         self.draft_rows: list[Any] = []
+        self.bonus_rows: list[int] = []  # the row after every draft: where a bonus or a next-row read lands
         self.round_id: list[Any] = []
         self.paths: list[int] = []  # per round: leaves of its target passes (> 1: a tree)
         self.prompts: dict[int, list[int]] = {}  # each sequence's prompt (the diagnosis rebuilds prefixes)
@@ -157,6 +158,7 @@ class _Recorder:
         self.drafts.append(d + pad)
         self.paths.append(_leaves(self.view.passes))
         self.draft_rows.append([self.view.pair.row_of(base + d[:j]) for j in range(len(d))] + pad)
+        self.bonus_rows.append(self.view.pair.row_of(base + d) if len(d) == gamma else PAD)
 
     def _record(self, seq: list[int], t: int, j: int, seq_id: int) -> None:
         pair, s = self.view.pair, self.view.settings
@@ -194,6 +196,7 @@ class _Recorder:
             round_id=a(self.round_id),
             prompts=self._prompt_array(),
             paths=a(self.paths) if self.paths else None,
+            bonus_rows=a(self.bonus_rows) if self.drafts else None,
         )
 
     def _prompt_array(self) -> npt.NDArray[np.int64] | None:

@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 _ARRAYS = ("tokens", "row", "position", "sequence", "num_accepted")
-_OPTIONAL = ("drafts", "law", "draft_rows", "round_id", "prompts", "paths")
+_OPTIONAL = ("drafts", "law", "draft_rows", "round_id", "prompts", "paths", "bonus_rows")
 _PLAN_INDEPENDENT = ("checkpoint", "resume", "progress", "budget_s", "workers", "diagnose")
 
 
@@ -97,6 +97,7 @@ def load_checkpoint(path: str, fp: str) -> dict[int, UnitSample]:
             drafts_from_implementation=m["drafts_from_implementation"],
             law=arrays.get(f"u{i}_law"),
             draft_rows=arrays.get(f"u{i}_draft_rows"),
+            bonus_rows=arrays.get(f"u{i}_bonus_rows"),
             round_id=arrays.get(f"u{i}_round_id"),
             prompts=arrays.get(f"u{i}_prompts"),
             paths=arrays.get(f"u{i}_paths"),
