@@ -430,6 +430,72 @@ class RejectOneLate(RoundModel):
         return out
 
 
+class BonusAfterRejection(RoundModel):
+    """The bonus is appended after the loop even when it broke at a rejection: a rejected round
+    emits its replacement and one token more (non-standard, one token after its departure from
+    the drafts); the standard rounds are the ones that kept every draft. The rate of rejected
+    rounds is fitted per unit (the non-standard share)."""
+
+    name = "bonus_after_rejection"
+
+    def __init__(self) -> None:
+        self.t = 0.5
+
+    def fit(self, ev: RoundEvidence) -> None:
+        seen = (ev.y >= 0) & ~ev.mismatch
+        self.t = float(np.clip((~ev.standard[seen]).mean() if seen.any() else 0.5, 1e-3, 1 - 1e-3))
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        return np.ones(c.X.shape)
+
+    def nonstandard(self, ev: RoundEvidence) -> np.ndarray:
+        return np.full(len(ev.k), self.t)
+
+    def one_token_tail(self, ev: RoundEvidence) -> np.ndarray:
+        return np.full(len(ev.k), 1 - 1e-6)
+
+
+class ReplacementDroppedAfterAccepts(RoundModel):
+    """At a rejection after m >= 1 kept drafts the round ends at them, without a replacement
+    (only a rejection at the first position is replaced). Such a round reads as m - 1 drafts kept
+    and a final token equal to the next draft, x_{m-1}: with a_j = min(1, p/q) and c_m their
+    cumulative product, P(k = m) = c_m (1 - a_{m+1}) + [m = 0] (1 - a_0) for m <= g - 2, none at
+    g - 1, c_{g-1} at g; the final token at m >= 1 is x_m, at 0 a mix of x_0 and the residual."""
+
+    name = "replacement_dropped_after_accepts"
+
+    def _laws(self, c: Chunk) -> tuple[np.ndarray, np.ndarray]:
+        a = ratio(c.at(c.P), c.at(c.Qr))
+        n, g = a.shape
+        cp = np.cumprod(a, axis=1)
+        law = np.zeros((n, g + 1))
+        law[:, : g - 1] = cp[:, : g - 1] * (1 - a[:, 1:])
+        direct = 1 - a[:, 0]  # a rejection at the first position: replaced as the rule says
+        law[:, 0] += direct
+        law[:, g] = cp[:, g - 1]
+        at_least = np.cumsum(law[:, ::-1], -1)[:, ::-1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hazard = np.where(at_least[:, :-1] > 0, at_least[:, 1:] / at_least[:, :-1], 0.0)
+        w0 = np.where(law[:, 0] > 0, direct / np.where(law[:, 0] > 0, law[:, 0], 1.0), 1.0)
+        return hazard, w0
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        if c.X.shape[1] < 2:
+            return super().accept(c)
+        return self._laws(c)[0]
+
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        res = super().replaced(c, j, rows)
+        if c.X.shape[1] < 2:
+            return res
+        w0 = self._laws(c)[1][rows]
+        own = np.zeros_like(res)
+        own[np.arange(len(rows)), c.X[rows, j]] = 1.0
+        w = np.where(j == 0, w0, 0.0)[:, None]
+        out: np.ndarray = w * res + (1 - w) * own
+        return out
+
+
 class ContinueAfterRejection(RoundModel):
     """Verification goes on after a rejection: every round emits g + 1 tokens, and a block is
     standard only when each position emitted its draft (kept, or replaced by itself)."""
@@ -443,6 +509,9 @@ class ContinueAfterRejection(RoundModel):
         # Each round is non-standard unless all g positions emitted their drafts; rounds are
         # long, so most are: 1/2 is a deliberately uninformative rate for the event itself.
         return np.full(len(ev.k), 0.5)
+
+    def reaches_last(self, ev: RoundEvidence) -> np.ndarray:
+        return np.full(len(ev.k), 1 - 1e-6)  # every round goes on to the last draft
 
 
 class StateMismatch(RoundModel):

@@ -538,6 +538,38 @@ RECORDS: tuple[BugClass, ...] = (
         kind="structure",
         model=law.ContinueAfterRejection,
     ),
+    BugClass(
+        name="bonus_after_rejection",
+        mechanism=(
+            "The bonus token is appended after the verify loop even when the loop broke at a rejection, so a "
+            "rejected round emits its replacement and then a token from the bonus row, which conditions on drafts "
+            "that were not emitted."
+        ),
+        check="the bonus draw: only when every draft was kept (Python's for ... else, or a flag set by the loop)",
+        sources=(
+            "written for the diagnosis after the study bug tests/study_bugs/stops.py:bonus_after_break (a lost "
+            "for/else); openvinotoolkit/openvino.genai#4190 (tokens kept past a rejection)",
+        ),
+        kind="structure",
+        named_by=_ROUNDS,
+        model=law.BonusAfterRejection,
+    ),
+    BugClass(
+        name="replacement_dropped_after_accepts",
+        mechanism=(
+            "At a rejection after some kept drafts the round ends at the kept drafts without a replacement; only a "
+            "rejection at the first position is replaced. The rejected position is drafted and tested again next "
+            "round, which biases it towards tokens the draft proposes."
+        ),
+        check="the rejection branch: a replacement from the residual is emitted at every rejection, whatever was kept",
+        sources=(
+            "written for the diagnosis after the study bug tests/study_bugs/stops.py:"
+            "replacement_only_at_first_position; openvinotoolkit/openvino.genai#4190 (a rejection handled late)",
+        ),
+        kind="structure",
+        named_by=_ROUNDS,
+        model=law.ReplacementDroppedAfterAccepts,
+    ),
     _catalogue(
         cat.NoKVRollback,
         check="the cache / context after a rejection: roll back the rejected draft and append the replacement",

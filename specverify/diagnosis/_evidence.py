@@ -52,6 +52,8 @@ class RoundEvidence:
     earlier_rejected: np.ndarray | None = None  # [R] some earlier round of the same sequence ended in a rejection
     first_round: np.ndarray | None = None  # [R] the first round of the same sequence
     prev_row: np.ndarray | None = None  # [R] target row of the token before position 0 (-1: unknown)
+    tail: np.ndarray | None = None  # [R] tokens emitted after the first one that is not a kept draft
+    emitted: np.ndarray | None = None  # [R] tokens the round emitted
 
     @property
     def gamma(self) -> int:
@@ -151,6 +153,11 @@ def round_evidence(
         qrow = prow[:, :g].copy()
         mismatch = np.zeros(n_rounds, dtype=bool)
     prev_rej, spare, earlier, first_round, prev = _sequence_links(gen, n_rounds, k, drafts, g)
+    # a non-standard block's shape: how many tokens follow its first departure from the drafts
+    # (one: a token appended after the replacement; g - d: verification that went on)
+    departs = np.concatenate([blocks[:, :g] != drafts, np.ones((n_rounds, 1), dtype=bool)], axis=1)
+    emitted = (blocks >= 0).sum(1)
+    tail = emitted - (np.argmax(departs, axis=1) + 1)
     # the row the token before position 0 was drawn from: the previous round's final position
     # (rows of the prefix minus its last token, which a pass that re-feeds that token reads)
     prev_row = np.where(prev >= 0, prow[np.maximum(prev, 0), k[np.maximum(prev, 0)]], -1)
@@ -173,4 +180,6 @@ def round_evidence(
         earlier,
         first_round,
         prev_row,
+        tail,
+        emitted,
     )

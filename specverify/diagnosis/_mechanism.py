@@ -42,7 +42,14 @@ __all__ = ["Option", "Mechanism", "family_models", "options_by_part", "fit_mecha
 #: the parts of a round a mechanism chooses for, with the hook that computes each part's law
 HOOKS = {"draft": "draft_law", "acceptance": "accept", "replacement": "replaced", "bonus": "bonus"}
 PARTS = tuple(HOOKS)
-_WHOLE = ("tables", "nonstandard", "mismatch", "fit")  # hooks that make a model a whole class
+_WHOLE = (
+    "tables",
+    "nonstandard",
+    "mismatch",
+    "one_token_tail",
+    "reaches_last",
+    "fit",
+)  # hooks that make a model a whole class
 
 
 class _Family(RoundModel):

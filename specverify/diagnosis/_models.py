@@ -140,8 +140,26 @@ class RoundModel:
         """[R] probability that a round's verification pass saw another prefix than the true one."""
         return np.full(len(ev.k), EPS)
 
+    def one_token_tail(self, ev: RoundEvidence) -> np.ndarray:
+        """[R] probability that a non-standard block has exactly one token after its first
+        departure from the drafts. A class that does not predict the block's shape takes the
+        unit's observed share (the same for every such model: the event then ranks nothing)."""
+        return _observed_share(ev, None if ev.tail is None else ev.tail == 1)
+
+    def reaches_last(self, ev: RoundEvidence) -> np.ndarray:
+        """[R] probability that a non-standard block emits at least g tokens: verification went on to
+        the last draft (the observed share unless a class predicts it)."""
+        return _observed_share(ev, None if ev.emitted is None else ev.emitted >= ev.gamma)
+
     def fit(self, ev: RoundEvidence) -> None:
         """Fit the model's free parameter (if any) to a unit's evidence."""
+
+
+def _observed_share(ev: RoundEvidence, event: np.ndarray | None) -> np.ndarray:
+    """[R] the share of the unit's non-standard blocks that show ``event`` (1/2 where none)."""
+    odd = (ev.y >= 0) & ~ev.mismatch & ~ev.standard
+    share = float(event[odd].mean()) if event is not None and odd.any() else 0.5
+    return np.full(len(ev.k), min(max(share, 1e-3), 1 - 1e-3))
 
 
 # --------------------------------------------------------------------------------------------

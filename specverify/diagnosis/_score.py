@@ -59,7 +59,7 @@ def _bands(P: np.ndarray) -> np.ndarray:
 class _Cells:
     """Cell layout of a unit: acceptance (position x ratio band, kept / not), replacement
     (first / later x in residual support x band), bonus (band), draft (first / later x band),
-    structure (non-standard, mismatch)."""
+    structure (mismatch, non-standard, and of a non-standard block: a one-token tail, at least g tokens)."""
 
     def __init__(self, g: int) -> None:
         self.acc0 = 0
@@ -67,9 +67,9 @@ class _Cells:
         self.bon0 = self.rep0 + 2 * 2 * _BANDS
         self.dr0 = self.bon0 + _BANDS
         self.st0 = self.dr0 + 2 * _BANDS
-        self.size = self.st0 + 4
+        self.size = self.st0 + 8
         # groups (cells sharing one conditioning event) for the degrees of freedom
-        self.groups = g * 4 + 2 + 1 + 2 + 2
+        self.groups = g * 4 + 2 + 1 + 2 + 4
 
     def span(self, kind: str) -> tuple[int, int]:
         """[lo, hi) of the cells of one event kind (a mechanism composes its cells kind by kind)."""
@@ -169,7 +169,15 @@ def _structure(
     ns_p = np.clip(model.nonstandard(ev), EPS, 1 - EPS)[seen & ~ev.mismatch]
     ns = ~ev.standard[seen & ~ev.mismatch]
     ll[4, 0] += float(np.where(ns, np.log(ns_p), np.log1p(-ns_p)).sum())
-    for off, p, o in ((0, mis_p, mis), (2, ns_p, ns)):
+    events = [(0, mis_p, mis), (2, ns_p, ns)]
+    if ev.tail is not None and ev.emitted is not None:  # the shape of the non-standard blocks
+        odd = seen & ~ev.mismatch & ~ev.standard
+        g = ev.gamma
+        for off, hook, o in ((4, model.one_token_tail, ev.tail == 1), (6, model.reaches_last, ev.emitted >= g)):
+            p = np.clip(hook(ev), EPS, 1 - EPS)[odd]
+            ll[4, 0] += float(np.where(o[odd], np.log(p), np.log1p(-p)).sum())
+            events.append((off, p, o[odd]))
+    for off, p, o in events:
         exp[layout.st0 + off] += p.sum()
         exp[layout.st0 + off + 1] += (1 - p).sum()
         obs[layout.st0 + off] += o.sum()
