@@ -99,6 +99,32 @@ class TargetKnobMissing(RoundModel):
         return Tables(P, P, base.Qs, base.Qr)
 
 
+class TargetKnobsMissing(RoundModel):
+    """Two sampling knobs not applied to the target (draft fine): the output follows p computed
+    without them. One model per pair of knobs, each scored under its own name and ranked as the
+    class ``target_missing_knobs`` with the pair as its parameter (paid log(pairs) nats)."""
+
+    record = "target_missing_knobs"
+    KNOBS = ("temperature", "top_k", "top_p", "min_p", "logit_bias")
+
+    def __init__(self, knobs: tuple[str, ...]) -> None:
+        self.knobs = knobs
+        self.name = f"{self.record}[{'+'.join(knobs)}]"
+        self.param = "knobs = " + " and ".join(knobs)
+
+    def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
+        if settings is None:
+            return base
+        alt = settings
+        for knob in self.knobs:
+            if getattr(settings, knob) != getattr(settings_without(None, knob), knob):
+                alt = settings_without(alt, knob)
+        if alt is settings:
+            return base
+        P = pair.target_table(alt)
+        return Tables(P, P, base.Qs, base.Qr)
+
+
 class KnobIgnored(RoundModel):
     """One knob of the request is dropped on the speculative path, for draft and target alike: the
     full rule on the rows of the settings without it (drafts drawn from that draft law, the output

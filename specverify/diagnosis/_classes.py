@@ -273,6 +273,22 @@ RECORDS: tuple[BugClass, ...] = (
         model=_knob_missing("min_p"),
     ),
     BugClass(
+        name="target_missing_knobs",
+        mechanism=(
+            "Two sampling knobs of the request (its parameter names them) are applied to the draft only; the "
+            "target's law is computed without them."
+        ),
+        check="the target's sampling pipeline: every knob of the request, as the draft applies it",
+        sources=("vllm-project/vllm#15063 (top-k / top-p on the draft only)", "vllm-project/vllm#42744 (min-p)"),
+        kind="settings",
+        named_by=_ROUNDS,
+        model=None,
+        no_model_because=(
+            "one round model per pair of knobs (_bug_models.TargetKnobsMissing), added by the round scorer's "
+            "variants (_diagnose._variants) rather than by this record"
+        ),
+    ),
+    BugClass(
         name="top_p_before_temperature",
         mechanism="The target chooses the top-p nucleus before applying temperature.",
         check="the order of the target's sampling steps: temperature, then top-k, top-p, min-p",

@@ -11,6 +11,7 @@ guess. Classes with a parameter fitted on a grid pay log(grid size) nats.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 from scipy import stats
 
-from ._bug_models import ResidualSwitch
+from ._bug_models import ResidualSwitch, TargetKnobsMissing
 from ._candidate import NOT_KNOWN, Candidate
 from ._classes import CLASSES, round_models
 from ._facts import facts
@@ -92,9 +93,10 @@ class Diagnosis:
             if c.explained >= self.min_explained or not c.fits_cells
             else f"leaves no significant deviation on the cells, p = {c.cells_fit_p:.2g}"
         )
+        fitted = f", {c.parameter}" if c.parameter else ""
         return (
             f"Diagnosis: most likely {self.verdict} (likelihood ratio e^{c.llr_vs_target:.1f} against the "
-            f"target law{vs}; {how}). Check {cls.check}."
+            f"target law{vs}{fitted}; {how}). Check {cls.check}."
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -134,6 +136,9 @@ def _variants() -> list[tuple[RoundModel, float, str]]:
                 out.append((v, float(np.log(len(grid))), f"t = {t:g}"))
         else:
             out.append((m, 0.0, ""))
+    # the target's missing knobs, two at a time: one class, its pair a parameter
+    pairs = list(itertools.combinations(TargetKnobsMissing.KNOBS, 2))
+    out += [(TargetKnobsMissing(k), float(np.log(len(pairs))), "") for k in pairs]
     # the mechanism families' members (_mechanism): scored beside the classes, never named alone
     out += [(m, 0.0, "") for m in family_models()]
     return out
@@ -219,20 +224,21 @@ def _diagnose_once(units: Sequence[RoundUnit], min_llr: float, min_explained: fl
         llr = d["ll"] - ref["ll"] - penalty
         expl = (g_ref - d["G"]) / max(g_ref - df, 1e-9) if g_ref > df else 0.0
         assert d["pos"] is not None and ref["pos"] is not None, "positions are summed over at least one unit"
+        name = getattr(m, "record", m.name)  # models that share a record: one class, a parameter each
         c = dataclasses.replace(
             Candidate(
-                m.name,
+                name,
                 float(llr),
                 float(expl),
                 dict(zip(KINDS, (d["kind"] - ref["kind"]).tolist())),
                 (d["pos"] - ref["pos"]).tolist(),
                 {u: d["unit"][u] - ref["unit"][u] for u in d["unit"]},
-                param,
+                param or getattr(m, "param", ""),
             ),
             cells_fit_p=chi2_sf(d["G"], df),
         )
-        if m.name not in cands or c.llr_vs_target > cands[m.name].llr_vs_target:
-            cands[m.name] = c
+        if name not in cands or c.llr_vs_target > cands[name].llr_vs_target:
+            cands[name] = c
     ranked = sorted(cands.values(), key=lambda c: -c.llr_vs_target)
     best = ranked[0] if ranked else None
     known = best is not None and best.qualifies(min_llr, min_explained)

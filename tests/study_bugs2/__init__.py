@@ -32,12 +32,12 @@ STUDY = [
     },
     # ---- draft_row_offset --------------------------------------------------------------------
     {
-        "spec": "study_bugs2.rows:residual_q_row_zero",
+        "spec": "study_bugs2.rows:residual_q_next_row",
         "buggy": True,
         "flags": [],
         "family": "draft_row_offset",
-        "mechanism": "the ratio uses the right draft row q_i but the replacement at position i is drawn from (p_i - q_0)+, the first draft row.",
-        "source": "written for the study: ratio and recovery read draft_probs through separate index expressions (vLLM's rejection sampler uses separate kernels) and one lost its position offset",
+        "mechanism": "the ratio uses the right draft row q_i but the replacement at position i is drawn from (p_i - q_{i+1})+, the next draft row (the last position keeps its own).",
+        "source": "written for the study: ratio and recovery read draft_probs through separate index expressions (vLLM's rejection sampler uses separate kernels) and the recovery's carries the target rows' +1 bonus offset",
     },
     {
         "spec": "study_bugs2.rows:q_rows_reversed",

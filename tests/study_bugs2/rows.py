@@ -47,17 +47,17 @@ def last_position_shifted(prefix, draft, target, gamma, rng):
     return _verify(xs, lambda i: ps[gamma] if i == gamma - 1 else ps[i], lambda i: qs[i], ps[gamma], rng)
 
 
-def residual_q_row_zero(prefix, draft, target, gamma, rng):
+def residual_q_next_row(prefix, draft, target, gamma, rng):
     """The ratio uses the right draft row, but the replacement at position i is drawn from
-    (p_i - q_0)+: the residual kernel reads the draft probabilities without the position offset.
+    (p_i - q_{i+1})+, the draft row one position later (the last position keeps its own row).
 
-    Written for the study: in batched kernels the ratio and the residual read draft_probs through
-    different index expressions (vLLM's rejection_sampler computes them in separate kernels), and
-    only one of them lost its ``+ pos`` term.
+    Written for the study: the ratio and the recovery read draft_probs through separate index
+    expressions (vLLM's rejection sampler computes them in separate kernels), and the recovery's
+    carries the ``+ 1`` of the target rows' bonus offset, clamped to stay in bounds.
     """
     xs, qs = draft_chain(prefix, draft, gamma, rng)
     ps = target_rows(prefix, target, xs)
-    return _verify(xs, lambda i: ps[i], lambda i: qs[i], ps[gamma], rng, q_res_of=lambda i: qs[0])
+    return _verify(xs, lambda i: ps[i], lambda i: qs[i], ps[gamma], rng, q_res_of=lambda i: qs[min(i + 1, gamma - 1)])
 
 
 def q_rows_reversed(prefix, draft, target, gamma, rng):
