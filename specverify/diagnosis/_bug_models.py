@@ -626,15 +626,16 @@ class Float16Arithmetic(RoundModel):
         empty = w.sum(axis=1, dtype=h) <= 0
         w[empty] = p[empty].astype(h)
         cum = np.cumsum(w, axis=1, dtype=h)
-        n, V, G = w.shape[0], w.shape[1], len(self.grid)
+        n, V = w.shape
         below = np.empty((n, V))
         mass_below = np.r_[0.0, np.cumsum(self.mass)]  # mass of the first i grid values
-        for a in range(0, n, 256):  # rows side by side, each offset by 4 so one sorted search serves all
-            b = min(a + 256, n)
-            off = 4.0 * np.arange(b - a)[:, None]
-            t = (self.grid[None, :] * cum[a:b, -1:]).astype(np.float64) + off  # [r, G], sorted per row
-            pos = np.searchsorted(t.ravel(), (cum[a:b].astype(np.float64) + off).ravel(), side="left")
-            below[a:b] = mass_below[pos.reshape(b - a, V) - G * np.arange(b - a)[:, None]]  # P(t < cum[k])
+        # t = fp16(fp16(u) * total) depends on the row through its float16 total only: rows that
+        # share a total (a few hundred values) share one sorted search
+        totals, group = np.unique(cum[:, -1], return_inverse=True)
+        for i, total in enumerate(totals):
+            rows = np.nonzero(group == i)[0]
+            t = (self.grid * total).astype(np.float64)  # sorted: the grid is, and rounding keeps the order
+            below[rows] = mass_below[np.searchsorted(t, cum[rows].astype(np.float64), side="left")]  # P(t < cum[k])
         law = np.diff(below, axis=1, prepend=0.0)
         law[:, -1] = 1.0 - below[:, -2] if V > 1 else 1.0
         return law
