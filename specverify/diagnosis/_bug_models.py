@@ -7,6 +7,7 @@ model belongs to which bug class, with what parameters, is stated by the class's
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -107,10 +108,15 @@ class TargetKnobsMissing(RoundModel):
     record = "target_missing_knobs"
     KNOBS = ("temperature", "top_k", "top_p", "min_p", "logit_bias")
 
-    def __init__(self, knobs: tuple[str, ...]) -> None:
-        self.knobs = knobs
-        self.name = f"{self.record}[{'+'.join(knobs)}]"
-        self.param = "knobs = " + " and ".join(knobs)
+    def __init__(self, knobs: tuple[str, ...] | None = None) -> None:
+        # the record's instance (no knobs) stands for the class; its variants carry one pair each
+        self.knobs = knobs or ()
+        self.name = self.record if knobs is None else f"{self.record}[{'+'.join(knobs)}]"
+        self.param = "knobs = " + " and ".join(self.knobs)
+
+    def variants(self) -> list[TargetKnobsMissing]:
+        """One model per pair of knobs (the round scorer scores each, paying log(pairs))."""
+        return [TargetKnobsMissing(k) for k in itertools.combinations(self.KNOBS, 2)]
 
     def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
         if settings is None:

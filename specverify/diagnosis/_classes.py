@@ -282,11 +282,7 @@ RECORDS: tuple[BugClass, ...] = (
         sources=("vllm-project/vllm#15063 (top-k / top-p on the draft only)", "vllm-project/vllm#42744 (min-p)"),
         kind="settings",
         named_by=_ROUNDS,
-        model=None,
-        no_model_because=(
-            "one round model per pair of knobs (_bug_models.TargetKnobsMissing), added by the round scorer's "
-            "variants (_diagnose._variants) rather than by this record"
-        ),
+        model=law.TargetKnobsMissing,  # expanded to every pair of knobs by the round scorer (_diagnose._variants)
     ),
     BugClass(
         name="top_p_before_temperature",

@@ -11,7 +11,6 @@ guess. Classes with a parameter fitted on a grid pay log(grid size) nats.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -134,11 +133,11 @@ def _variants() -> list[tuple[RoundModel, float, str]]:
                 v = type(m)(m.name, m.fallback, m.below)
                 v.t = t
                 out.append((v, float(np.log(len(grid))), f"t = {t:g}"))
+        elif isinstance(m, TargetKnobsMissing):  # one class, a parameter per variant (named in its lead)
+            parts = m.variants()
+            out += [(v, float(np.log(len(parts))), "") for v in parts]
         else:
             out.append((m, 0.0, ""))
-    # the target's missing knobs, two at a time: one class, its pair a parameter
-    pairs = list(itertools.combinations(TargetKnobsMissing.KNOBS, 2))
-    out += [(TargetKnobsMissing(k), float(np.log(len(pairs))), "") for k in pairs]
     # the mechanism families' members (_mechanism): scored beside the classes, never named alone
     out += [(m, 0.0, "") for m in family_models()]
     return out

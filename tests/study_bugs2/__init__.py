@@ -186,7 +186,7 @@ STUDY = [
         "buggy": True,
         "flags": ["--logits"],
         "family": "settings_parity",
-        "mechanism": "temperature is applied to the draft's logits only; the target's rows are processed at temperature 1.",
+        "mechanism": "when sampling (temperature > 0), temperature is applied to the draft's logits only and the target's rows are processed at temperature 1; greedy requests are unaffected.",
         "source": "z-lab/dflash#74 (draft and target sampled at different temperatures), mirrored to the verify side",
     },
     {
@@ -207,12 +207,12 @@ STUDY = [
     },
     # ---- numerics ----------------------------------------------------------------------------
     {
-        "spec": "study_bugs2.numerics:probs_cast_to_float16",
+        "spec": "study_bugs2.numerics:draft_probs_stored_top8",
         "buggy": True,
         "flags": [],
         "family": "numerics",
-        "mechanism": "target and draft rows are cast to float16 before the ratio, residual and bonus, rounding them to 11 bits and flushing tiny ones.",
-        "source": "deepseek-ai/DeepSpec#31 (sampling and rejection at different precisions)",
+        "mechanism": "only the 8 largest entries of each draft row are stored for verification (the rest read as 0), so a draft drawn outside them is accepted outright and the residual is (p - q_top8)+.",
+        "source": "EAGLE-style drafters that keep only top-k draft probabilities (sgl-project/sglang#10308), with the full row sampled",
     },
     {
         "spec": "study_bugs2.numerics:p_clamped_at_1e2",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from study_bugs._util import draft_chain, residual, sample, sample_or, target_rows
+from study_bugs._util import draft_chain, residual, sample_or, target_rows
 
 
 def _with_bonus(prefix, draft, target, gamma, rng, bonus):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from study_bugs._util import draft_chain, residual, sample, sample_or, target_rows
 
 
@@ -21,18 +20,22 @@ def _standard(xs, qs, ps, rng, gamma):
     return out
 
 
-def probs_cast_to_float16(prefix, draft, target, gamma, rng):
-    """Both rows are cast to float16 for the verification (ratio, residual and bonus), so
-    probabilities below float16's range flush to zero and the rest are rounded to 11 bits.
+def draft_probs_stored_top8(prefix, draft, target, gamma, rng):
+    """Only the 8 largest entries of each draft row are stored for verification (the rest read as
+    0), so a draft drawn outside them is accepted outright and the residual is (p - q_top8)+.
 
-    deepseek-ai/DeepSpec#31 (draft sampled in the native dtype while rejection used float32: the
-    proposal's law and the q of the test differ); here the verifier is the low-precision side.
+    Modelled on EAGLE-style drafters that keep top-k draft probabilities only (sgl-project/sglang
+    #10308: the draft's distribution is reduced before verification), with the full row sampled.
     """
     xs, qs = draft_chain(prefix, draft, gamma, rng)
     ps = target_rows(prefix, target, xs)
-    ps16 = [np.asarray(p, dtype=np.float16).astype(np.float64) for p in ps]
-    qs16 = [np.asarray(q, dtype=np.float16).astype(np.float64) for q in qs]
-    return _standard(xs, qs16, ps16, rng, gamma)
+    stored = []
+    for q in qs:
+        keep = np.argsort(-q, kind="stable")[:8]
+        s = np.zeros_like(q)
+        s[keep] = q[keep]
+        stored.append(s)
+    return _standard(xs, stored, ps, rng, gamma)
 
 
 def p_clamped_at_1e2(prefix, draft, target, gamma, rng):

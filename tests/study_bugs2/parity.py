@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+from study_bugs._util import counts, probs, residual, sample, sample_or
 
 from specverify.dists import process_logits, softmax
-from study_bugs._util import counts, probs, residual, sample, sample_or
 
 
 def _chain(prefix, draft, target, gamma, rng, settings, *, q_law=None, p_law=None):
@@ -50,13 +50,15 @@ def draft_top_k_target_not(prefix, draft, target, gamma, rng, settings):
 
 
 def temperature_only_on_draft(prefix, draft, target, gamma, rng, settings):
-    """Temperature is applied to the draft's logits only; the target's rows are processed at
-    temperature 1 (every other knob on both sides).
+    """Temperature is applied to the draft's logits only; when sampling (temperature > 0) the
+    target's rows are processed at temperature 1 (every other knob on both sides; greedy requests
+    take a separate argmax path and are unaffected).
 
     The mirror image of z-lab/dflash#74 (the draft sampler called without the request's
     temperature while the target got it): here the verify path is the one that drops it.
     """
-    s_t = dataclasses.replace(settings, temperature=1.0)
+    greedy = settings.temperature == 0  # the greedy path is a separate argmax, unaffected
+    s_t = settings if greedy else dataclasses.replace(settings, temperature=1.0)
     return _chain(prefix, draft, target, gamma, rng, settings, p_law=lambda z, h: probs(z, s_t, h))
 
 

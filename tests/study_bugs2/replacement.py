@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from study_bugs._util import draft_chain, sample, sample_or, target_rows
 
 
@@ -40,9 +39,7 @@ def residual_next_target_row(prefix, draft, target, gamma, rng):
     ``target_probs[pos + 1]`` (the bonus-row offset), the split-index class of
     vllm-project/vllm#51812.
     """
-    return _with_residual(
-        prefix, draft, target, gamma, rng, lambda ps, qs, i, x: np.maximum(ps[i + 1] - qs[i], 0.0)
-    )
+    return _with_residual(prefix, draft, target, gamma, rng, lambda ps, qs, i, x: np.maximum(ps[i + 1] - qs[i], 0.0))
 
 
 def residual_q_without_x(prefix, draft, target, gamma, rng):

@@ -1,0 +1,149 @@
+"""Classes the blind generalisation study of issue 25 showed missing (tests/study_bugs): each is
+named for a seeded buggy sampler outside the catalogue, and stays off the correct rule's rounds.
+
+Structure: the bonus appended after a rejection, the replacement dropped after kept drafts.
+Settings: two knobs applied to the draft only (the pair fitted), the truncations before
+temperature, q from the draft's raw logits, the target's logits divided by the temperature before
+the whole pipeline. Positional pairs, a second or two each.
+"""
+
+import numpy as np
+import pytest
+from test_diagnosis import _diagnose
+
+from specverify.catalogue import ChainSampler
+from specverify.diagnosis import NOT_KNOWN, diagnose_rounds
+from specverify.diagnosis._evidence import round_evidence
+from specverify.diagnosis._models import pipeline
+from specverify.dists import SamplingSettings, probs_from_logits
+from specverify.harness import run_sampler
+from specverify.harness._records import RoundOutput
+from specverify.lm.synthetic import make_positional_pair
+
+
+class BonusAfterBreak(ChainSampler):
+    """A rejected round emits its replacement and then a token from the bonus row (a lost for/else)."""
+
+    name = "bonus_after_break_sampler"
+
+    def round(self, pair, ctx, gamma, rng, settings=None):
+        out = super().round(pair, ctx, gamma, rng, settings)
+        stop = np.nonzero(out.num_accepted < gamma)[0]
+        bonus_rows = pair.target_table(settings)[pair.row_index(out.drafts[stop, -1], gamma)]
+        tokens = out.tokens.copy()
+        tokens[stop, out.num_accepted[stop] + 1] = [rng.choice(len(r), p=r) for r in bonus_rows]
+        # the round step's count: every emitted token but the last
+        return RoundOutput(tokens, out.num_accepted + (out.num_accepted < gamma), out.drafts, out.next_context)
+
+
+class ReplacementOnlyFirst(ChainSampler):
+    """After m >= 1 kept drafts a rejection ends the round at them, with no replacement."""
+
+    name = "replacement_only_first_sampler"
+
+    def round(self, pair, ctx, gamma, rng, settings=None):
+        out = super().round(pair, ctx, gamma, rng, settings)
+        k = out.num_accepted
+        drop = (k < gamma) & (k >= 1)
+        tokens = out.tokens.copy()
+        tokens[np.nonzero(drop)[0], k[drop]] = -1
+        return RoundOutput(tokens, np.where(drop, k - 1, k), out.drafts, out.next_context)
+
+
+class TargetWithout(ChainSampler):
+    """The target's rows computed without some knobs of the request (the draft applies them)."""
+
+    def __init__(self, *knobs):
+        self.knobs, self.name = knobs, "target_without_" + "_".join(knobs)
+
+    def target_rows(self, pair, ridx, settings, *, bonus):
+        drop = {"logit_bias": None, "min_p": 0.0, "top_k": 0, "top_p": 1.0, "temperature": 1.0}
+        s = settings
+        for k in self.knobs:
+            s = SamplingSettings(**{**s.to_dict(), k: drop[k]}) if k != "logit_bias" else _no_bias(s)
+        return pair.target_table(s)[ridx]
+
+
+def _no_bias(s):
+    d = s.to_dict()
+    d.pop("logit_bias", None)
+    return SamplingSettings(**d)
+
+
+class TruncationFirst(ChainSampler):
+    """The target applies top-k, top-p and min-p before temperature."""
+
+    name = "truncation_first_sampler"
+
+    def target_rows(self, pair, ridx, settings, *, bonus):
+        return pipeline(pair.target_logits, settings, ("top_k", "top_p", "min_p", "temperature"))[ridx]
+
+
+class RawLogitsQ(ChainSampler):
+    """Drafts from the processed law; the q handed to the verifier the softmax of the raw logits."""
+
+    name = "raw_logits_q_sampler"
+
+    def draft_rows_reported(self, pair, ridx, settings, sampled):
+        return pair.draft_table(None)[ridx]
+
+
+class PreScaledTarget(ChainSampler):
+    """The target's logits divided by the temperature, then the whole pipeline (temperature again)."""
+
+    name = "pre_scaled_target_sampler"
+
+    def target_rows(self, pair, ridx, settings, *, bonus):
+        return probs_from_logits(pair.target_logits / settings.temperature, settings)[ridx]
+
+
+def _units(sampler, settings_list, *, n=3000, seed=0):
+    out = []
+    for i, settings in enumerate(settings_list):
+        pair = make_positional_pair(32, 4, alpha=0.6, seed=seed + i, settings=settings)
+        gen = run_sampler(sampler, pair, n=n, gamma=4, rng=np.random.default_rng(seed + i), settings=settings)
+        out.append((round_evidence(gen, pair, 4, label=f"unit {i}", settings=settings), pair, settings))
+    return out
+
+
+@pytest.mark.parametrize(
+    "sampler, name",
+    [(BonusAfterBreak, "bonus_after_rejection"), (ReplacementOnlyFirst, "replacement_dropped_after_accepts")],
+    ids=lambda x: getattr(x, "name", None) or str(x),
+)
+def test_a_structure_bug_of_the_study_is_named(sampler, name):
+    d = _diagnose(sampler())
+    assert d.verdict == name, (d.verdict, d.top(3))
+
+
+def test_verification_that_goes_on_is_not_taken_for_a_bonus_after_the_replacement():
+    from test_diagnosis import BY_NAME
+
+    d = _diagnose(BY_NAME["continue_after_rejection"]())
+    assert d.verdict == "continue_after_rejection", (d.verdict, d.top(3))
+
+
+MIN_P = SamplingSettings(temperature=0.8, min_p=0.1)
+BIAS = SamplingSettings(temperature=0.8, logit_bias=((0, 3.0), (1, -3.0), (5, 2.0)))
+FILTERS = SamplingSettings(temperature=0.6, top_k=8, top_p=0.8)
+
+
+@pytest.mark.parametrize(
+    "sampler, settings_list, name, words",
+    [
+        (lambda: TargetWithout("min_p", "logit_bias"), [MIN_P, BIAS], "target_missing_knobs", "min_p and logit_bias"),
+        (TruncationFirst, [FILTERS], "truncation_before_temperature", ""),
+        (RawLogitsQ, [FILTERS], "q_from_raw_logits", ""),
+        (PreScaledTarget, [FILTERS], "temperature_twice", ""),
+    ],
+    ids=["knobs", "truncation_first", "raw_q", "pre_scaled"],
+)
+def test_a_settings_bug_of_the_study_is_named(sampler, settings_list, name, words):
+    d = diagnose_rounds(_units(sampler(), settings_list))
+    assert d.verdict == name, (d.verdict, d.top(3))
+    assert words in d.lead(), d.lead()
+
+
+def test_the_correct_rule_gets_none_of_the_study_classes():
+    d = diagnose_rounds(_units(ChainSampler(), [MIN_P, BIAS, FILTERS]))
+    assert d.verdict == NOT_KNOWN, d.lead()
