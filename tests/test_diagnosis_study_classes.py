@@ -147,3 +147,19 @@ def test_a_settings_bug_of_the_study_is_named(sampler, settings_list, name, word
 def test_the_correct_rule_gets_none_of_the_study_classes():
     d = diagnose_rounds(_units(ChainSampler(), [MIN_P, BIAS, FILTERS]))
     assert d.verdict == NOT_KNOWN, d.lead()
+
+
+@pytest.mark.parametrize("pattern", ["window", "flat"])
+def test_a_context_window_is_told_from_a_flat_rate_of_wrong_prefixes(pattern):
+    # the rounds of a correct sampler, their verification prefix marked wrong as a rotating cache
+    # of 128 tokens would (every round past 128 tokens of prefix) or at a flat rate (a KV block
+    # boundary): only the first is a window, and its W is fitted
+    [(ev, pair, settings)] = _units(ChainSampler(), [None], n=4000)
+    ev.prefix_len = np.arange(len(ev.k)) % 400
+    rng = np.random.default_rng(1)
+    ev.mismatch = ev.prefix_len > 128 if pattern == "window" else rng.random(len(ev.k)) < 0.1
+    d = diagnose_rounds([(ev, pair, settings)])
+    if pattern == "window":
+        assert d.verdict == "target_context_window" and "W = 128" in d.lead(), d.lead()
+    else:
+        assert d.verdict == "kv_block_wrong_prefix", d.lead()

@@ -572,6 +572,38 @@ class StateMismatch(RoundModel):
         self.t = float(np.clip(rate, self.lo, self.hi))
 
 
+class TargetContextWindow(RoundModel):
+    """The target sees only the last W tokens (a rotating or sliding-window cache): every round
+    whose prefix is longer than W is verified on another prefix than the true one, and none
+    before; W fitted on a grid of powers of two (the likeliest, ties to the largest)."""
+
+    name = "target_context_window"
+    GRID_W = tuple(2**i for i in range(4, 14))
+
+    def __init__(self) -> None:
+        self.w = self.GRID_W[-1]
+        self.param = ""  # the window of the units that show it (the smallest, if they differ)
+        self._seen: list[int] = []
+
+    def _rate(self, ev: RoundEvidence, w: int) -> np.ndarray:
+        if ev.prefix_len is None:
+            return np.full(len(ev.k), EPS)
+        return np.where(ev.prefix_len > w, 1 - 1e-3, EPS)
+
+    def fit(self, ev: RoundEvidence) -> None:
+        def ll(w: int) -> float:
+            p = self._rate(ev, w)
+            return float(np.where(ev.mismatch, np.log(p), np.log1p(-p)).sum())
+
+        self.w = max(reversed(self.GRID_W), key=ll)
+        if ev.mismatch.any():
+            self._seen.append(self.w)
+            self.param = f"W = {min(self._seen)}"
+
+    def mismatch(self, ev: RoundEvidence) -> np.ndarray:
+        return self._rate(ev, self.w)
+
+
 class StateNotReset(RoundModel):
     """State kept from the previous sequence: a sequence whose first round was verified on another
     prefix (the old context) stays on it for every round; one that started clean stays clean.

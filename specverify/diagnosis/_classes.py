@@ -589,6 +589,21 @@ RECORDS: tuple[BugClass, ...] = (
         model=_state("no_kv_rollback", "after_rejection"),
     ),
     BugClass(
+        name="target_context_window",
+        mechanism=(
+            "The target sees only the last W tokens of the prefix (a rotating or sliding-window KV cache): every "
+            "round past W tokens is verified on a truncated context."
+        ),
+        check="the target's cache window: a rotating cache must not drop context the model attends to",
+        sources=(
+            "ml-explore/mlx-lm (RotatingKVCache under speculative decoding; mlx-lm#846's family)",
+            "tests/study_bugs/state.py:target_window_cache and the request suite's step_rotating_cache_256",
+        ),
+        kind="state",
+        named_by=_ROUNDS,
+        model=law.TargetContextWindow,
+    ),
+    BugClass(
         name="kv_block_wrong_prefix",
         mechanism=(
             "At some rounds (a KV block boundary) the verification pass is run on a prefix other than the true one."

@@ -54,6 +54,7 @@ class RoundEvidence:
     prev_row: np.ndarray | None = None  # [R] target row of the token before position 0 (-1: unknown)
     tail: np.ndarray | None = None  # [R] tokens emitted after the first one that is not a kept draft
     emitted: np.ndarray | None = None  # [R] tokens the round emitted
+    prefix_len: np.ndarray | None = None  # [R] tokens before the round: its prompt and earlier rounds (-1: unknown)
 
     @property
     def gamma(self) -> int:
@@ -117,6 +118,24 @@ def _sequence_links(
     return prev_rej, spare, earlier, first_round, prev
 
 
+def _prefix_lengths(gen: Generation, n_rounds: int, emitted: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """[R] each round's prefix length: its sequence's prompt, then what earlier rounds emitted
+    (-1 where the record keeps no prompts)."""
+    if gen.prompts is None:
+        return np.full(n_rounds, -1, dtype=np.int64)
+    seq = np.full(n_rounds, -1, dtype=np.int64)
+    seq[gen.rounds_of_tokens] = gen.sequence
+    order = np.lexsort((np.arange(n_rounds), seq))
+    cum = np.cumsum(emitted[order])
+    first = np.r_[True, seq[order[1:]] != seq[order[:-1]]]
+    start = np.maximum.accumulate(np.where(first, cum - emitted[order], 0))
+    before = np.empty(n_rounds, dtype=np.int64)
+    before[order] = cum - emitted[order] - start
+    prompt = (np.asarray(gen.prompts) >= 0).sum(1)
+    out: npt.NDArray[np.int64] = np.where(seq >= 0, prompt[np.maximum(seq, 0)] + before, -1)
+    return out
+
+
 def round_evidence(
     gen: Generation,
     pair: Any,
@@ -158,6 +177,7 @@ def round_evidence(
     departs = np.concatenate([blocks[:, :g] != drafts, np.ones((n_rounds, 1), dtype=bool)], axis=1)
     emitted = (blocks >= 0).sum(1)
     tail = emitted - (np.argmax(departs, axis=1) + 1)
+    prefix_len = _prefix_lengths(gen, n_rounds, emitted)
     # the row the token before position 0 was drawn from: the previous round's final position
     # (rows of the prefix minus its last token, which a pass that re-feeds that token reads)
     prev_row = np.where(prev >= 0, prow[np.maximum(prev, 0), k[np.maximum(prev, 0)]], -1)
@@ -182,4 +202,5 @@ def round_evidence(
         prev_row,
         tail,
         emitted,
+        prefix_len,
     )
