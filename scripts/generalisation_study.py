@@ -1,7 +1,7 @@
 """Issue 25's generalisation study: the diagnosis on bugs written for the study, blind to it.
 
     python scripts/generalisation_study.py [--only SUBSTR[,SUBSTR]] [--eps 0.1] [--out FILE]
-                                           [--records DIR] [--rediagnose]
+                                           [--records DIR] [--rediagnose] [--study study_bugs2]
 
 ``tests/study_bugs`` holds round steps written by someone who had not read the diagnosis code
 (each modelled on a real report, its family and mechanism stated beside it). Each buggy one is
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from study_bugs import STUDY  # noqa: E402
+import importlib  # noqa: E402
 
 #: spec -> judgement of the diagnosis against the stated mechanism (filled after reading each lead)
 JUDGED: dict[str, str] = {
@@ -152,6 +152,7 @@ def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--record-to":
         raise SystemExit(_record_and_run(sys.argv[2], sys.argv[4:]))
     ap = argparse.ArgumentParser()
+    ap.add_argument("--study", default="study_bugs", help="the package of the study (tests/<name>: its STUDY list)")
     ap.add_argument("--only", default="")
     ap.add_argument("--eps", type=float, default=0.1)
     ap.add_argument("--out", default=str(ROOT / "scripts" / "results" / "generalisation_study.json"))
@@ -163,7 +164,7 @@ def main() -> None:
         ap.error("--rediagnose reads the records of an earlier run: pass --records DIR")
     rows = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else []
     done = {r["spec"] for r in rows} if not args.rediagnose else set()
-    for case in STUDY:
+    for case in importlib.import_module(args.study).STUDY:
         if not case["buggy"] or case["spec"] in done or (only and not any(s in case["spec"] for s in only)):
             continue
         row = rediagnose(case, args.records) if args.rediagnose else run(case, args.eps, args.records)
