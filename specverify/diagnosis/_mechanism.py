@@ -181,6 +181,16 @@ class FirstDraftUnverified(_Family):
         return a
 
 
+class GuardedRatio(_Family):
+    name = "ratio_guarded_at_q_zero"
+    words = "a draft its draft row gives no mass is rejected (a guard q(x) > 0 before the ratio)"
+    check = "the q the ratio reads: the row each draft was drawn from (under it, q(x) > 0 for every draft)"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        qx = c.at(c.Qr)
+        return np.where(qx > 0, ratio(c.at(c.P), qx), 0.0)
+
+
 class InvertedRatio(_Family):
     """min(1, q(x) / p(x)); a draft the target forbids (p = 0) is kept (q / 0 = inf) or, behind a
     guard, rejected."""
@@ -408,6 +418,7 @@ def family_models() -> list[RoundModel]:
     return [
         TargetRowPrevious(),
         FirstDraftUnverified(),
+        GuardedRatio(),
         *(DraftRowShift(s, zero_keeps=z) for s in (1, -1, None) for z in (True, False)),
         *(DraftRowShift(-1, zero_keeps=z, wrap=True) for z in (True, False)),
         DraftMaxRatio(),
