@@ -180,7 +180,7 @@ def _collect(
             d["expected"].append(s.expected)
         cells.obs.append(obs)
         cells.layouts.append(layout)
-        cells.df += max(int((obs > 0).sum()) - layout.groups, 1)
+        cells.df += max(layout.df(obs), 1)
     return variants, per, cells, rounds
 
 

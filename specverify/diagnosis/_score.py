@@ -68,8 +68,16 @@ class _Cells:
         self.dr0 = self.bon0 + _BANDS
         self.st0 = self.dr0 + 2 * _BANDS
         self.size = self.st0 + 8
-        # groups (cells sharing one conditioning event) for the degrees of freedom
-        self.groups = g * 4 + 2 + 1 + 2 + 4
+        # the group of every cell (cells sharing one conditioning event), for the degrees of freedom
+        sizes = [2] * (g * 4) + [2 * _BANDS] * 2 + [_BANDS] + [_BANDS] * 2 + [2] * 4
+        self.group_of = np.repeat(np.arange(len(sizes)), sizes)
+        self.groups = len(sizes)
+
+    def df(self, obs: np.ndarray) -> int:
+        """Degrees of freedom of a G statistic on these cells: in every group that saw events, its
+        cells with events less one (a group with no events constrains nothing)."""
+        seen = np.bincount(self.group_of[obs > 0], minlength=self.groups)
+        return int(np.maximum(seen - 1, 0).sum())
 
     def span(self, kind: str) -> tuple[int, int]:
         """[lo, hi) of the cells of one event kind (a mechanism composes its cells kind by kind)."""
