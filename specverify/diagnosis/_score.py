@@ -120,6 +120,15 @@ def _log(x: np.ndarray) -> np.ndarray:
     return out
 
 
+#: the round's parts, each with the model hook that gives its law and its row in ``ll``
+PARTS = (("draft", "draft_law", 0), ("acceptance", "accept", 1), ("replacement", "replaced", 2), ("bonus", "bonus", 3))
+
+
+def _own_parts(model: RoundModel) -> set[str]:
+    """The parts whose law a model computes itself (on the rule's tables, the others are the rule's)."""
+    return {part for part, hook, _ in PARTS if getattr(type(model), hook) is not getattr(RoundModel, hook)}
+
+
 def _chunk_events(
     model: RoundModel,
     c: Chunk,
@@ -129,19 +138,60 @@ def _chunk_events(
     ll: np.ndarray,
     exp: np.ndarray,
     obs: np.ndarray,
-    drafted: bool,
+    parts: set[str],
 ) -> None:
-    """Add one chunk's events to ll [kinds, g + 1], exp / obs [cells]."""
+    """Add one chunk's events of ``parts`` to ll [kinds, g + 1], exp / obs [cells]."""
+    if "draft" in parts:
+        _draft_events(model, c, ref, bands_of, layout, ll, exp, obs)
+    if "acceptance" in parts:
+        _accept_events(model, c, ref, layout, ll, exp, obs)
+    g = c.X.shape[1]
+    rows = np.nonzero(c.k < g)[0]
+    if "replacement" in parts and len(rows):
+        j = c.k[rows]
+        law = model.replaced(c, j, rows)
+        y = ref.y[rows]
+        _add(ll[2], j, _log(law[np.arange(len(rows)), y]))
+        p, q = ref.P[rows, j], ref.Qr[rows, j]
+        cell = layout.rep0 + (np.minimum(j, 1)[:, None] * 2 + (p > q)) * _BANDS + bands_of["P"][ref.prow_ids[rows, j]]
+        _add(exp, cell.ravel(), law.ravel())
+        _add(obs, cell[np.arange(len(rows)), y], 1.0)
+    rows = np.nonzero(c.k == g)[0]
+    if "bonus" in parts and len(rows):
+        law = model.bonus(c, rows)
+        y = ref.y[rows]
+        ll[3, g] += _log(law[np.arange(len(rows)), y]).sum()
+        cell = layout.bon0 + bands_of["P"][ref.prow_ids[rows, g]]
+        _add(exp, cell.ravel(), law.ravel())
+        _add(obs, cell[np.arange(len(rows)), y], 1.0)
+
+
+def _draft_events(
+    model: RoundModel,
+    c: Chunk,
+    ref: _RefView,
+    bands_of: dict[str, np.ndarray],
+    layout: _Cells,
+    ll: np.ndarray,
+    exp: np.ndarray,
+    obs: np.ndarray,
+) -> None:
     n, g = c.X.shape
     pos = np.arange(g)[None, :]
-    if drafted:
-        D = model.draft_law(c)
-        dx = np.take_along_axis(D, c.X[:, :, None], 2)[:, :, 0]
-        _add(ll[0], np.broadcast_to(pos, (n, g)).ravel(), _log(dx).ravel())
-        bq = bands_of["Q"][ref.qrow_ids]  # [n, g, V]
-        cell = layout.dr0 + np.minimum(pos, 1)[..., None] * _BANDS + bq
-        _add(exp, cell.ravel(), D.ravel())
-        _add(obs, np.take_along_axis(cell, c.X[:, :, None], 2).ravel(), 1.0)
+    D = model.draft_law(c)
+    dx = np.take_along_axis(D, c.X[:, :, None], 2)[:, :, 0]
+    _add(ll[0], np.broadcast_to(pos, (n, g)).ravel(), _log(dx).ravel())
+    bq = bands_of["Q"][ref.qrow_ids]  # [n, g, V]
+    cell = layout.dr0 + np.minimum(pos, 1)[..., None] * _BANDS + bq
+    _add(exp, cell.ravel(), D.ravel())
+    _add(obs, np.take_along_axis(cell, c.X[:, :, None], 2).ravel(), 1.0)
+
+
+def _accept_events(
+    model: RoundModel, c: Chunk, ref: _RefView, layout: _Cells, ll: np.ndarray, exp: np.ndarray, obs: np.ndarray
+) -> None:
+    n, g = c.X.shape
+    pos = np.arange(g)[None, :]
     A = np.clip(model.accept(c), 0.0, 1.0)
     r_ref = ref.ratio
     band = np.where(r_ref <= 0, 0, np.where(r_ref >= 1, 3, np.where(r_ref <= 0.5, 1, 2)))
@@ -153,24 +203,6 @@ def _chunk_events(
     _add(exp, acell[reached], A[reached])
     _add(exp, acell[reached] + 1, 1 - A[reached])
     _add(obs, (acell + ~kept)[reached], 1.0)
-    rows = np.nonzero(c.k < g)[0]
-    if len(rows):
-        j = c.k[rows]
-        law = model.replaced(c, j, rows)
-        y = ref.y[rows]
-        _add(ll[2], j, _log(law[np.arange(len(rows)), y]))
-        p, q = ref.P[rows, j], ref.Qr[rows, j]
-        cell = layout.rep0 + (np.minimum(j, 1)[:, None] * 2 + (p > q)) * _BANDS + bands_of["P"][ref.prow_ids[rows, j]]
-        _add(exp, cell.ravel(), law.ravel())
-        _add(obs, cell[np.arange(len(rows)), y], 1.0)
-    rows = np.nonzero(c.k == g)[0]
-    if len(rows):
-        law = model.bonus(c, rows)
-        y = ref.y[rows]
-        ll[3, g] += _log(law[np.arange(len(rows)), y]).sum()
-        cell = layout.bon0 + bands_of["P"][ref.prow_ids[rows, g]]
-        _add(exp, cell.ravel(), law.ravel())
-        _add(obs, cell[np.arange(len(rows)), y], 1.0)
 
 
 def _structure(
@@ -223,19 +255,38 @@ def score_unit(
     obs_final: np.ndarray | None = None
     chunks = [idx_all[s : s + CHUNK] for s in range(0, len(idx_all), CHUNK)]
     refs = [_reference_view(base, ev, idx) for idx in chunks]  # the rule's rows, shared by every model
+    every = {part for part, _, _ in PARTS if part != "draft" or ev.drafted_by_impl}
+    rule: tuple[np.ndarray, np.ndarray] | None = None  # the rule's (ll, exp) without structure
     for model in models:
         model.fit(ev)
         tab = model.tables(pair, settings, base)
+        # on the rule's tables a part whose hook the model keeps is the rule's: computed once
+        parts = every if tab is not base or rule is None else every & _own_parts(model)
         ll = np.zeros((len(KINDS), g + 1))
         exp, obs = np.zeros(layout.size), np.zeros(layout.size)
         for idx, ref in zip(chunks, refs, strict=True):
             c = ref.chunk if tab is base else _gather(tab, ev, idx)
-            _chunk_events(model, c, ref, bands_of, layout, ll, exp, obs, ev.drafted_by_impl)
+            _chunk_events(model, c, ref, bands_of, layout, ll, exp, obs, parts)
+        if rule is None and type(model) is RoundModel:
+            rule = (ll.copy(), exp.copy())
+        elif rule is not None:
+            _reuse(rule, every - parts, layout, ll, exp)
         _structure(model, ev, layout, ll, exp, obs)
         out[model.name] = UnitScore(ll, exp, len(idx_all))
-        obs_final = obs
+        obs_final = obs if obs_final is None else obs_final  # the first model's: it counts every part
     assert obs_final is not None, "score_unit needs at least one model"
     return out, obs_final, layout
+
+
+def _reuse(
+    rule: tuple[np.ndarray, np.ndarray], parts: set[str], layout: _Cells, ll: np.ndarray, exp: np.ndarray
+) -> None:
+    """Add the rule's log-likelihood and expected counts of ``parts`` to a model's."""
+    for part, _, k in PARTS:
+        if part in parts:
+            ll[k] += rule[0][k]
+            lo, hi = layout.span(part)
+            exp[lo:hi] += rule[1][lo:hi]
 
 
 def _nan_convention(base: Tables, ev: RoundEvidence, idx_all: np.ndarray) -> bool:
