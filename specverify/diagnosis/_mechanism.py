@@ -14,13 +14,21 @@ the target law by ``min_llr`` nats and explains ``min_explained`` of the deviati
 Families (options besides the rule, which each part keeps when no option pays for itself):
 
     draft        argmax q; q of the first position's row; left-over drafts proposed again (classes)
-    acceptance   the target row of the next / previous position; the draft row of the next /
-                 previous position; the draft row's maximum for q(x); min(1, q/p); keep iff p >= q;
-                 keep with probability p(x); always keep; u = 0; typical acceptance (Medusa's
-                 threshold min(eps, delta exp(-H(p))), eps and delta on a grid); ...
+    acceptance   the target row of the next / previous position (before position 0: the row of the
+                 token before the round); the draft row of the next / previous (clamped or wrapped
+                 as qs[i - 1] wraps) / first position, q(x) = 0 keeping or rejecting; the draft row's
+                 maximum for q(x); a guard rejecting q(x) = 0; min(1, q/p); keep iff p >= q; keep
+                 with probability p(x); the first draft untested; u < log p - log q; the target's
+                 argmax kept without a coin; (p + c)/(q + c) and p / max(q, c), c on grids; typical
+                 acceptance (Medusa's threshold min(eps, delta exp(-H(p))), eps and delta on a grid);
+                 the kept count as the number of passed tests, to the second rejection, argmin of
+                 the tests, or one draft short (every test drawn, the count law enumerated); always
+                 keep; u = 0; ... (classes)
     replacement  p; q; (q - p)+; |p - q|; softmax((p - q)+); (p - q)+ unnormalised; p or q when the
-                 residual mass is small / large (classes); the residual of the next position's target
-                 row or of the next draft row; the residual's argmax
+                 residual mass is small / large (classes); the residual of the next / previous
+                 position's target row or of the next / first / wrapped previous draft row; the
+                 residual's argmax; p without the rejected draft; p / q renormalised; max(p - q, c);
+                 p of the next row at the last position
     bonus        p of the previous row; q; argmax p (classes); the residual (p - q)+ at the bonus row
 
 Class models that change one part only (no tables, no structure) are options of that part; the
