@@ -490,6 +490,7 @@ def options_by_part(models: Sequence[RoundModel]) -> dict[str, list[Option]]:
             continue
         rec = CLASSES[m.name]
         first = rec.mechanism.split(". ")[0].rstrip(".")
+        first = first[:1].lower() + first[1:] if first[1:2].islower() else first  # inside a sentence
         out[part].append(Option(part, m, f"{first} (class {m.name})", rec.check))
     return out
 
