@@ -134,7 +134,7 @@ FILTERS = SamplingSettings(temperature=0.6, top_k=8, top_p=0.8)
         (lambda: TargetWithout("min_p", "logit_bias"), [MIN_P, BIAS], "target_missing_knobs", "min_p and logit_bias"),
         (TruncationFirst, [FILTERS], "truncation_before_temperature", ""),
         (RawLogitsQ, [FILTERS], "q_from_raw_logits", ""),
-        (PreScaledTarget, [FILTERS], "temperature_twice", ""),
+        (PreScaledTarget, [FILTERS], "target_temperature_twice", ""),
     ],
     ids=["knobs", "truncation_first", "raw_q", "pre_scaled"],
 )

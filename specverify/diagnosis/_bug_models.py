@@ -165,7 +165,7 @@ class TargetTemperatureTwice(RoundModel):
     """The target's raw logits divided by the temperature before the whole pipeline (bias,
     temperature again, truncations) runs on them; the draft's pipeline runs once."""
 
-    name = "temperature_twice"
+    name = "target_temperature_twice"
 
     def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
         if settings is None or settings.is_greedy or settings.temperature == 1.0 or not hasattr(pair, "target_logits"):

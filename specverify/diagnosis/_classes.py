@@ -227,8 +227,8 @@ RECORDS: tuple[BugClass, ...] = (
         cat.TemperatureTwice,
         check="temperature: applied twice to the rows (sampler and verifier)",
         kind="settings",
-        model=law.TargetTemperatureTwice,
-        named_by=("rounds", "lm", "penalty"),
+        model=_tables(cat.TemperatureTwice, keeps_bias=True),
+        named_by=("rounds", "lm"),
     ),
     _catalogue(
         cat.DraftSettingsNotForwarded,
@@ -292,6 +292,18 @@ RECORDS: tuple[BugClass, ...] = (
         kind="settings",
         named_by=("rounds", "penalty"),
         model=_order("top_p_before_temperature", ("top_p", "temperature", "top_k", "min_p")),
+    ),
+    BugClass(
+        name="target_temperature_twice",
+        mechanism=(
+            "The target's logits are divided by the temperature before its whole sampling pipeline runs (which "
+            "divides again); the draft's are divided once, so the verified law is sharper than the request's."
+        ),
+        check="where the target's logits are scaled: once, in the sampling pipeline (not also by the model runner)",
+        sources=("vllm-project/vllm-ascend#6685 (temperature misapplied when logits replaced probabilities)",),
+        kind="settings",
+        named_by=("rounds", "penalty"),
+        model=law.TargetTemperatureTwice,
     ),
     BugClass(
         name="truncation_before_temperature",

@@ -29,7 +29,7 @@ emitted before it in its request (the prompt excluded):
     logit_bias_ignored                L without the request's logit bias (penalties applied)
     logit_bias_after_temperature      the penalties on L, then temperature, then the bias added
                                       (b rather than b * T), then the truncations
-    temperature_twice                 the raw logits divided by the temperature before the pipeline
+    target_temperature_twice          the raw logits divided by the temperature before the pipeline
     top_p_before_temperature,         with the penalty, then the sampling steps in another order
     top_p_before_top_k_target,        on the target (a pipeline-order bug: the combined setting of
     truncation_before_temperature     the parity grid is the only one with both knobs, and it has
@@ -104,7 +104,7 @@ _FACTS = {
     "top_p_before_temperature": "tokens match the target with top-p applied before temperature",
     "top_p_before_top_k_target": "tokens match the target with top-p applied before top-k",
     "truncation_before_temperature": "tokens match the target with top-k, top-p and min-p applied before temperature",
-    "temperature_twice": "tokens match the target's logits divided by the temperature before the whole pipeline",
+    "target_temperature_twice": "tokens match the target's logits divided by the temperature before the whole pipeline",
 }
 
 
@@ -251,7 +251,7 @@ def _laws(gen: Generation, pair: Any, settings: SamplingSettings, n: int) -> tup
         # is the more precise statement: inserted after them, this class loses their ties
         laws["penalties_ignored"] = probs_from_logits(L, plain)
     if not settings.is_greedy and settings.temperature not in (0.0, 1.0):
-        laws["temperature_twice"] = probs_from_logits(
+        laws["target_temperature_twice"] = probs_from_logits(
             L / settings.temperature, settings, seen_counts=h.seen, output_counts=h.out
         )
     if settings.logit_bias and not settings.is_greedy and settings.temperature != 1.0:
