@@ -163,3 +163,15 @@ def test_a_context_window_is_told_from_a_flat_rate_of_wrong_prefixes(pattern):
         assert d.verdict == "target_context_window" and "W = 128" in d.lead(), d.lead()
     else:
         assert d.verdict == "kv_block_wrong_prefix", d.lead()
+
+
+def test_state_kept_across_sequences_until_a_cache_reset_is_state_not_reset():
+    # the diagnosis study's no_reset stepper (tests/user_impls/stateful.py) resets only when its
+    # cache fills: a sequence that starts on the old context turns clean there and stays clean.
+    # Marked on a correct sampler's rounds: odd sequences start stale and reset at their 12th round
+    [(ev, pair, settings)] = _units(ChainSampler(), [None], n=4000)
+    r = np.arange(len(ev.k))
+    ev.first_round = (r // 20) * 20
+    ev.mismatch = ((r // 20) % 2 == 1) & (r % 20 < 12)
+    d = diagnose_rounds([(ev, pair, settings)])
+    assert d.verdict == "state_not_reset", d.lead()

@@ -606,25 +606,46 @@ class TargetContextWindow(RoundModel):
 
 class StateNotReset(RoundModel):
     """State kept from the previous sequence: a sequence whose first round was verified on another
-    prefix (the old context) stays on it for every round; one that started clean stays clean.
-    The share of sequences that start on the old context is fitted."""
+    prefix (the old context) stays on it until its state is reset (a cache that fills up starts
+    over) and clean from then on; one that started clean stays clean. The share of sequences that
+    start on the old context and the per-round rate of that reset are fitted."""
 
     name = "state_not_reset"
 
     def __init__(self) -> None:
-        self.t = 0.5
+        self.t, self.reset = 0.5, 1e-6
 
     def mismatch(self, ev: RoundEvidence) -> np.ndarray:
         if ev.first_round is None:
             return np.full(len(ev.k), self.t)
         first = ev.first_round == np.arange(len(ev.k))
         started_stale = ev.mismatch[ev.first_round]
-        return np.where(first, self.t, np.where(started_stale, 1 - 1e-3, EPS))
+        stale = np.where(_clean_before(ev), EPS, 1 - self.reset)
+        return np.where(first, self.t, np.where(started_stale, stale, EPS))
 
     def fit(self, ev: RoundEvidence) -> None:
-        if ev.first_round is not None:
-            firsts = np.unique(ev.first_round)
-            self.t = float(np.clip(ev.mismatch[firsts].mean(), EPS, 1 - EPS))
+        if ev.first_round is None:
+            return
+        firsts = np.unique(ev.first_round)
+        self.t = float(np.clip(ev.mismatch[firsts].mean(), EPS, 1 - EPS))
+        at_risk = ev.mismatch[ev.first_round] & (ev.first_round != np.arange(len(ev.k))) & ~_clean_before(ev)
+        rate = float((~ev.mismatch[at_risk]).mean()) if at_risk.any() else 0.0
+        self.reset = float(np.clip(rate, 1e-6, 0.1))
+
+
+def _clean_before(ev: RoundEvidence) -> np.ndarray:
+    """[R] an earlier round of the same sequence was verified on the true prefix."""
+    assert ev.first_round is not None, "sequence links are known"
+    R = len(ev.k)
+    key = ev.first_round
+    order = np.lexsort((np.arange(R), key))
+    clean = (~ev.mismatch[order]).astype(np.int64)
+    cum = np.cumsum(clean)
+    first = np.r_[True, key[order][1:] != key[order][:-1]]
+    base = np.maximum.accumulate(np.where(first, cum - clean, 0))
+    out = np.empty(R, dtype=bool)
+    out[order] = (cum - clean - base) > 0
+    return out
 
 
 def _float16_grid() -> tuple[np.ndarray, np.ndarray]:
