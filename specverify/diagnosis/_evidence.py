@@ -136,6 +136,21 @@ def _prefix_lengths(gen: Generation, n_rounds: int, emitted: npt.NDArray[np.int6
     return out
 
 
+def _rows(
+    gen: Generation, n_rounds: int, g: int, drafts: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], np.ndarray]:
+    """(target rows [R, g + 1], draft rows [R, g], mismatch [R]) of every round."""
+    if gen.draft_rows is None:  # positional pairs: rows are positions in the round
+        prow = np.broadcast_to(np.arange(g + 1), (n_rounds, g + 1)).copy()
+        return prow, prow[:, :g].copy(), np.zeros(n_rounds, dtype=bool)
+    # context pairs: the rows of the drafted prefixes
+    qrow = np.asarray(gen.draft_rows, dtype=np.int64)[:, :g]
+    trow = _token_rows(gen, n_rounds, g)
+    if gen.bonus_rows is not None:  # the bonus position's row, also where no bonus was emitted
+        trow[:, g] = np.where(trow[:, g] >= 0, trow[:, g], np.asarray(gen.bonus_rows, dtype=np.int64))
+    return np.concatenate([qrow, trow[:, g:]], axis=1), qrow, np.asarray((drafts < 0).all(1))
+
+
 def round_evidence(
     gen: Generation,
     pair: Any,
@@ -160,17 +175,7 @@ def round_evidence(
     # a token after the final one: the round went on after its replacement
     after = np.arange(g + 1)[None, :] > k[:, None]
     standard &= ~(after & (blocks >= 0)).any(1)
-    if gen.draft_rows is not None:  # context pairs: the rows of the drafted prefixes
-        qrow = np.asarray(gen.draft_rows, dtype=np.int64)[:, :g]
-        trow = _token_rows(gen, n_rounds, g)
-        if gen.bonus_rows is not None:  # the bonus position's row, also where no bonus was emitted
-            trow[:, g] = np.where(trow[:, g] >= 0, trow[:, g], np.asarray(gen.bonus_rows, dtype=np.int64))
-        prow = np.concatenate([qrow, trow[:, g:]], axis=1)
-        mismatch = np.asarray((drafts < 0).all(1))
-    else:  # positional pairs: rows are positions in the round
-        prow = np.broadcast_to(np.arange(g + 1), (n_rounds, g + 1)).copy()
-        qrow = prow[:, :g].copy()
-        mismatch = np.zeros(n_rounds, dtype=bool)
+    prow, qrow, mismatch = _rows(gen, n_rounds, g, drafts)
     prev_rej, spare, earlier, first_round, prev = _sequence_links(gen, n_rounds, k, drafts, g)
     # a non-standard block's shape: how many tokens follow its first departure from the drafts
     # (one: a token appended after the replacement; g - d: verification that went on)
