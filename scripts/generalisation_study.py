@@ -71,7 +71,7 @@ JUDGED: dict[str, str] = {
     "study_bugs.parity:bias_after_temperature": "top1",
     "study_bugs.parity:penalties_block_shares_history": "top1",
     "study_bugs.parity:penalties_count_prompt": "top1",
-    "study_bugs.parity:penalties_dropped": "top1",
+    "study_bugs.parity:penalties_dropped": "unknown",
     "study_bugs.parity:target_temperature_twice": "top1",
     "study_bugs.numerics:smoothed_ratio": "top1",
     "study_bugs.numerics:residual_floor": "top1",

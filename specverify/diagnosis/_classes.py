@@ -1019,8 +1019,8 @@ RECORDS: tuple[BugClass, ...] = (
     BugClass(
         name="penalties_ignored",
         mechanism=(
-            "None of the request's penalties (repetition, presence, frequency) is applied on the speculative path: "
-            "the output is exactly the target's law without them (one-model speculation skipping the penalty step)."
+            "Neither the presence nor the frequency penalty of the request is applied on the speculative path: the "
+            "output is exactly the target's law without them (one-model speculation skipping the penalty step)."
         ),
         check="the penalty step under speculation: every verified row needs both penalties, over the generated tokens",
         sources=(

@@ -15,8 +15,8 @@ emitted before it in its request (the prompt excluded):
                                       (the drafts before each row are not in its history)
     presence_penalty_ignored,         the target without that one penalty (the other penalties
     frequency_penalty_ignored         as they should be)
-    penalties_ignored                 the target without any of its penalties (a unit with one
-                                      penalty only: the one-knob class wins the tie)
+    penalties_ignored                 the target without presence and frequency penalties (units
+                                      with both and no repetition penalty)
     penalties_count_the_prompt        presence and frequency counted over the whole prefix, the
                                       prompt included (the repetition penalty's convention)
     penalty_fed_last_token_only       the penalties' generated tokens: the last token of each
@@ -93,7 +93,7 @@ _FACTS = {
     "repetition_penalty_stale_history": "tokens match the penalty computed over the prefix at the start of each round",
     "presence_penalty_ignored": "tokens match the target with every knob but the presence penalty",
     "frequency_penalty_ignored": "tokens match the target with every knob but the frequency penalty",
-    "penalties_ignored": "tokens match the target without any of its penalties",
+    "penalties_ignored": "tokens match the target without its presence and frequency penalties",
     "logit_bias_ignored": "tokens match the target with every knob but the logit bias",
     "logit_bias_after_temperature": "tokens match the target with the logit bias added after temperature, not before",
     "penalties_count_the_prompt": "tokens match presence and frequency penalties counted over the prompt too",
@@ -246,9 +246,11 @@ def _laws(gen: Generation, pair: Any, settings: SamplingSettings, n: int) -> tup
         if getattr(settings, knob) != getattr(SamplingSettings(), knob):
             alt = settings_without(settings, knob)
             laws[name] = probs_from_logits(L, alt, seen_counts=h.seen, output_counts=h.out)
-    if any(getattr(settings, k) != getattr(SamplingSettings(), k) for k in _PENALTIES):
-        # every penalty dropped; where one penalty alone is set a one-knob class has this law and
-        # is the more precise statement: inserted after them, this class loses their ties
+    if settings.presence_penalty and settings.frequency_penalty and settings.repetition_penalty == 1.0:
+        # both dropped. Not on other units: with a repetition penalty, "every penalty dropped" has
+        # the output law of repetition_penalty_draft_only (the target's processors skipped), and
+        # the output tokens alone cannot tell the two apart (the diagnosis study's draft-only
+        # stepper was named penalties_ignored when this law was on every penalised unit)
         laws["penalties_ignored"] = probs_from_logits(L, plain)
     if not settings.is_greedy and settings.temperature not in (0.0, 1.0):
         laws["target_temperature_twice"] = probs_from_logits(
