@@ -175,3 +175,16 @@ def test_state_kept_across_sequences_until_a_cache_reset_is_state_not_reset():
     ev.mismatch = ((r // 20) % 2 == 1) & (r % 20 < 12)
     d = diagnose_rounds([(ev, pair, settings)])
     assert d.verdict == "state_not_reset", d.lead()
+
+
+def test_an_unknown_lead_lists_only_classes_that_score_above_the_target_law():
+    from specverify.diagnosis._candidate import Candidate
+    from specverify.diagnosis._diagnose import Diagnosis
+
+    def cand(name, llr):
+        return Candidate(name, llr, 0.0, {}, [], {}, "")
+
+    ties = Diagnosis(NOT_KNOWN, [cand("kv_block_wrong_prefix", 0.0), cand("state_not_reset", 0.0)], [], "", 10, 0.9, 1)
+    assert "no class scores above the target law" in ties.lead() and "kv_block" not in ties.lead(), ties.lead()
+    some = Diagnosis(NOT_KNOWN, [cand("replacement_from_p", 5.0), cand("state_not_reset", 0.0)], [], "", 10, 0.9, 1)
+    assert "closest tried: replacement_from_p)" in some.lead(), some.lead()

@@ -61,11 +61,12 @@ class Diagnosis:
         if not self.known and not self.candidates:  # nothing to score (e.g. a greedy divergence alone)
             return f"Diagnosis: not a known class ({'; '.join(self.facts) or self.method})"
         if not self.known:
-            best = ", ".join(self.top(3))
+            # only classes that score above the target law are "close"; ties at zero say nothing
+            closer = [c.name for c in self.candidates if c.llr_vs_target > 0][:3]
+            best = f"closest tried: {', '.join(closer)}" if closer else "no class scores above the target law"
             return (
                 f"Diagnosis: not a known class (no catalogued class beats the target law by {self.min_llr:g} nats "
-                f"and explains {self.min_explained:.0%} of the deviation or leaves none significant; closest tried: "
-                f"{best})"
+                f"and explains {self.min_explained:.0%} of the deviation or leaves none significant; {best})"
             )
         c = self.candidates[0]
         if isinstance(c, MechanismCandidate) and c.mechanism is not None:
