@@ -21,6 +21,7 @@ from ._models import (
     RoundModel,
     Tables,
     cdf_bounds,
+    continuation,
     interval_law,
     normalise,
     pipeline,
@@ -505,9 +506,7 @@ class ReplacementDroppedAfterAccepts(RoundModel):
         direct = 1 - a[:, 0]  # a rejection at the first position: replaced as the rule says
         law[:, 0] += direct
         law[:, g] = cp[:, g - 1]
-        at_least = np.cumsum(law[:, ::-1], -1)[:, ::-1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            hazard = np.where(at_least[:, :-1] > 0, at_least[:, 1:] / at_least[:, :-1], 0.0)
+        hazard = continuation(law)
         w0 = np.where(law[:, 0] > 0, direct / np.where(law[:, 0] > 0, law[:, 0], 1.0), 1.0)
         return hazard, w0
 

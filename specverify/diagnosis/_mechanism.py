@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ._models import Chunk, RoundModel, normalise, ratio, residual
+from ._models import Chunk, RoundModel, continuation, normalise, ratio, residual
 
 __all__ = ["Option", "Mechanism", "family_models", "options_by_part", "fit_mechanism", "PARTS", "HOOKS"]
 
@@ -282,11 +282,7 @@ def _count_laws(a: np.ndarray, count: Callable[[np.ndarray], np.ndarray]) -> np.
     tests = ((np.arange(2**g)[:, None] >> np.arange(g)) & 1).astype(bool)  # [2^g, g] every pattern
     onehot = np.eye(g + 1)[count(tests)]  # [2^g, g + 1]
     pattern = np.prod(np.where(tests[None], a[:, None, :], 1.0 - a[:, None, :]), -1)  # [n, 2^g]
-    law = pattern @ onehot  # [n, g + 1]
-    at_least = np.cumsum(law[:, ::-1], -1)[:, ::-1]  # P(K >= j)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out: np.ndarray = np.where(at_least[:, :-1] > 0, at_least[:, 1:] / at_least[:, :-1], 0.0)
-    return out
+    return continuation(pattern @ onehot)  # the law [n, g + 1] of K in the scorer's form
 
 
 def _one_short(t: np.ndarray) -> np.ndarray:

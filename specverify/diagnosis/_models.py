@@ -87,6 +87,15 @@ def ratio(px: np.ndarray, qx: np.ndarray) -> np.ndarray:
         return np.where(qx > 0, np.minimum(1.0, px / np.where(qx > 0, qx, 1.0)), at_zero)
 
 
+def continuation(law: np.ndarray) -> np.ndarray:
+    """[n, g] A_j = P(K > j | K >= j) of a count K with law [n, g + 1]: the form the scorer reads
+    acceptances in (P(K = m) = prod_{j<m} A_j (1 - A_m)); 0 where K >= j is impossible."""
+    at_least = np.cumsum(law[:, ::-1], -1)[:, ::-1]  # P(K >= j)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: np.ndarray = np.where(at_least[:, :-1] > 0, at_least[:, 1:] / at_least[:, :-1], 0.0)
+    return out
+
+
 def normalise(w: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     """Rows of w divided by their sums; rows without mass take the fallback row."""
     s = w.sum(-1, keepdims=True)
