@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -13,6 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("transformers")
@@ -367,3 +369,101 @@ def test_unseeded_requests_are_independent(servers):
                  long_length=0)  # fmt: skip
     (seeds,) = [c for c in v.checks if c.name == "seed independence"]
     assert seeds.status == "PASS", seeds.summary
+
+
+# ---------------------------------------------------------------------------------------------
+# A reference endpoint's reported law (issue 23, item 2): no local model.
+
+
+def test_serve_reports_prompt_logprobs_as_vllm_does(servers):
+    code, body = post(servers["plain"], {"prompt": [1, 2, 3, 4], "max_tokens": 1, "prompt_logprobs": 3})
+    assert code == 200, body
+    entries = body["choices"][0]["prompt_logprobs"]
+    assert entries[0] is None and len(entries) == 4
+    for e, token in zip(entries[1:], [2, 3, 4]):
+        ranks = sorted(v["rank"] for v in e.values())
+        assert ranks[:3] == [1, 2, 3] and str(token) in e  # the top 3, and the token that was there
+    _, every = post(servers["plain"], {"prompt": [1, 2], "max_tokens": 1, "prompt_logprobs": -1})
+    row = every["choices"][0]["prompt_logprobs"][1]
+    assert len(row) == VOCAB and abs(sum(math.exp(v["logprob"]) for v in row.values()) - 1) < 1e-5
+    code, bad = post(servers["plain"], {"prompt": [1, 2], "prompt_logprobs": -2})
+    assert code == 400 and "prompt_logprobs must be an integer >= 0, or -1" in bad["error"]["message"]
+
+
+REFERENCE_OPTS = ["--rounds", "100", "--length", "2", "--temperature", "1", "--eps", "0.5", "--long-length", "0"]
+
+
+@pytest.mark.parametrize("k", ["-1", "6"])
+def test_an_endpoint_audited_against_a_reference_endpoint_gets_the_local_verdict(servers, k, tmp_path):
+    """The served speculative model against the law the target-only server reports: with every
+    token, the verdict of the audit against the local model; with its top 6 of 32 (the rest
+    bounded), never a FAIL, and the tokens left out are said."""
+    r = cli("--endpoint", servers["spec"], "--reference-endpoint", servers["plain"], "--reference-logprobs", k,
+            *REFERENCE_OPTS, "--json", tmp_path / "v.json")  # fmt: skip
+    # the same plan: a reference audit's logit tolerance defaults to 1e-3 (its boundary count takes a test)
+    local = cli("--endpoint", servers["spec"], "--model", f"builtin:{VOCAB}", *REFERENCE_OPTS, "--logit-tol", "1e-3")
+    assert local.returncode == 0, local.stdout + local.stderr
+    if k == "-1":
+        assert r.returncode == 0, r.stdout + r.stderr
+    else:  # tokens outside the top 6 are left out of the test: fewer tested, never a FAIL
+        assert r.returncode in (0, 3) and "left out" in r.stdout, r.stdout + r.stderr
+    top = VOCAB if k == "-1" else int(k)
+    greedy = next(c for c in json.loads((tmp_path / "v.json").read_text())["checks"] if c["name"].startswith("greedy"))
+    assert f"target-only greedy; reference {servers['plain']} (specverify-local), top {top} of {VOCAB}" in greedy[
+        "summary"
+    ], greedy
+
+
+@pytest.mark.parametrize("k", ["-1", "6"])
+def test_a_reference_endpoint_catches_another_model(servers, k, tmp_path):
+    r = cli("--endpoint", servers["other_model"], "--reference-endpoint", servers["plain"], "--reference-logprobs", k,
+            *REFERENCE_OPTS, "--json", tmp_path / "v.json")  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    status = {c["name"]: c["status"] for c in json.loads((tmp_path / "v.json").read_text())["checks"]}
+    assert status["settings[0] default"] == "FAIL" and status["greedy equivalence (tie-aware)"] == "FAIL", status
+
+
+def test_a_top_k_reference_that_kept_the_sampled_token_would_cry_wolf(servers, monkeypatch):
+    """The reference reports the token that was there beside its top K; a law that kept it would
+    know exactly the tokens that were sampled (the first version did, and FAILed a correct engine)."""
+    from specverify import SamplingSettings
+    from specverify.audit.sources.http_adapter import http_generator
+    from specverify.audit.sources.lm_audit import audit_lm_reported
+    from specverify.audit.sources.reported_law import ReportedLaw
+    from specverify.dists._reported import ReportedRow
+
+    opts = dict(prompts=[[1, 2, 3]], settings=(SamplingSettings(),), eps=0.5, length=4, greedy_check=False,
+                long_length=0, max_sequences=150)  # fmt: skip
+    gen = http_generator(servers["spec"])
+    good = audit_lm_reported(gen, ReportedLaw(servers["plain"], vocab_size=VOCAB, top_logprobs=4), **opts)
+    assert good.status in ("PASS", "INCONCLUSIVE"), good.headline()
+    boundary = good.checks[0].details["boundary"]
+    assert boundary["excused"] > 0, "tokens outside the top 4 must occur for this to be a test"
+    keep_all = classmethod(lambda cls, top, k: cls(ids=np.fromiter(top, int), lps=np.fromiter(top.values(), float),
+                                                   cap=sorted(top.values())[::-1][k - 1]))  # fmt: skip
+    monkeypatch.setattr(ReportedRow, "from_mapping", keep_all)
+    bad = audit_lm_reported(gen, ReportedLaw(servers["plain"], vocab_size=VOCAB, top_logprobs=4), **opts)
+    assert bad.status == "FAIL", bad.headline()
+
+
+def test_a_reference_endpoint_refuses_what_logprobs_cannot_express(servers, tmp_path):
+    r = cli("--endpoint", servers["spec"], "--reference-endpoint", servers["plain"], *REFERENCE_OPTS,
+            "--repetition-penalty", "1.2", "--json", tmp_path / "v.json")  # fmt: skip
+    assert r.returncode != 1, r.stdout + r.stderr  # UNSUPPORTED, never FAIL
+    assert "1 UNSUPPORTED by the reference, not covered: settings[0] repetition_penalty=1.2" in headline(r.stdout)
+    unit = json.loads((tmp_path / "v.json").read_text())["checks"][0]
+    assert unit["status"] == "UNSUPPORTED" and "the repetition penalty scales each logit by its sign" in unit["summary"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "builtin"], "--reference-endpoint and --model are two sources of the target's law"),
+        (["--reference-logprobs", "0"], "--reference-logprobs 0: pass K >= 1, or -1 for every token"),
+    ],
+)
+def test_reference_endpoint_usage_errors_name_the_fix(servers, args, message):
+    r = cli("--endpoint", servers["spec"], "--reference-endpoint", servers["plain"], *args)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    r = cli("--endpoint", servers["spec"], "--reference-logprobs", "5")
+    assert r.returncode == 2 and "--reference-logprobs applies to --reference-endpoint" in r.stderr, r.stderr

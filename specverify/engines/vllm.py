@@ -253,8 +253,10 @@ def serve(
     port: int | None = None,
     startup_timeout: float = 300.0,
     log: str | os.PathLike[str] | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> Iterator[str]:
-    """Run vLLM's OpenAI server on 127.0.0.1 for the duration of the block; yields its base URL."""
+    """Run vLLM's OpenAI server on 127.0.0.1 for the duration of the block; yields its base URL.
+    ``extra_args`` go to the server as they are (``("--max-logprobs", "-1")`` for a reference)."""
     port = port or _free_port()
     cmd = [
         python or sys.executable,
@@ -281,6 +283,7 @@ def serve(
     ]
     if speculative:
         cmd += ["--speculative-config", json.dumps(speculative)]
+    cmd += list(extra_args)
     out: Any = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"

@@ -122,6 +122,33 @@ def parse_request(
     return prompt, n, _settings(req), seed, req.get("logprobs") is not None
 
 
+def _prompt_logprobs_asked(req: dict[str, Any], vocab_size: int) -> int | None:
+    """``prompt_logprobs`` (vLLM's field): None, K >= 0 tokens per position, or -1 for all."""
+    if req.get("prompt_logprobs") is None:
+        return None
+    k = _number(req, "prompt_logprobs", 0, integer=True)
+    if k < -1:
+        raise BadRequest(f"prompt_logprobs must be an integer >= 0, or -1 for every token; got {k}", "prompt_logprobs")
+    return vocab_size if k == -1 else min(k, vocab_size)
+
+
+def _prompt_logprobs(lm: CausalLM, prompt: list[int], k: int) -> list[dict[str, dict[str, Any]] | None]:
+    """vLLM's ``prompt_logprobs``: None, then per position the raw float32 log-probabilities of its
+    top ``k`` tokens and of the token there, ``{"id": {"logprob", "rank", "decoded_token"}}``."""
+    with torch.no_grad():
+        lp = torch.log_softmax(lm.logits(prompt)[:-1].float(), -1)  # [L - 1, V]: the law of tokens 1 .. L - 1
+    out: list[dict[str, dict[str, Any]] | None] = [None]
+    order = torch.sort(lp, dim=-1, descending=True, stable=True).indices
+    for j, t in enumerate(prompt[1:]):
+        ids = order[j, :k].tolist()
+        rank = {int(i): r + 1 for r, i in enumerate(ids)}
+        if t not in rank:
+            ids.append(t)
+            rank[t] = int((lp[j] > lp[j, t]).sum()) + 1
+        out.append({str(i): {"logprob": float(lp[j, i]), "rank": rank[i], "decoded_token": str(i)} for i in ids})
+    return out
+
+
 def default_models(
     *, model_path: str | None = None, vocab: int = 256, seed: int = 0, speculative: bool = False
 ) -> tuple[PreTrainedModel, PreTrainedModel | None]:
@@ -208,6 +235,10 @@ def make_server(
             if asked is not None and asked != model_name:  # as vLLM answers: a client must use the listed name
                 return self._error(404, f"the model `{asked}` does not exist; GET /v1/models lists {model_name!r}",
                                    "model", kind="not_found")  # fmt: skip
+            try:
+                k_prompt = _prompt_logprobs_asked(req, vocab_size)
+            except BadRequest as exc:
+                return self._error(400, str(exc), exc.param)
             gen = torch.Generator().manual_seed(seed)
             try:
                 with lock:
@@ -220,6 +251,7 @@ def make_server(
                         rows = lm.sequence_probs(prompt, r.tokens, s)
                         lp = [float(torch.log(torch.tensor(rows[i, t]))) for i, t in enumerate(r.tokens)]
                         top = [{f"token_id:{int(row.argmax())}": float(np.log(row.max()))} for row in rows]
+                    prompt_lp = None if k_prompt is None else _prompt_logprobs(lm, prompt, k_prompt)
             # a failed generation is a 500 with its reason, never a dropped connection
             except Exception as exc:  # noqa: BLE001
                 return self._error(500, f"generation failed: {type(exc).__name__}: {exc}", kind="server_error")
@@ -232,6 +264,7 @@ def make_server(
                     "choices": [
                         {
                             "index": 0,
+                            "prompt_logprobs": prompt_lp,
                             "text": " ".join(map(str, r.tokens)),
                             "finish_reason": "stop" if r.tokens and r.tokens[-1] in s.stop_token_ids else "length",
                             "logprobs": {

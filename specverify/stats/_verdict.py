@@ -131,10 +131,13 @@ class Verdict:
         rows = [c for c in self.checks if c.status == UNSUPPORTED]
         if not rows:
             return ""
-        names = ", ".join(c.name.removesuffix(": implementation") for c in rows[:4]) + (
-            ", ..." if len(rows) > 4 else ""
-        )
-        return f"; {len(rows)} UNSUPPORTED by the implementation, not covered: {names}"
+        out = ""
+        for who in ("implementation", "reference"):  # who refused: the audited code, or a reported law's source
+            mine = [c for c in rows if c.name.endswith(": reference") == (who == "reference")]
+            if mine:
+                names = ", ".join(c.name.removesuffix(f": {who}") for c in mine[:4]) + (", ..." if len(mine) > 4 else "")
+                out += f"; {len(mine)} UNSUPPORTED by the {who}, not covered: {names}"
+        return out
 
     def headline(self, terms: str = "cli") -> str:
         """One line, the same in the terminal, the JSON (``headline``) and the HTML report. ``terms``:

@@ -132,6 +132,20 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         help="with --endpoint: compare it with this non-speculative endpoint (two-sample; no local model needed)",
     )
     a.add_argument(
+        "--reference-endpoint",
+        metavar="URL",
+        help="with --endpoint: read the target's law from this non-speculative endpoint of the same model "
+        "(vLLM's prompt_logprobs) instead of computing it from --model: one-sample, no local model",
+    )
+    a.add_argument(
+        "--reference-logprobs",
+        type=int,
+        default=-1,
+        metavar="K",
+        help="with --reference-endpoint: tokens whose log-probabilities the reference reports per position "
+        "(default -1: every token, vLLM started with --max-logprobs -1; with K the rest is bounded, not known)",
+    )
+    a.add_argument(
         "--model",
         metavar="DIR|builtin[:VOCAB[:SEED]]",
         default=None,
@@ -541,9 +555,10 @@ def _check_targets(args: argparse.Namespace, shape: Shape) -> None:
         if shape != "endpoint":
             raise UsageError("--baseline-endpoint needs --endpoint; pass the speculative endpoint to compare with it")
         args.baseline_endpoint = _check_url("--baseline-endpoint", args.baseline_endpoint)
+    _check_reference(args, shape)
     if shape == "endpoint":
         args.endpoint = _check_url("--endpoint", args.endpoint)
-        if args.baseline_endpoint is None:
+        if args.baseline_endpoint is None and args.reference_endpoint is None:
             _parse_model(args.model or "builtin")
         elif args.model is not None:
             raise UsageError("--model does not apply with --baseline-endpoint (two endpoints need no model); drop it")
@@ -552,6 +567,24 @@ def _check_targets(args: argparse.Namespace, shape: Shape) -> None:
         for opt, on in used:
             if on:
                 raise UsageError(f"{opt} applies to --endpoint only; drop it, or audit an endpoint")
+
+
+def _check_reference(args: argparse.Namespace, shape: Shape) -> None:
+    """--reference-endpoint: with --endpoint, instead of --model and --baseline-endpoint."""
+    if args.reference_logprobs != -1 and args.reference_endpoint is None:
+        raise UsageError("--reference-logprobs applies to --reference-endpoint; drop it, or pass the reference")
+    if args.reference_logprobs == 0 or args.reference_logprobs < -1:
+        raise UsageError(f"--reference-logprobs {args.reference_logprobs}: pass K >= 1, or -1 for every token")
+    if args.reference_endpoint is None:
+        return
+    if shape != "endpoint":
+        raise UsageError("--reference-endpoint needs --endpoint; pass the speculative endpoint to audit against it")
+    for opt, given in (("--model", args.model is not None), ("--baseline-endpoint", args.baseline_endpoint is not None)):
+        if given:
+            raise UsageError(
+                f"--reference-endpoint and {opt} are two sources of the target's law; pass one of them"
+            )
+    args.reference_endpoint = _check_url("--reference-endpoint", args.reference_endpoint)
 
 
 def _check_resumable(path: str) -> None:
@@ -837,6 +870,8 @@ def _audit_endpoint(args: argparse.Namespace, settings: Settings) -> Verdict:
     )  # fmt: skip
     if args.baseline_endpoint:
         return _audit_against_baseline(args, info, gen, settings)
+    if args.reference_endpoint:
+        return _audit_against_reference(args, info, gen, settings)
     model = _parse_model(args.model or "builtin")
     try:
         import torch
@@ -859,6 +894,43 @@ def _audit_endpoint(args: argparse.Namespace, settings: Settings) -> Verdict:
             f"the model the endpoint serves (for `specverify serve --vocab {served}`: --model builtin:{served})"
         )
     return audit_lm(gen, target, _lm_config(args, settings, prompts=_endpoint_prompts(vocab, args.seed)))
+
+
+def _served_vocab(info: Any) -> int | None:
+    try:
+        return int(info["data"][0]["vocab_size"])
+    except (TypeError, KeyError, IndexError, ValueError):
+        return None
+
+
+def _audit_against_reference(
+    args: argparse.Namespace, info: Any, gen: HttpGenerate, settings: tuple[SamplingSettings, ...]
+) -> Verdict:
+    """--reference-endpoint: one-sample against the law the non-speculative endpoint reports."""
+    from ..sources.lm_audit import audit_lm_reported
+    from ..sources.reported_law import ReportedLaw, probe_vocab
+
+    info_r = _preflight(args.reference_endpoint, args.call_timeout)
+    vocabs = {v for v in (_served_vocab(info), _served_vocab(info_r)) if v is not None}
+    if not vocabs and (v := probe_vocab(args.reference_endpoint, timeout=max(args.call_timeout or 0, 60.0))):
+        vocabs = {v}  # vLLM's /v1/models does not list it; its prompt_logprobs=-1 counts it
+    if len(vocabs) > 1:
+        raise UsageError(
+            f"the endpoint and the reference serve vocabularies of {sorted(vocabs)} tokens; the reference must "
+            "serve the same model"
+        )
+    if not vocabs and args.vocab == 64:  # the default: never taken for a served model's
+        raise UsageError(
+            f"neither endpoint says its vocabulary size, and {args.reference_endpoint} refuses prompt_logprobs=-1; "
+            "pass --vocab V (the model's vocab_size)"
+        )
+    vocab = vocabs.pop() if vocabs else args.vocab
+    law = ReportedLaw(
+        args.reference_endpoint, vocab_size=vocab, top_logprobs=args.reference_logprobs,
+        timeout=max(args.call_timeout or 0, 120.0),
+    )  # fmt: skip
+    cfg = _lm_config(args, settings, prompts=_endpoint_prompts(vocab, args.seed))
+    return audit_lm_reported(gen, law, cfg)
 
 
 def _lm_config(args: argparse.Namespace, settings: Settings, *, prompts: list[list[int]]) -> LMAuditConfig:

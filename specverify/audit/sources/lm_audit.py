@@ -62,6 +62,7 @@ from ..pipeline.config import LMAuditConfig, TestFamily
 from ..pipeline.plan import DEFAULT_SETTINGS, offset_buckets
 from .adapters import call_with_timeout
 from .lm_logprobs import RequestOutput, logprob_problem, logprobs_mode, parse_output, reference_laws
+from .reported_law import ReportedLaw
 
 __all__ = [
     "LM_VOCAB",
@@ -69,6 +70,7 @@ __all__ = [
     "LMPair",
     "audit_lm",
     "audit_lm_pairs",
+    "audit_lm_reported",
     "lm_pairs",
     "greedy_equivalence",
     "batched_vs_incremental_logit_gap",
@@ -128,7 +130,7 @@ def _laws(
     ambiguous filter boundary, bound on the engine's mass there). With ``logit_tol`` the law of a
     position is its law restricted to the tokens kept under every perturbation within the
     tolerance (specverify.dists._boundary); without, marks are zero."""
-    if logit_tol <= 0 or s.is_greedy:
+    if (logit_tol <= 0 or s.is_greedy) and getattr(aud, "complete", True):
         rows = aud.batch_sequence_probs(prompts, seqs, s)
         return rows, [np.zeros((len(r), 2)) for r in rows]
     rows, marks = [], []
@@ -321,6 +323,7 @@ class LMSample:
     sequences: list[list[int]] = dataclasses.field(default_factory=list)
     error: str | None = None
     unsupported: str | None = None
+    unsupported_by: str = "implementation"  # or "reference": a reported law that cannot give the setting's
     complete: bool = False
     early: CheckOutcome | None = None  # a FAIL at a look before the last
     looks_done: int = 0  # looks concluded without a FAIL (a resumed unit goes on from the next)
@@ -388,6 +391,8 @@ def _collect_with_looks(
     """Sample one unit up to each look in turn (group-sequential); stop at the first look whose test
     FAILs. A resumed sample goes on from the first look it had not concluded."""
     need = unit.family.tokens_per_stratum()
+    if why := _refused(aud, unit.settings):
+        sample.unsupported, sample.unsupported_by = why, "reference"
     if sample.unsupported or sample.error:
         return
     for n_look, look in enumerate(cfg.looks, 1):
@@ -516,6 +521,12 @@ def _boundary_count(marks: np.ndarray, logit_tol: float) -> dict[str, Any]:
 # -- conclude ---------------------------------------------------------------------------------------
 
 
+def _refused(aud: Any, s: SamplingSettings) -> str | None:
+    """Why the auditor's law source cannot give the law of ``s`` (a reported law may not), or None."""
+    refuses = getattr(aud, "refuses", None)
+    return refuses(s) if refuses is not None else None
+
+
 def _conclude_sample(unit: LMUnit, cfg: LMAuditConfig, sample: LMSample) -> CheckOutcome:
     """The unit's check: unsupported, an implementation failure (exact), the FAIL of an earlier
     look, or the stream test. With ``logit_tol``, tokens at ambiguous filter boundaries are left
@@ -524,7 +535,7 @@ def _conclude_sample(unit: LMUnit, cfg: LMAuditConfig, sample: LMSample) -> Chec
     label, fam = unit.label, unit.family
     if sample.unsupported:
         return CheckOutcome(
-            name=f"{label}: implementation", status=UNSUPPORTED, kind="exact", summary=sample.unsupported
+            name=f"{label}: {sample.unsupported_by}", status=UNSUPPORTED, kind="exact", summary=sample.unsupported
         )
     if sample.error:
         return CheckOutcome(
@@ -688,6 +699,32 @@ def audit_lm(
     return _run(lambda pair: generate, (LMPair(target=target_model),), cfg)
 
 
+#: the logit tolerance of an audit against a reported law when none is given: the reference's
+#: float32 log-probabilities, from a forward pass of another batch shape than the engine's
+REPORTED_LOGIT_TOL = 1e-3
+
+
+def audit_lm_reported(
+    generate: Generate, reference: ReportedLaw, config: LMAuditConfig | None = None, /, **options: Any
+) -> Verdict:
+    """Audit ``generate`` against the target's law as ``reference`` (a non-speculative endpoint of
+    the same model) reports it (:mod:`specverify.audit.sources.reported_law`): no local model.
+    ``logit_tol`` 0 becomes :data:`REPORTED_LOGIT_TOL`; returned logprobs are checked only against a
+    reference that reports every token."""
+    cfg = _config(config, options)
+    if cfg.prompts is None:
+        cfg = dataclasses.replace(cfg, prompts=_default_prompts(reference.vocab_size, cfg.seed))
+    if cfg.logit_tol <= 0:
+        cfg = dataclasses.replace(cfg, logit_tol=REPORTED_LOGIT_TOL)
+    if getattr(generate, "logprobs_mode", None) and not reference.complete:
+        raise SpecVerifyError(
+            "checking returned logprobs needs the whole law at each position; ask the reference for every token "
+            "(top_logprobs=-1, --reference-logprobs -1) or drop the logprobs check"
+        )
+    pair = LMPair(target=None)  # type: ignore[arg-type]  # the law comes from the reference
+    return _run(lambda _: generate, (pair,), cfg, law=reference)
+
+
 def audit_lm_pairs(
     make_generate: Callable[[torch.nn.Module, torch.nn.Module], Generate],
     pairs: Sequence[LMPair] | None = None,
@@ -728,14 +765,18 @@ def _check_context(cfg: LMAuditConfig, target: torch.nn.Module) -> None:
         )
 
 
-def _run(make: Callable[[LMPair], Generate], pairs: Sequence[LMPair], cfg: LMAuditConfig) -> Verdict:
-    """plan -> collect -> conclude -> verdict -> diagnosis, over the units of ``pairs``."""
+def _run(
+    make: Callable[[LMPair], Generate], pairs: Sequence[LMPair], cfg: LMAuditConfig, law: ReportedLaw | None = None
+) -> Verdict:
+    """plan -> collect -> conclude -> verdict -> diagnosis, over the units of ``pairs``; the
+    target's law computed from ``pairs[0].target`` in float64, or read from ``law``."""
     t0 = time.monotonic()
-    _check_context(cfg, pairs[0].target)
-    aud = _auditor(pairs[0].target)
+    if law is None:
+        _check_context(cfg, pairs[0].target)
+    aud: Any = _auditor(pairs[0].target) if law is None else law
     units = plan_lm(cfg, pairs)
     gens = [make(p) for p in pairs]
-    fp = _fingerprint(cfg, pairs, gens[0])
+    fp = _fingerprint(cfg, pairs, gens[0]) if law is None else digest([_fingerprint(cfg, pairs, gens[0]), law.identity])
     samples = _resumed(cfg, fp, aud, units)
     save = _Saver(cfg.checkpoint, fp, samples)
     checks = []
@@ -745,7 +786,7 @@ def _run(make: Callable[[LMPair], Generate], pairs: Sequence[LMPair], cfg: LMAud
         save(force=True)
         checks.append(dataclasses.replace(_conclude_sample(u, cfg, samples[u.index]), check_id=f"unit/{u.index}"))
     if cfg.greedy_check:
-        checks.append(_greedy_check(gens[0], pairs[0].target, cfg))
+        checks.append(_greedy_check(gens[0], pairs[0].target, cfg) if law is None else _reported_greedy(gens[0], law, cfg))
     if (seeds := _seed_check(gens[0], aud, units, cfg)) is not None:
         checks.append(seeds)
     v = make_verdict(
@@ -756,8 +797,19 @@ def _run(make: Callable[[LMPair], Generate], pairs: Sequence[LMPair], cfg: LMAud
     if cfg.checkpoint and os.path.exists(cfg.checkpoint) and v.status != INCONCLUSIVE:
         os.remove(cfg.checkpoint)
     if v.status == FAIL and cfg.diagnose:
-        v.diagnosis = _diagnosis_of(checks, aud, pairs, units, samples, cfg)
+        v.diagnosis = _diagnosis_of(checks, aud, pairs, units, samples, cfg) if law is None else _NO_MODEL
     return v
+
+
+#: the diagnosis of an audit against a reported law: its classes replay the target's computation
+_NO_MODEL = {
+    "version": 1,
+    "verdict": "unavailable",
+    "lead": "",
+    "facts": [],
+    "error": "the target's law was read from a reference endpoint; the diagnosis replays the target and needs it "
+    "locally (audit with --model to have the FAIL named)",
+}
 
 
 # -- checkpoints ------------------------------------------------------------------------------------
@@ -829,6 +881,20 @@ class _Saver:
         self.last = time.monotonic()
 
 
+def _reported_greedy(generate: Generate, law: ReportedLaw, cfg: LMAuditConfig) -> CheckOutcome:
+    """The greedy check against the reference endpoint's own greedy output; a divergence is
+    excused where the reference's top-two log-probabilities are within the tie tolerance or twice
+    the logit tolerance (either endpoint may flip such a tie)."""
+    length = max(int(cfg.length or 0), cfg.long_length, 16)
+    tie = max(cfg.tie_tol, 2 * cfg.logit_tol)
+    out = _greedy_outcome(
+        generate, [list(p) for p in (cfg.prompts or ())][:8], length, name=cfg.name, tie_tol=tie,
+        call_timeout=call_timeout(cfg, length), want_of=lambda p: law.greedy(p, length), margin_of=law.top_two_margin,
+        gap=lambda: f"reference {law.identity}",
+    )  # fmt: skip
+    return dataclasses.replace(out, check_id="exact/greedy")
+
+
 def _greedy_check(generate: Generate, target: torch.nn.Module, cfg: LMAuditConfig) -> CheckOutcome:
     # greedy over the long unit's length too: a divergence that starts after a few hundred tokens counts
     length = max(int(cfg.length or 0), cfg.long_length, 16)
@@ -859,7 +925,9 @@ def _seed_check(generate: Generate, aud: CausalLM, units: Sequence[LMUnit], cfg:
     so a coincidence on any x with P(x) <= delta has probability at most delta per pair: the check
     FAILs on a repeat whose probability under the target law is at most a thousandth of alpha over
     the pairs (P(x) from the float64 law; the audit's false-fail budget is spent on its statistics)."""
-    u = next((u for u in units if u.role == "settings" and not u.settings.is_greedy), None)
+    u = next(
+        (u for u in units if u.role == "settings" and not u.settings.is_greedy and not _refused(aud, u.settings)), None
+    )
     if u is None or not cfg.prompts:
         return None
     try:
@@ -1032,13 +1100,37 @@ def greedy_equivalence(
     from ...runners import target_only_generate
 
     lm = CausalLM(target_model)
-    divergences, gaps, excused = [], [], 0
-    for prompt in map(list, prompts):
+    gaps: list[float] = []
+
+    def want_of(prompt: list[int]) -> list[int]:
         want = (
             target_greedy(prompt, length)
             if target_greedy
             else target_only_generate(target_model, list(prompt), length, GREEDY, torch.Generator()).tokens
         )
+        gaps.append(batched_vs_incremental_logit_gap(target_model, prompt, want))
+        return want
+
+    def margin_of(prefix: list[int]) -> float:
+        top2 = torch.topk(lm.logits(prefix)[-1].double(), 2).values
+        return float(top2[0] - top2[1])
+
+    return _greedy_outcome(
+        generate, prompts, length, name=name, tie_tol=tie_tol, call_timeout=call_timeout, want_of=want_of,
+        margin_of=margin_of, gap=lambda: f"batched-vs-incremental logit gap {max(gaps) if gaps else 0.0:.2g}",
+    )  # fmt: skip
+
+
+def _greedy_outcome(
+    generate: Generate, prompts: Sequence[Sequence[int]], length: int, *, name: str, tie_tol: float,
+    call_timeout: float | None, want_of: Callable[[list[int]], list[int]], margin_of: Callable[[list[int]], float],
+    gap: Callable[[], str],
+) -> CheckOutcome:  # fmt: skip
+    """The greedy check against ``want_of(prompt)``: a divergence is excused where the reference's
+    top-two margin ``margin_of(prefix)`` is within ``tie_tol``; ``gap()`` words the measured noise."""
+    divergences, excused = [], 0
+    for prompt in map(list, prompts):
+        want = want_of(prompt)
         try:
             raw = call_with_timeout(generate, list(prompt), length, 0, GREEDY, timeout=call_timeout, what=name)
             got = parse_output(raw, name).ids[:length]
@@ -1046,18 +1138,14 @@ def greedy_equivalence(
             return CheckOutcome(name=GREEDY_NAME, status=UNSUPPORTED, kind="exact", summary=str(exc))
         except ImplementationError as exc:
             return CheckOutcome(name=GREEDY_NAME, status=FAIL, kind="exact", summary=str(exc))
-        gaps.append(batched_vs_incremental_logit_gap(target_model, prompt, want))
         if got == want:
             continue
         j = next(i for i in range(length) if i >= len(got) or got[i] != want[i])
-        lg = lm.logits(list(prompt) + want[:j])[-1]
-        top2 = torch.topk(lg.double(), 2).values
-        margin = float(top2[0] - top2[1])
+        margin = margin_of(list(prompt) + want[:j])
         if margin <= tie_tol:
             excused += 1
         else:
             divergences.append((prompt, j, got[j] if j < len(got) else None, want[j], margin))
-    gap = max(gaps) if gaps else 0.0
     if divergences:
         p, j, g, w, m = divergences[0]
         return CheckOutcome(
@@ -1066,13 +1154,12 @@ def greedy_equivalence(
             kind="exact",
             summary=f"{len(divergences)} of {len(prompts)} prompts diverge from target-only greedy away from any tie; "
             f"first at token {j}: emitted {g}, target argmax {w}, top-2 logit margin {m:.3g} "
-            f"(> tie tolerance {tie_tol:g}; measured batched-vs-incremental logit gap {gap:.2g})",
+            f"(> tie tolerance {tie_tol:g}; measured {gap()})",
         )
     note = f"; {excused} divergence(s) at near-ties (margin <= {tie_tol:g})" if excused else ""
     return CheckOutcome(
         name=GREEDY_NAME,
         status=PASS,
         kind="exact",
-        summary=f"{len(prompts)} prompts x {length} tokens equal to target-only greedy{note}; "
-        f"batched-vs-incremental logit gap {gap:.2g}",
+        summary=f"{len(prompts)} prompts x {length} tokens equal to target-only greedy{note}; {gap()}",
     )
