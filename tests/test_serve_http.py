@@ -409,9 +409,10 @@ def test_an_endpoint_audited_against_a_reference_endpoint_gets_the_local_verdict
         assert r.returncode in (0, 3) and "left out" in r.stdout, r.stdout + r.stderr
     top = VOCAB if k == "-1" else int(k)
     greedy = next(c for c in json.loads((tmp_path / "v.json").read_text())["checks"] if c["name"].startswith("greedy"))
-    assert f"target-only greedy; reference {servers['plain']} (specverify-local), top {top} of {VOCAB}" in greedy[
-        "summary"
-    ], greedy
+    assert (
+        f"target-only greedy; reference {servers['plain']} (specverify-local), top {top} of {VOCAB}"
+        in greedy["summary"]
+    ), greedy
 
 
 @pytest.mark.parametrize("k", ["-1", "6"])
@@ -467,3 +468,14 @@ def test_reference_endpoint_usage_errors_name_the_fix(servers, args, message):
     assert r.returncode == 2 and message in r.stderr, r.stderr
     r = cli("--endpoint", servers["spec"], "--reference-logprobs", "5")
     assert r.returncode == 2 and "--reference-logprobs applies to --reference-endpoint" in r.stderr, r.stderr
+
+
+def test_a_unit_cut_by_the_sequence_cap_below_eps_says_so(servers):
+    """60 sequences of 2 tokens reach TV 0.46 < 0.5 but not the plan's 123 tokens: INCONCLUSIVE (the
+    cap cut the plan), worded as such, never as an eps 'above the requested' one (it was below)."""
+    r = cli("--endpoint", servers["spec"], "--model", f"builtin:{VOCAB}", "--rounds", "60", "--length", "2",
+            "--temperature", "1", "--eps", "0.5", "--long-length", "0")  # fmt: skip
+    assert r.returncode == 3, r.stdout + r.stderr
+    h = headline(r.stdout)
+    assert h.startswith("INCONCLUSIVE: a unit stopped short of its planned samples (requested TV 0.5)"), h
+    assert "stopped short of the plan (the budget or the sequence cap) after 120 tokens" in " ".join(r.stdout.split())

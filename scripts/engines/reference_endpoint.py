@@ -79,7 +79,9 @@ def main(argv=None) -> int:
     fixes = patched()
     rows = run(a.out, a.work, a.method, a.eps, a.budget, a.long_length)
     lines = [
-        "# A speculative vLLM server against a non-speculative one's reported law (scripts/engines/reference_endpoint.py)",
+        "# A speculative vLLM server against a non-speculative one's reported law",
+        "",
+        "Written by scripts/engines/reference_endpoint.py.",
         "",
         "Installed vLLM: " + ", ".join(f"{k}: {'applied' if v else 'not applied'}" for k, v in fixes.items()) + ".",
         f"Method {a.method} k = 3; eps {a.eps}, budget {a.budget:.0f} s per audit; long unit {a.long_length or 'off'}.",

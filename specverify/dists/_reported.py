@@ -32,6 +32,7 @@ with ``K < V`` a logit bias, negative penalties and ``min_tokens_to_keep > 1``.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -149,7 +150,10 @@ def _filtered_sets(
     r = max(0.0, 1.0 - float(np.exp(row.lps - d).sum()))  # the tail's raw mass, at most
     cap = min(row.cap, float(np.log(r)) if r > 0 else -np.inf) + d
     has_tail = n > 0 and r > 0
-    g = (lambda v: v) if s.temperature_last else (lambda v: v / t)  # the space the filters see
+
+    def g(v: Any) -> Any:  # the space the filters see (temperature first, or llama.cpp's last)
+        return v if s.temperature_last else v / t
+
     h_f = r if s.temperature_last else _tail_mass(r, cap, n, t)  # the tail's mass there, at most
     lo, hi = x - d, x + d
     sure = np.ones(len(x), dtype=bool)

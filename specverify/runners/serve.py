@@ -122,7 +122,7 @@ def parse_request(
     return prompt, n, _settings(req), seed, req.get("logprobs") is not None
 
 
-def _prompt_logprobs_asked(req: dict[str, Any], vocab_size: int) -> int | None:
+def _prompt_logprobs_asked(req: Any, vocab_size: int) -> int | None:
     """``prompt_logprobs`` (vLLM's field): None, K >= 0 tokens per position, or -1 for all."""
     if req.get("prompt_logprobs") is None:
         return None
@@ -236,7 +236,7 @@ def make_server(
                 return self._error(404, f"the model `{asked}` does not exist; GET /v1/models lists {model_name!r}",
                                    "model", kind="not_found")  # fmt: skip
             try:
-                k_prompt = _prompt_logprobs_asked(req, vocab_size)
+                k_prompt = _prompt_logprobs_asked(req, vocab_size)  # req: a dict, parse_request checked
             except BadRequest as exc:
                 return self._error(400, str(exc), exc.param)
             gen = torch.Generator().manual_seed(seed)

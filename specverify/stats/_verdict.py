@@ -135,7 +135,9 @@ class Verdict:
         for who in ("implementation", "reference"):  # who refused: the audited code, or a reported law's source
             mine = [c for c in rows if c.name.endswith(": reference") == (who == "reference")]
             if mine:
-                names = ", ".join(c.name.removesuffix(f": {who}") for c in mine[:4]) + (", ..." if len(mine) > 4 else "")
+                names = ", ".join(c.name.removesuffix(f": {who}") for c in mine[:4]) + (
+                    ", ..." if len(mine) > 4 else ""
+                )
                 out += f"; {len(mine)} UNSUPPORTED by the {who}, not covered: {names}"
         return out
 
@@ -199,11 +201,13 @@ class Verdict:
                 f"INCONCLUSIVE: no deviation found, but the exact check '{c.name}' is not settled: {c.summary}"
                 + self._unsupported_note()
             )
-        reach = (
-            f"the samples collected detect TV >= {self.eps:.4g}, above the requested {self.eps_requested:g}"
-            if self.eps is not None and self.eps < 1
-            else f"too few samples to detect any deviation (requested TV {self.eps_requested:g})"
-        )
+        # eps reached, but a unit stopped short of its plan (the cap or the budget): say that, not "above"
+        if self.eps is not None and self.eps_requested is not None and self.eps <= self.eps_requested:
+            reach = f"a unit stopped short of its planned samples (requested TV {self.eps_requested:g})"
+        elif self.eps is not None and self.eps < 1:
+            reach = f"the samples collected detect TV >= {self.eps:.4g}, above the requested {self.eps_requested:g}"
+        else:
+            reach = f"too few samples to detect any deviation (requested TV {self.eps_requested:g})"
         return f"INCONCLUSIVE: {reach}" + (f"; needed: {needed}" if needed else "") + self._unsupported_note()
 
     def to_dict(self) -> dict[str, Any]:

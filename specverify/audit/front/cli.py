@@ -579,11 +579,12 @@ def _check_reference(args: argparse.Namespace, shape: Shape) -> None:
         return
     if shape != "endpoint":
         raise UsageError("--reference-endpoint needs --endpoint; pass the speculative endpoint to audit against it")
-    for opt, given in (("--model", args.model is not None), ("--baseline-endpoint", args.baseline_endpoint is not None)):
+    for opt, given in (
+        ("--model", args.model is not None),
+        ("--baseline-endpoint", args.baseline_endpoint is not None),
+    ):
         if given:
-            raise UsageError(
-                f"--reference-endpoint and {opt} are two sources of the target's law; pass one of them"
-            )
+            raise UsageError(f"--reference-endpoint and {opt} are two sources of the target's law; pass one of them")
     args.reference_endpoint = _check_url("--reference-endpoint", args.reference_endpoint)
 
 

@@ -660,9 +660,11 @@ def _stream_outcome(
     if complete and res.min_detectable_tv <= eps * (1 + 1e-9):
         summary = f"no deviation of TV >= {res.min_detectable_tv:.4f} over {n_tok:,} tokens"
         return CheckOutcome(name=label, status=PASS, summary=summary + note, **common)
+    short = f"{n_tok:,} tokens ({fam.tokens_per_stratum():,} planned)"
     summary = (
-        f"not reached: eps {res.min_detectable_tv:.4f} > {eps:g} after "
-        f"{n_tok:,} tokens ({fam.tokens_per_stratum():,} planned); no deviation found"
+        f"not reached: eps {res.min_detectable_tv:.4f} > {eps:g} after {short}; no deviation found"
+        if res.min_detectable_tv > eps * (1 + 1e-9)
+        else f"stopped short of the plan (the budget or the sequence cap) after {short}; no deviation found"
     )
     return CheckOutcome(name=label, status=INCONCLUSIVE, summary=summary + note, **common)
 
@@ -786,7 +788,9 @@ def _run(
         save(force=True)
         checks.append(dataclasses.replace(_conclude_sample(u, cfg, samples[u.index]), check_id=f"unit/{u.index}"))
     if cfg.greedy_check:
-        checks.append(_greedy_check(gens[0], pairs[0].target, cfg) if law is None else _reported_greedy(gens[0], law, cfg))
+        checks.append(
+            _greedy_check(gens[0], pairs[0].target, cfg) if law is None else _reported_greedy(gens[0], law, cfg)
+        )
     if (seeds := _seed_check(gens[0], aud, units, cfg)) is not None:
         checks.append(seeds)
     v = make_verdict(

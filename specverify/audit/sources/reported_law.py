@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ...dists import GREEDY, FilterBoundary, SamplingSettings
+from ...dists import GREEDY, FilterBoundary, SamplingSettings, filter_boundaries, process_logits, softmax
 from ...dists._reported import ReportedRow, reported_boundary, reported_law_refuses
 from ...errors import ImplementationError, MalformedOutputError, SpecVerifyError, UnsupportedSettingError
 from .http_adapter import _payload, _post_with_retries, _ServedModel, parse_completion_ids
@@ -101,29 +101,33 @@ class ReportedLaw:
         self, prompts: list[list[int]], seqs: list[list[int]], settings: SamplingSettings, *, tol: float
     ) -> list[tuple[np.ndarray, FilterBoundary]]:
         """Per sequence: (laws [m, V], their :class:`FilterBoundary`), as the local auditor's."""
-        out = []
-        for p, q, rows in zip(prompts, seqs, self.rows(prompts, seqs), strict=True):
-            gen = np.zeros(self.vocab_size)
-            probs, sure, possible, bound = [], [], [], []
+        return [
+            self._boundaries(rows, list(q), settings, tol)
+            for q, rows in zip(seqs, self.rows(prompts, seqs), strict=True)
+        ]
+
+    def _boundaries(
+        self, rows: list[ReportedRow], seq: list[int], s: SamplingSettings, tol: float
+    ) -> tuple[np.ndarray, FilterBoundary]:
+        """One sequence's laws [m, V] and boundary sets: every position in one pipeline call when
+        the whole vocabulary is reported, else position by position (the tail's bounds)."""
+        v, m = self.vocab_size, len(seq)
+        gen = np.zeros((m, v))  # generated tokens before each position (presence and frequency penalties)
+        for t in range(1, m):
+            gen[t] = gen[t - 1]
+            gen[t, seq[t - 1]] += 1
+        if self.complete:
+            x = np.full((m, v), -1e4)  # vLLM reports -9999 for -inf
             for t, row in enumerate(rows):
-                pr, b = reported_boundary(row, self.vocab_size, settings, tol=tol, output_counts=gen.copy())
-                probs.append(pr[0])
-                sure.append(b.sure[0])
-                possible.append(b.possible[0])
-                bound.append(float(b.ambiguous_bound[0]))
-                gen[q[t]] += 1
-            v = self.vocab_size
-            out.append(
-                (
-                    np.array(probs).reshape(-1, v),
-                    FilterBoundary(
-                        sure=np.array(sure, dtype=bool).reshape(-1, v),
-                        possible=np.array(possible, dtype=bool).reshape(-1, v),
-                        ambiguous_bound=np.array(bound),
-                    ),
-                )
-            )
-        return out
+                x[t, row.ids] = np.maximum(row.lps, -1e4)
+            probs = softmax(process_logits(x, s, seen_counts=gen, output_counts=gen))
+            return probs, filter_boundaries(x, s, tol=tol, seen_counts=gen, output_counts=gen)
+        parts = [reported_boundary(row, v, s, tol=tol, output_counts=gen[t]) for t, row in enumerate(rows)]
+        return np.concatenate([p for p, _ in parts]).reshape(m, v), FilterBoundary(
+            sure=np.concatenate([b.sure for _, b in parts]).reshape(m, v),
+            possible=np.concatenate([b.possible for _, b in parts]).reshape(m, v),
+            ambiguous_bound=np.concatenate([b.ambiguous_bound for _, b in parts]),
+        )
 
     def batch_sequence_probs(
         self, prompts: list[list[int]], seqs: list[list[int]], settings: SamplingSettings | None = None
@@ -173,7 +177,9 @@ def probe_vocab(base_url: str, *, timeout: float = 60.0, model: str | None = Non
     body = _payload(_ServedModel(base_url.rstrip("/"), model, timeout).name(), [0, 0], 1, 0, GREEDY)
     body.update(prompt_logprobs=-1, logprobs=None)
     try:
-        raw = _post_with_retries(base_url.rstrip("/") + "/v1/completions", body, timeout=timeout, retries=1, backoff=0.5)
+        raw = _post_with_retries(
+            base_url.rstrip("/") + "/v1/completions", body, timeout=timeout, retries=1, backoff=0.5
+        )
         return len(_prompt_logprobs(raw, base_url, 2)[1])
     except SpecVerifyError:
         return None
