@@ -70,7 +70,10 @@ CHECKS = """checks run by an audit:
                  a repeat FAILs when its own probability is that small); seeded=True must reproduce a request and
                  batch_invariant=True must give it the same tokens alone and among concurrent requests
   two-sample     with --baseline-endpoint: per position, salted hash buckets of the speculative endpoint's tokens
-                 against the non-speculative endpoint's, Holm across positions and settings"""
+                 against the non-speculative endpoint's, Holm across positions and settings
+  reference      with --reference-endpoint: the one-sample tests against the law the non-speculative endpoint
+                 reports (prompt_logprobs); with --reference-logprobs K, tokens outside its top K are counted
+                 against the bound on their mass, as tokens at filter boundaries are"""
 
 # Positional arguments each shape is called with (docs/adapters.md).
 SIGNATURES = {
