@@ -479,3 +479,13 @@ def test_a_unit_cut_by_the_sequence_cap_below_eps_says_so(servers):
     h = headline(r.stdout)
     assert h.startswith("INCONCLUSIVE: a unit stopped short of its planned samples (requested TV 0.5)"), h
     assert "stopped short of the plan (the budget or the sequence cap) after 120 tokens" in " ".join(r.stdout.split())
+
+
+def test_the_cli_sends_concurrent_requests_and_checks_a_declared_batch_invariance(servers, tmp_path):
+    r = cli("--endpoint", servers["spec"], "--model", f"builtin:{VOCAB}", *REFERENCE_OPTS, "--concurrency", "3",
+            "--batch-invariant", "--json", tmp_path / "v.json")  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    seeds = next(c for c in json.loads((tmp_path / "v.json").read_text())["checks"] if c["name"] == "seed independence")
+    assert seeds["status"] == "PASS" and "alone and among concurrent requests alike" in seeds["summary"], seeds
+    bad = cli("--endpoint", servers["spec"], "--model", f"builtin:{VOCAB}", "--concurrency", "0")
+    assert bad.returncode == 2 and "--concurrency 0: pass the number of requests in flight" in bad.stderr

@@ -187,6 +187,18 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         "by the request's settings or raw (vLLM's logprobs_mode); off by default",
     )
     a.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        help="with --endpoint: requests in flight at once (default 4; the server batches them, as in production)",
+    )
+    a.add_argument(
+        "--batch-invariant",
+        action="store_true",
+        help="with --endpoint: the server promises that a seeded request's tokens do not depend on the requests "
+        "batched with it (vLLM's batch-invariant mode); the seed check sends it alone and among others",
+    )
+    a.add_argument(
         "--long-length",
         type=int,
         default=512,
@@ -636,6 +648,10 @@ def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
         raise UsageError(f"--workers applies to importable implementations, not --{shape}; drop it")
     if (args.workers or 1) > 1 and shape == "lm_generator":
         raise UsageError("--workers applies to table audits (an LM audit runs its units in turn); drop it")
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency {args.concurrency}: pass the number of requests in flight (>= 1)")
+    if shape != "endpoint" and (args.concurrency != 4 or args.batch_invariant):
+        raise UsageError("--concurrency and --batch-invariant apply to --endpoint; drop them")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint FILE; pass the checkpoint file to continue from")
     if args.checkpoint and args.baseline_endpoint:
@@ -870,7 +886,7 @@ def _audit_endpoint(args: argparse.Namespace, settings: Settings) -> Verdict:
     info = _preflight(args.endpoint, args.call_timeout)
     gen = http_generator(
         args.endpoint, timeout=args.call_timeout, temperature_last=args.temperature_last,
-        check_logprobs=args.check_logprobs,
+        check_logprobs=args.check_logprobs, concurrency=args.concurrency, batch_invariant=args.batch_invariant,
     )  # fmt: skip
     if args.baseline_endpoint:
         return _audit_against_baseline(args, info, gen, settings)
