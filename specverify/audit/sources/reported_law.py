@@ -22,7 +22,6 @@ UNSUPPORTED, never FAIL) and ``greedy`` (the reference's own greedy output).
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -54,10 +53,6 @@ class ReportedLaw:
         self.asked = top_logprobs
         self.timeout, self.retries, self.concurrency = timeout, retries, concurrency
         self._served = _ServedModel(self.base_url, model, timeout)
-        # per sequence sent: [None] + the row of each position 1 .. len - 1 (position 0 has no law)
-        self._cache: dict[tuple[int, ...], list[ReportedRow | None]] = {}
-        self._lock = threading.Lock()
-        self.requests = 0
 
     @property
     def complete(self) -> bool:
@@ -76,21 +71,19 @@ class ReportedLaw:
     # -- fetching ---------------------------------------------------------------------------------
 
     def rows(self, prompts: Sequence[Sequence[int]], seqs: Sequence[Sequence[int]]) -> list[list[ReportedRow]]:
-        """Per sequence, the reported row of each continuation position (one request each, cached)."""
+        """Per sequence, the reported row of each continuation position (one request per distinct
+        sequence; nothing is kept after: a long audit's rows would fill the memory)."""
         keys = [tuple(int(t) for t in p) + tuple(int(t) for t in q) for p, q in zip(prompts, seqs, strict=True)]
-        todo = sorted({k for k in keys if k not in self._cache})
+        todo = sorted(set(keys))
         with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-            for k, got in zip(todo, pool.map(self._fetch, todo), strict=True):
-                with self._lock:
-                    self._cache[k] = got
-        return [self._cache[k][len(p) :] for k, p in zip(keys, prompts, strict=True)]  # type: ignore[misc]
+            got = dict(zip(todo, pool.map(self._fetch, todo), strict=True))
+        return [got[k][len(p) :] for k, p in zip(keys, prompts, strict=True)]  # type: ignore[misc]
 
     def _fetch(self, ids: tuple[int, ...]) -> list[ReportedRow | None]:
-        """[None] + the rows of positions 1 .. len(ids) - 1 of ``ids``."""
+        """[None] + the rows of positions 1 .. len(ids) - 1 of ``ids`` (position 0 has no law)."""
         body = _payload(self._served.name(), ids, 1, 0, GREEDY)
         body.update(prompt_logprobs=self.asked, logprobs=None, ignore_eos=False)
         raw = self._post(body)
-        self.requests += 1
         entries = _prompt_logprobs(raw, self.base_url, len(ids))
         rows = [ReportedRow.from_mapping(e, self.top) for e in entries[1:]]
         return [None, *rows]
