@@ -328,6 +328,7 @@ class LMSample:
     early: CheckOutcome | None = None  # a FAIL at a look before the last
     looks_done: int = 0  # looks concluded without a FAIL (a resumed unit goes on from the next)
     logprobs_checked: int = 0  # tokens whose returned logprobs matched the target's law
+    reported_top: int | None = None  # K when the law came from a reference that reports its top K only
     signature: str | None = None  # the bug record an exact request-level finding names
     # the unit's own stream of request seeds: a unit's sample never depends on how far another got
     rng: np.random.Generator = dataclasses.field(default_factory=lambda: np.random.default_rng(0))
@@ -374,6 +375,7 @@ def _collect(
             return
         sample.logprobs_checked += sum(len(o.ids) for o in outs if o.logprobs is not None or o.top_logprobs)
         laws, marks = _laws(aud, batch, seqs, s, cfg.logit_tol)
+        sample.reported_top = None if getattr(aud, "complete", True) else int(aud.top)
         sample.rows.extend(laws)
         sample.marks.extend(marks)
         sample.prompts.extend(batch)
@@ -554,6 +556,8 @@ def _conclude_sample(unit: LMUnit, cfg: LMAuditConfig, sample: LMSample) -> Chec
         m = np.concatenate(sample.marks)
         keep = m[:, 0] == 0
         boundary = _boundary_count(m, cfg.logit_tol)
+        if sample.reported_top:
+            boundary["reported_top"] = sample.reported_top
         if (c := _boundary_outcome(label, fam, boundary, len(toks))) is not None:
             return c
     rows = np.concatenate(sample.rows)
@@ -577,8 +581,8 @@ def _conclude_sample(unit: LMUnit, cfg: LMAuditConfig, sample: LMSample) -> Chec
         detail["boundary"] = boundary
         if boundary["excused"]:
             note += (
-                f"; {boundary['excused']} more at filter boundaries within logit tolerance "
-                f"{cfg.logit_tol:g} left out (at most {boundary['at_most_expected']:.1f} expected)"
+                f"; {boundary['excused']} more {_where(boundary)} left out (at most "
+                f"{boundary['at_most_expected']:.1f} expected)"
             )
     return _stream_outcome(label, fam, res, int(keep.sum()), sample.complete, cfg.eps, detail, note)
 
@@ -669,6 +673,30 @@ def _stream_outcome(
     return CheckOutcome(name=label, status=INCONCLUSIVE, summary=summary + note, **common)
 
 
+def _where(boundary: dict[str, Any]) -> str:
+    """Where the tokens left out of the stream test were: at filter boundaries, or also outside a
+    reference's reported top K."""
+    tol = f"within logit tolerance {boundary['logit_tol']:g}"
+    if k := boundary.get("reported_top"):
+        return f"outside the reference's top {k} or at filter boundaries {tol}"
+    return f"at filter boundaries {tol}"
+
+
+def _boundary_fail_words(label: str, boundary: dict[str, Any]) -> str:
+    n, most, p = boundary["excused"], boundary["at_most_expected"], boundary["pvalue"]
+    if k := boundary.get("reported_top"):
+        return (
+            f"{label}: {n} tokens outside the reference's top {k} or at filter boundaries, more than the bound on "
+            f"their mass allows (at most {most:.1f} expected; p = {p:.2g}): the engine puts mass where the "
+            "target's law has too little"
+        )
+    return (
+        f"{label}: {n} tokens at top-k/top-p/min-p boundaries, more than logit errors of at most "
+        f"{boundary['logit_tol']:g} explain (at most {most:.1f} expected; p = {p:.2g}): the filters keep tokens "
+        "they should drop"
+    )
+
+
 def _boundary_outcome(label: str, fam: TestFamily, boundary: dict[str, Any], n: int) -> CheckOutcome | None:
     """A FAIL when more tokens sit at ambiguous filter boundaries than logit errors within the
     tolerance explain (the engine keeps tokens its filters should drop)."""
@@ -678,9 +706,7 @@ def _boundary_outcome(label: str, fam: TestFamily, boundary: dict[str, Any], n: 
         name=label,
         status=FAIL,
         kind="statistical",
-        summary=f"{label}: {boundary['excused']} tokens at top-k/top-p/min-p boundaries, more than logit errors "
-        f"of at most {boundary['logit_tol']:g} explain (at most {boundary['at_most_expected']:.1f} expected; "
-        f"p = {boundary['pvalue']:.2g}): the filters keep tokens they should drop",
+        summary=_boundary_fail_words(label, boundary),
         pvalue=boundary["pvalue"],
         n=n,
         details={"boundary": boundary},
@@ -855,6 +881,7 @@ def _resumed(cfg: LMAuditConfig, fp: str, aud: CausalLM, units: Sequence[LMUnit]
         s.error, s.unsupported, s.looks_done = m["error"], m["unsupported"], m["looks_done"]
         if m["sequences"]:
             s.rows, s.marks = _laws(aud, m["prompts"], m["sequences"], u.settings, cfg.logit_tol)
+            s.reported_top = None if getattr(aud, "complete", True) else int(aud.top)
             s.prompts, s.sequences = m["prompts"], m["sequences"]
             s.tokens = [t for q in s.sequences for t in q]
     return fresh
