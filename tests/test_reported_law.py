@@ -160,3 +160,62 @@ def test_a_bound_that_forgets_the_tail_is_caught():
 def test_settings_that_logprobs_cannot_express_are_refused_with_the_reason(s, complete, words):
     why = reported_law_refuses(s, complete=complete)
     assert (why is None) if words is None else (words in why)
+
+
+# -- the audit against a reported law, in process (the HTTP path is in tests/test_serve_http.py) ----
+
+
+class _LocalReference:
+    """A reference endpoint's reports, computed from a local model (the HTTP fetch replaced)."""
+
+    def __new__(cls, model, k):
+        import torch
+
+        from specverify.audit.sources.reported_law import ReportedLaw
+        from specverify.lm.transformers_lm import CausalLM
+
+        lm = CausalLM(model)
+        law = ReportedLaw("http://reference.invalid", vocab_size=int(model.config.vocab_size), top_logprobs=k)
+
+        def fetch(ids):
+            with torch.no_grad():
+                lp = torch.log_softmax(lm.logits(list(ids))[:-1].double(), -1).numpy()
+            return [None] + [
+                ReportedRow.from_mapping({int(i): float(r[i]) for i in range(len(r))}, law.top) for r in lp
+            ]
+
+        law._fetch = fetch
+        law._served._name = "local"
+        return law
+
+
+def _sampler(model, temperature):
+    import torch
+
+    from specverify.runners import target_only_generate
+
+    def generate(prompt, n, seed, s):
+        s = dataclasses.replace(s, temperature=temperature) if not s.is_greedy else s
+        return target_only_generate(model, list(prompt), n, s, torch.Generator().manual_seed(seed)).tokens
+
+    return generate
+
+
+def test_an_engine_that_flattens_the_law_fails_on_the_mass_outside_the_reported_top_k():
+    """An engine sampling at temperature 2 where 1 is asked puts more mass on the tokens a top-4
+    reference does not report than their bound allows: the count FAILs, in those words; the same
+    engine at the asked temperature never does."""
+    import torch
+
+    from specverify.audit.sources.lm_audit import audit_lm_reported
+    from specverify.runners.serve import default_models
+
+    torch.set_num_threads(1)
+    model = default_models(vocab=32, seed=0)[0]
+    opts = dict(prompts=[[1, 2, 3]], settings=(SamplingSettings(),), eps=0.5, length=4, greedy_check=False,
+                long_length=0, max_sequences=120)  # fmt: skip
+    good = audit_lm_reported(_sampler(model, 1.0), _LocalReference(model, 4), **opts)
+    assert good.status in ("PASS", "INCONCLUSIVE"), good.headline()
+    bad = audit_lm_reported(_sampler(model, 2.0), _LocalReference(model, 4), **opts)
+    assert bad.status == "FAIL", bad.headline()
+    assert "outside the reference's top 4 or at filter boundaries" in bad.checks[0].summary, bad.checks[0].summary
