@@ -40,7 +40,7 @@ def cases():
     return {"penalties": ((pen,), True), "unseeded": ((SamplingSettings(**conv),), False)}
 
 
-def run(out: Path, work: Path, eps: float, budget: float) -> list[dict]:
+def run(out: Path, work: Path, eps: float, budget: float, window: int, methods: list[str]) -> list[dict]:
     from specverify.audit.sources.lm_audit import audit_lm
     from specverify.engines import build_engine_models
     from specverify.engines._models import load_float64
@@ -49,8 +49,11 @@ def run(out: Path, work: Path, eps: float, budget: float) -> list[dict]:
     target = load_float64(models.target)
     rows = []
     for method, k, overlap in METHODS:
+        if method not in methods:
+            continue
         cfg = EngineConfig(engine="llama.cpp", method=method, k=k, overlap=overlap or "", logit_tol=LLAMA_LOGIT_TOL)
         engine = _engine(cfg, models, work)
+        engine.llm.last_n_tokens_size = window  # llama-cpp-python's penalty window (64 by default)
         for case, (settings, seeded) in cases().items():
             if case not in CASES_OF[method]:
                 continue
@@ -61,9 +64,10 @@ def run(out: Path, work: Path, eps: float, budget: float) -> list[dict]:
                          call_timeout=120.0, long_length=LONG_LENGTH if case == "penalties" else 0,
                          logit_tol=LLAMA_LOGIT_TOL, stop_token_ids=())  # fmt: skip
             secs = round(time.monotonic() - t0)
-            (out / f"{cfg.key}-{case}.json").write_text(v.to_json(indent=1))
+            tag = "" if window == 64 else f"-window{window}"
+            (out / f"{cfg.key}-{case}{tag}.json").write_text(v.to_json(indent=1))
             print(f"{cfg.key} {case}: {v.status} in {secs} s", flush=True)
-            rows += [dict(method=cfg.key, case=case, check=c.name, status=c.status, summary=c.summary[:160],
+            rows += [dict(method=cfg.key, case=case + tag, check=c.name, status=c.status, summary=c.summary[:160],
                           seconds=secs) for c in v.checks]  # fmt: skip
     return rows
 
@@ -74,9 +78,11 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, default=Path(".engines/work"))
     ap.add_argument("--eps", type=float, default=0.1)
     ap.add_argument("--budget", type=float, default=700.0)
+    ap.add_argument("--penalty-window", type=int, default=64, help="llama-cpp-python's last_n_tokens_size")
+    ap.add_argument("--methods", nargs="+", default=[m for m, _, _ in METHODS])
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
-    rows = run(a.out, a.work, a.eps, a.budget)
+    rows = run(a.out, a.work, a.eps, a.budget, a.penalty_window, a.methods)
     lines = [
         "# llama.cpp (llama-cpp-python 0.3.36) at the request level",
         "",
@@ -91,7 +97,7 @@ def main(argv=None) -> int:
     for r in rows:
         summary = r["summary"].replace("|", "/")
         lines.append(f"| {r['method']} | {r['case']} | {r['check']} | **{r['status']}** | {summary} | {r['seconds']} |")
-    (a.out / "README.md").write_text("\n".join(lines) + "\n")
+    (a.out / f"README-window{a.penalty_window}-{'-'.join(a.methods)}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

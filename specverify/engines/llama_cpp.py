@@ -115,7 +115,11 @@ class LlamaCppEngine:
         k: int = 3,
         n_threads: int = 1,
         seed: int = 0,
+        penalty_window: int = 64,
     ) -> None:
+        """``penalty_window``: llama-cpp-python's ``last_n_tokens_size``, the tokens its penalties
+        count (64 by default: specverify's law counts every generated token, so outputs longer than
+        the window need a window as long as the request to be audited with penalties)."""
         from llama_cpp import Llama
 
         drafter = None
@@ -133,6 +137,7 @@ class LlamaCppEngine:
             seed=seed,
             draft_model=drafter,
             logits_all=True,
+            last_n_tokens_size=int(penalty_window),
             verbose=False,
         )
 
