@@ -26,9 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from matrix import LLAMA_LOGIT_TOL, LONG_LENGTH, EngineConfig, _engine, audit_prompts  # noqa: E402
 
-METHODS = (("prompt-lookup", 3, None), ("draft", 3, "high"))
+METHODS = (("prompt-lookup", 3, None), ("draft", 3, "high"), ("none", 0, None))
 #: the draft model speculates at about 12 tokens per second here: the penalties case only
-CASES_OF = {"prompt-lookup": ("penalties", "unseeded"), "draft": ("penalties",)}
+CASES_OF = {"prompt-lookup": ("penalties", "unseeded"), "draft": ("penalties",), "none": ("penalties",)}
 
 
 def cases():
@@ -59,8 +59,8 @@ def run(out: Path, work: Path, eps: float, budget: float, window: int, methods: 
                 continue
             gen = engine.generator(seeded=seeded, name=f"llama.cpp[{cfg.key}]{'' if seeded else ' unseeded'}")
             t0 = time.monotonic()
-            v = audit_lm(gen, target, prompts=audit_prompts(), settings=settings, gamma=k, eps=eps, budget_s=budget,
-                         name=gen.__name__, greedy_check=case == "penalties", tie_tol=2 * LLAMA_LOGIT_TOL,
+            v = audit_lm(gen, target, prompts=audit_prompts(), settings=settings, gamma=max(k, 1), eps=eps,
+                         budget_s=budget, name=gen.__name__, greedy_check=case == "penalties", tie_tol=2 * LLAMA_LOGIT_TOL,
                          call_timeout=120.0, long_length=LONG_LENGTH if case == "penalties" else 0,
                          logit_tol=LLAMA_LOGIT_TOL, stop_token_ids=())  # fmt: skip
             secs = round(time.monotonic() - t0)
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     ap.add_argument("--eps", type=float, default=0.1)
     ap.add_argument("--budget", type=float, default=700.0)
     ap.add_argument("--penalty-window", type=int, default=64, help="llama-cpp-python's last_n_tokens_size")
-    ap.add_argument("--methods", nargs="+", default=[m for m, _, _ in METHODS])
+    ap.add_argument("--methods", nargs="+", default=[m for m, _, _ in METHODS if m != "none"])
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     rows = run(a.out, a.work, a.eps, a.budget, a.penalty_window, a.methods)
