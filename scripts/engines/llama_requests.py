@@ -60,9 +60,10 @@ def run(out: Path, work: Path, eps: float, budget: float, window: int, methods: 
             gen = engine.generator(seeded=seeded, name=f"llama.cpp[{cfg.key}]{'' if seeded else ' unseeded'}")
             t0 = time.monotonic()
             v = audit_lm(gen, target, prompts=audit_prompts(), settings=settings, gamma=max(k, 1), eps=eps,
-                         budget_s=budget, name=gen.__name__, greedy_check=case == "penalties", tie_tol=2 * LLAMA_LOGIT_TOL,
-                         call_timeout=120.0, long_length=LONG_LENGTH if case == "penalties" else 0,
-                         logit_tol=LLAMA_LOGIT_TOL, stop_token_ids=())  # fmt: skip
+                         budget_s=budget, name=gen.__name__, greedy_check=case == "penalties",
+                         tie_tol=2 * LLAMA_LOGIT_TOL, call_timeout=120.0,
+                         long_length=LONG_LENGTH if case == "penalties" else 0, logit_tol=LLAMA_LOGIT_TOL,
+                         stop_token_ids=())  # fmt: skip
             secs = round(time.monotonic() - t0)
             tag = "" if window == 64 else f"-window{window}"
             (out / f"{cfg.key}-{case}{tag}.json").write_text(v.to_json(indent=1))
