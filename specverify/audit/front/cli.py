@@ -648,10 +648,7 @@ def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
         raise UsageError(f"--workers applies to importable implementations, not --{shape}; drop it")
     if (args.workers or 1) > 1 and shape == "lm_generator":
         raise UsageError("--workers applies to table audits (an LM audit runs its units in turn); drop it")
-    if args.concurrency < 1:
-        raise UsageError(f"--concurrency {args.concurrency}: pass the number of requests in flight (>= 1)")
-    if shape != "endpoint" and (args.concurrency != 4 or args.batch_invariant):
-        raise UsageError("--concurrency and --batch-invariant apply to --endpoint; drop them")
+    _check_endpoint_options(args, shape)
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint FILE; pass the checkpoint file to continue from")
     if args.checkpoint and args.baseline_endpoint:
@@ -659,6 +656,14 @@ def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
     if args.resume:
         _check_resumable(args.checkpoint)
     _check_lm_options(args, shape)
+
+
+def _check_endpoint_options(args: argparse.Namespace, shape: Shape) -> None:
+    """--concurrency and --batch-invariant: how an endpoint is sent its requests."""
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency {args.concurrency}: pass the number of requests in flight (>= 1)")
+    if shape != "endpoint" and (args.concurrency != 4 or args.batch_invariant):
+        raise UsageError("--concurrency and --batch-invariant apply to --endpoint; drop them")
 
 
 def _check_lm_options(args: argparse.Namespace, shape: Shape) -> None:
