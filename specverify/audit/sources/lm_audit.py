@@ -375,7 +375,7 @@ def _collect(
             return
         sample.logprobs_checked += sum(len(o.ids) for o in outs if o.logprobs is not None or o.top_logprobs)
         laws, marks = _laws(aud, batch, seqs, s, cfg.logit_tol)
-        sample.reported_top = None if getattr(aud, "complete", True) else int(aud.top)
+        sample.reported_top = _reported_top(aud)
         sample.rows.extend(laws)
         sample.marks.extend(marks)
         sample.prompts.extend(batch)
@@ -521,6 +521,11 @@ def _boundary_count(marks: np.ndarray, logit_tol: float) -> dict[str, Any]:
 
 
 # -- conclude ---------------------------------------------------------------------------------------
+
+
+def _reported_top(aud: CausalLM | ReportedLaw) -> int | None:
+    """K when the law comes from a reference that reports its top K only (else None)."""
+    return aud.top if isinstance(aud, ReportedLaw) and not aud.complete else None
 
 
 def _refused(aud: Any, s: SamplingSettings) -> str | None:
@@ -881,7 +886,7 @@ def _resumed(cfg: LMAuditConfig, fp: str, aud: CausalLM, units: Sequence[LMUnit]
         s.error, s.unsupported, s.looks_done = m["error"], m["unsupported"], m["looks_done"]
         if m["sequences"]:
             s.rows, s.marks = _laws(aud, m["prompts"], m["sequences"], u.settings, cfg.logit_tol)
-            s.reported_top = None if getattr(aud, "complete", True) else int(aud.top)
+            s.reported_top = _reported_top(aud)
             s.prompts, s.sequences = m["prompts"], m["sequences"]
             s.tokens = [t for q in s.sequences for t in q]
     return fresh
