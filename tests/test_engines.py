@@ -79,6 +79,22 @@ def test_speculative_configs_name_each_method(tmp_path):
         speculative_config("medusa", 3, object())
 
 
+def test_llama_cpp_refuses_penalties_over_more_tokens_than_its_window():
+    """llama-cpp-python's penalties count its last 64 tokens only: over 480 tokens it follows
+    another law (results/engines/llama.cpp-requests: a FAIL from position 71, with speculation or
+    without), so the adapter declines such a request (UNSUPPORTED, never FAIL) and names the fix."""
+    from specverify.engines.llama_cpp import LlamaCppEngine, penalty_window_refusal
+    from specverify.errors import UnsupportedSettingError
+
+    pen = SamplingSettings(presence_penalty=0.5, temperature_last=True, penalize_prompt=False)
+    assert penalty_window_refusal(pen, 64, 64) is None and penalty_window_refusal(SamplingSettings(), 480, 64) is None
+    assert "penalty_window >= 480" in penalty_window_refusal(pen, 480, 64)
+    engine = object.__new__(LlamaCppEngine)  # no llama_cpp needed: the refusal comes first
+    engine.llm = types.SimpleNamespace(last_n_tokens_size=64)
+    with pytest.raises(UnsupportedSettingError, match="count the last 64 tokens only"):
+        engine.run([1, 2, 3], 480, 0, pen)
+
+
 def test_matrix_covers_every_method_at_each_k():
     keys = {e: {c.key for c in MATRICES[e]()} for e in MATRICES}
     for k in (1, 3, 5):

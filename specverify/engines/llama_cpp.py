@@ -34,7 +34,14 @@ import numpy.typing as npt
 from ..dists import SamplingSettings
 from ..errors import MalformedOutputError, UnsupportedSettingError
 
-__all__ = ["LlamaCppEngine", "GreedyDraft", "completion_kwargs", "generate_kwargs", "ids_from_text"]
+__all__ = [
+    "LlamaCppEngine",
+    "GreedyDraft",
+    "completion_kwargs",
+    "generate_kwargs",
+    "ids_from_text",
+    "penalty_window_refusal",
+]
 
 
 def completion_kwargs(s: SamplingSettings) -> dict[str, Any]:
@@ -60,6 +67,21 @@ def generate_kwargs(s: SamplingSettings) -> dict[str, Any]:
     kw = completion_kwargs(s)
     kw["temp"] = kw.pop("temperature")
     return kw
+
+
+def penalty_window_refusal(s: SamplingSettings, n: int, window: int) -> str | None:
+    """Why llama-cpp-python cannot sample the law of ``s`` over ``n`` generated tokens: its penalties
+    count the last ``window`` tokens only (``last_n_tokens_size``, 64 by default), the law counts
+    every generated token, so a request with penalties longer than the window follows another law
+    (results/engines/llama.cpp-requests: a FAIL from position 71 on at 480 tokens, speculation or
+    not). None where they agree."""
+    if not s.uses_history or s.is_greedy or n <= window:
+        return None
+    return (
+        f"llama-cpp-python's penalties count the last {window} tokens only (last_n_tokens_size), so it cannot "
+        f"sample {s.short()} over {n} tokens, where every generated token counts; build the engine with "
+        f"penalty_window >= {n}"
+    )
 
 
 def ids_from_text(text: str) -> list[int]:
@@ -146,6 +168,8 @@ class LlamaCppEngine:
         an end-of-sequence token, so every sequence has its full length). ``seed=None`` resets the
         engine to llama.cpp's default seed, a fresh random one per call, as for a caller who never
         passes seeds."""
+        if why := penalty_window_refusal(s, n, int(self.llm.last_n_tokens_size)):
+            raise UnsupportedSettingError(why)
         import llama_cpp
 
         self.llm.set_seed(llama_cpp.LLAMA_DEFAULT_SEED if seed is None else int(seed))
