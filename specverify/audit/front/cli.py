@@ -190,6 +190,7 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         "--concurrency",
         type=int,
         default=4,
+        metavar="N",
         help="with --endpoint: requests in flight at once (default 4; the server batches them, as in production)",
     )
     a.add_argument(
