@@ -462,6 +462,7 @@ def test_a_reference_endpoint_refuses_what_logprobs_cannot_express(servers, tmp_
     [
         (["--model", "builtin"], "--reference-endpoint and --model are two sources of the target's law"),
         (["--reference-logprobs", "0"], "--reference-logprobs 0: pass K >= 1, or -1 for every token"),
+        (["--reference-logprobs", "5", "--check-logprobs", "raw"], "checking returned logprobs needs the whole law"),
     ],
 )
 def test_reference_endpoint_usage_errors_name_the_fix(servers, args, message):
