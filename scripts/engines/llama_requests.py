@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from matrix import LLAMA_LOGIT_TOL, LONG_LENGTH, EngineConfig, _engine, audit_prompts  # noqa: E402
+from request_level import table_lines  # noqa: E402
 
 METHODS = (("prompt-lookup", 3, None), ("draft", 3, "high"), ("none", 0, None))
 #: the draft model speculates at about 12 tokens per second here: the penalties case only
@@ -92,12 +93,8 @@ def main(argv=None) -> int:
         "Not covered, and why: stop ids (Llama.generate has no stop; the completion API stops on text),",
         "concurrent requests (llama-cpp-python serves one request at a time), returned logprobs.",
         "",
-        "| method | case | check | status | summary | s |",
-        "|---|---|---|---|---|---|",
+        *table_lines(rows, ("method", "case", "check", "status", "summary", "seconds")),
     ]
-    for r in rows:
-        summary = r["summary"].replace("|", "/")
-        lines.append(f"| {r['method']} | {r['case']} | {r['check']} | **{r['status']}** | {summary} | {r['seconds']} |")
     (a.out / f"README-window{a.penalty_window}-{'-'.join(a.methods)}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

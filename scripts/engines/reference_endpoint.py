@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from request_level import _row, patched, stop_ids  # noqa: E402  (the sibling script's helpers)
+from request_level import _row, patched, run_cli_audit, stop_ids, table_lines  # noqa: E402  (sibling helpers)
 
 WAYS = {
     "local": lambda models, ref: ["--model", str(models.target)],
@@ -54,11 +52,8 @@ def run(out: Path, work: Path, method: str, eps: float, budget: float, long_leng
             cmd = [sys.executable, "-m", "specverify.cli", "audit", "--endpoint", url, "--json", str(dest),
                    "--stop-token-ids", stops, "--eps", str(eps), "--budget", str(budget),
                    "--long-length", str(long_length), "--no-progress", *opts(models, ref)]  # fmt: skip
-            t0 = time.monotonic()
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            secs = time.monotonic() - t0
-            print(f"{method}-k3 {way}: exit {r.returncode} in {secs:.0f} s", flush=True)
-            (out / f"{method}-k3-{way}.txt").write_text(r.stdout + r.stderr)
+            code, secs = run_cli_audit(cmd, out / f"{method}-k3-{way}.txt")
+            print(f"{method}-k3 {way}: exit {code} in {secs:.0f} s", flush=True)
             if dest.exists():
                 v = json.loads(dest.read_text())
                 rows.append(dict(way=way, check="verdict", status=v["status"], summary=v.get("headline", "")[:200],
@@ -90,12 +85,8 @@ def main(argv=None) -> int:
         "local: against the float64 target computed here; reported: the reference's prompt_logprobs for every",
         "token; top20: its top 20 per position, the rest bounded.",
         "",
-        "| way | check | status | summary | s |",
-        "|---|---|---|---|---|",
+        *table_lines(rows, ("way", "check", "status", "summary", "seconds")),
     ]
-    for r in rows:
-        summary = r["summary"].replace("|", "/")
-        lines.append(f"| {r['way']} | {r['check']} | **{r['status']}** | {summary} | {r['seconds']} |")
     name = f"{a.method}-{'patched' if all(fixes.values()) else 'unpatched'}-{'-'.join(a.ways)}.md"
     (a.out / name).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

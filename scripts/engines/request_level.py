@@ -73,15 +73,29 @@ def run(out: Path, work: Path, eps: float, budget: float) -> list[dict]:
                 cmd = [sys.executable, "-m", "specverify.cli", "audit", "--endpoint", url, "--json", str(dest),
                        "--model", str(models.target), "--stop-token-ids", stops, "--eps", str(eps),
                        "--budget", str(budget), "--long-length", "480", "--no-progress", *opts]  # fmt: skip
-                t0 = time.monotonic()
-                r = subprocess.run(cmd, capture_output=True, text=True)
-                secs = time.monotonic() - t0
-                print(f"{key} {case}: exit {r.returncode} in {secs:.0f} s", flush=True)
-                (out / f"{key}-{case}.txt").write_text(r.stdout + r.stderr)
+                code, secs = run_cli_audit(cmd, out / f"{key}-{case}.txt")
+                print(f"{key} {case}: exit {code} in {secs:.0f} s", flush=True)
                 if dest.exists():
                     v = json.loads(dest.read_text())
                     rows += [dict(method=key, case=case, seconds=round(secs), **_row(c)) for c in v["checks"]]
     return rows
+
+
+def table_lines(rows: list[dict], cols: tuple[str, ...]) -> list[str]:
+    """A markdown table of ``rows`` (status in bold, '|' in a summary escaped), header first."""
+    lines = ["| " + " | ".join("s" if c == "seconds" else c for c in cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = [f"**{r[c]}**" if c == "status" else str(r[c]).replace("|", "/") for c in cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def run_cli_audit(cmd: list[str], text_out: Path) -> tuple[int, float]:
+    """Run one ``specverify audit`` command; its output goes to ``text_out``; (exit code, seconds)."""
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    text_out.write_text(r.stdout + r.stderr)
+    return r.returncode, time.monotonic() - t0
 
 
 def _row(c: dict) -> dict:
@@ -104,12 +118,8 @@ def main(argv=None) -> int:
         "Installed vLLM: " + ", ".join(f"{k}: {'applied' if v else 'not applied'}" for k, v in fixes.items()) + ".",
         f"Audits at eps {a.eps}, budget {a.budget:.0f} s each, against the float64 target.",
         "",
-        "| method | case | check | status | summary | s |",
-        "|---|---|---|---|---|---|",
+        *table_lines(rows, ("method", "case", "check", "status", "summary", "seconds")),
     ]
-    for r in rows:
-        summary = r["summary"].replace("|", "/")
-        lines.append(f"| {r['method']} | {r['case']} | {r['check']} | **{r['status']}** | {summary} | {r['seconds']} |")
     (a.out / "README.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
