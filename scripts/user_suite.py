@@ -32,6 +32,8 @@ ROUNDS = {"round": 2500, "generator": 2500, "kernel": 160_000}
 #: the size CI runs (tests/test_user_suite.py): 0.12 of the rounds at eps 0.15 (a PASS needs a
 #: sample proportional to 1 / eps^2, so every correct case still reaches its eps)
 CI_SCALE, CI_EPS = 0.12, 0.15
+#: the CI size's options: a buggy case stops at its first FAIL (the status is the same)
+CI_FLAGS = ["--eps", str(CI_EPS), "--fail-fast"]
 EXIT = {0: "PASS", 1: "FAIL", 2: "USAGE", 3: "INCONCLUSIVE"}
 
 
@@ -71,13 +73,15 @@ def main(argv=None) -> int:
     ap.add_argument("--kernel-rounds", type=int, default=ROUNDS["kernel"])
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="")
-    ap.add_argument("--ci", action="store_true", help=f"the CI size: {CI_SCALE:g} x the rounds at eps {CI_EPS:g}")
+    ap.add_argument(
+        "--ci", action="store_true", help=f"the CI size: {CI_SCALE:g} x the rounds at eps {CI_EPS:g}, --fail-fast"
+    )
     ap.add_argument("--no-diagnosis", action="store_true", help="pass --no-diagnosis (verdicts only)")
     ap.add_argument("--out", default=str(ROOT / "scripts/results/user_suite.json"))
     a = ap.parse_args(argv)
     rounds = {"round": a.rounds, "generator": a.rounds, "kernel": a.kernel_rounds}
     cases = [c for c in CASES if a.only in c["spec"]]
-    extra = (["--eps", str(CI_EPS)] if a.ci else []) + (["--no-diagnosis"] if a.no_diagnosis else [])
+    extra = (CI_FLAGS if a.ci else []) + (["--no-diagnosis"] if a.no_diagnosis else [])
     scale = CI_SCALE if a.ci else 1.0
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
         rows = list(ex.map(lambda c: run_case(c, rounds, extra, scale=scale), cases))

@@ -268,6 +268,10 @@ BAD = [
         ["--endpoint", "http://127.0.0.1:9", "--baseline-endpoint", "http://127.0.0.1:9", "--checkpoint", "/tmp/x"],
         "--checkpoint applies to audits that checkpoint (not --baseline-endpoint)",
     ),
+    (
+        ["--endpoint", "http://127.0.0.1:9", "--baseline-endpoint", "http://127.0.0.1:9", "--fail-fast"],
+        "--fail-fast applies to audits of units (a two-sample test is one)",
+    ),
 ]
 
 

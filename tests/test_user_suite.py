@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from user_impls import CASES  # noqa: E402
-from user_suite import CI_EPS, CI_SCALE, ROUNDS, run_case  # noqa: E402
+from user_suite import CI_FLAGS, CI_SCALE, ROUNDS, run_case  # noqa: E402
 
 
 def test_the_suite_covers_what_users_write():
@@ -48,7 +48,7 @@ def test_the_suite_covers_what_users_write():
 @pytest.mark.parametrize("case", CASES, ids=[c["spec"].split(".", 1)[1] for c in CASES])
 def test_cli_verdict_matches_the_truth(case):
     # the CI size; the diagnosis is measured in test_diagnosis and scripts/diagnosis_study.py
-    r = run_case(case, ROUNDS, extra=["--eps", str(CI_EPS), "--no-diagnosis"], scale=CI_SCALE)
+    r = run_case(case, ROUNDS, extra=[*CI_FLAGS, "--no-diagnosis"], scale=CI_SCALE)
     assert r["verdict"] == r["expected"], f"{case['spec']} ({case['bug_class'] or 'correct'}): {r['headline']}"
     if r["verdict"] == "PASS":
         assert r["headline"].startswith("PASS"), r["headline"]

@@ -294,6 +294,12 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
     a.add_argument("--list-checks", action="store_true", help="describe every check and exit")
     a.add_argument("--no-progress", action="store_true")
     a.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop at the first unit that FAILs (the status is the same; the units after it and the exact checks "
+        "are listed as SKIPPED): a quicker red in CI",
+    )
+    a.add_argument(
         "--no-diagnosis",
         action="store_true",
         help="report a FAIL without ranking its likely root causes (the diagnosis takes seconds to a minute; "
@@ -654,6 +660,8 @@ def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
         raise UsageError("--resume needs --checkpoint FILE; pass the checkpoint file to continue from")
     if args.checkpoint and args.baseline_endpoint:
         raise UsageError("--checkpoint applies to audits that checkpoint (not --baseline-endpoint); drop it")
+    if args.fail_fast and args.baseline_endpoint:
+        raise UsageError("--fail-fast applies to audits of units (a two-sample test is one); drop it")
     if args.resume:
         _check_resumable(args.checkpoint)
     _check_lm_options(args, shape)
@@ -741,6 +749,7 @@ def _config(args: argparse.Namespace, settings: Settings) -> AuditConfig:
         context=args.context,
         greedy_ties=args.greedy_ties,
         diagnose=not args.no_diagnosis,
+        fail_fast=args.fail_fast,
         rounds=args.rounds,
         workers=args.workers,
         long_length=args.long_length,
@@ -979,6 +988,7 @@ def _lm_config(args: argparse.Namespace, settings: Settings, *, prompts: list[li
         stop_token_ids=args.stop_token_ids,
         long_length=args.long_length,
         diagnose=not args.no_diagnosis,
+        fail_fast=args.fail_fast,
         checkpoint=args.checkpoint,
         resume=args.resume,
     )

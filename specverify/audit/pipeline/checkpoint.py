@@ -37,7 +37,7 @@ __all__ = [
 
 _ARRAYS = ("tokens", "row", "position", "sequence", "num_accepted")
 _OPTIONAL = ("drafts", "law", "draft_rows", "round_id", "prompts", "paths", "bonus_rows")
-_PLAN_INDEPENDENT = ("checkpoint", "resume", "progress", "budget_s", "workers", "diagnose")
+_PLAN_INDEPENDENT = ("checkpoint", "resume", "progress", "budget_s", "workers", "diagnose", "fail_fast")
 
 
 def fingerprint(adapter: Adapter, cfg: AuditConfig) -> str:

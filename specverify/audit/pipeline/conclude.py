@@ -60,6 +60,7 @@ __all__ = [
     "make_verdict",
     "UNSUPPORTED",
     "SKIPPED",
+    "fail_fast_skips",
 ]
 
 
@@ -71,6 +72,14 @@ class StratumFailure:
     text: str  # what was seen, without the "label, stratum: " that a summary puts before it
     cells: tuple[Cell, ...] = ()
     whitebox: str | None = None  # a white-box stratum's own name (``stratum`` is its display name)
+
+
+def fail_fast_skips(checks: list[CheckOutcome], left: list[tuple[str, str]]) -> list[CheckOutcome]:
+    """SKIPPED rows, (name, check id) each, for what ``fail_fast`` left out after the first FAIL in
+    ``checks``: the verdict names what was not looked at."""
+    first = next(c for c in checks if c.status == FAIL)
+    why = f"not run: --fail-fast stopped at the first FAIL ({first.name})"
+    return [CheckOutcome(name=n, status=SKIPPED, kind="exact", summary=why, check_id=i) for n, i in left]
 
 
 def failure_of(stratum: str, test: GofResult, adjusted: float) -> StratumFailure:

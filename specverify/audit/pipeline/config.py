@@ -70,6 +70,9 @@ class AuditConfig:
     progress: bool = False
     exact_checks: bool = True
     diagnose: bool = True  # rank root causes after a FAIL (seconds to a minute; never changes the verdict)
+    # stop at the first unit that FAILs: the units after it and the exact checks are SKIPPED. The
+    # status is the same (one FAIL fails the audit); the verdict lists fewer findings.
+    fail_fast: bool = False
     greedy_ties: GreedyTies = "lowest-id"  # or 'any': a greedy output may take any exactly tied top token
     context: Context = "tables"  # round steps and generators: 'tables' (hashed order-2) or 'transformers' (tiny models)
     long_length: int = 512  # round steps and generators: one unit of sequences this long (0: none)
@@ -106,6 +109,7 @@ class LMAuditConfig:
     looks: tuple[float, ...] = (1.0,)  # fractions of the plan tested in turn (alpha split over them)
     logit_tol: float = 0.0  # bound on |engine logit - float64 logit| at filter boundaries
     logprob_tol: float = 1e-3  # nats: returned logprobs farther than this from the float64 law are a finding
+    fail_fast: bool = False  # stop at the first unit that FAILs (AuditConfig.fail_fast)
     diagnose: bool = True  # rank root causes after a FAIL (never changes the verdict)
     checkpoint: str | None = None  # a file the collected ids are written to (and resumed from)
     resume: bool = False

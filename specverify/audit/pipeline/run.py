@@ -24,7 +24,7 @@ from ...stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED, CheckOutcome, Verdic
 from ..sources.adapters import Adapter
 from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from .collect import UnitSample, WorkerPool, collect_unit
-from .conclude import FINDING, SKIPPED, conclude_unit, make_verdict
+from .conclude import FINDING, SKIPPED, conclude_unit, fail_fast_skips, make_verdict
 from .config import AuditConfig
 from .exact_checks import EXACT_CHECKS
 from .plan import DEFAULT_SETTINGS, PARITY_GRID, AuditPlan, AuditUnit, plan_audit, smallest_stratum
@@ -50,13 +50,14 @@ def audit(adapter: Adapter, config: AuditConfig | None = None, **overrides: Any)
     samples = _resume(cfg, fp)
     pairs = {u.index: u.make_pair(adapter.harness, cfg) for u in plan.units}
     checks, evidence = _collect_all(adapter, cfg, plan, pairs, samples, fp, deadline=t0 + cfg.budget_s)
-    checks += _exact(adapter, cfg, plan, pairs, samples)
+    stopped = cfg.fail_fast and any(c.status == FAIL for c in checks)
+    checks += _fail_fast_skips(plan, checks) if stopped else _exact(adapter, cfg, plan, pairs, samples)
     checks += [
         CheckOutcome(name=f"plan: {sk.what}", status=SKIPPED, kind="exact", summary=str(sk), check_id="plan/skipped")
         for sk in plan.skipped
     ]
     evidence += [f"{c.name}: {c.summary}" for c in checks if c.status == FAIL and c.kind == "exact"]
-    needed = _needed(plan, samples, cfg, time.monotonic() - t0)
+    needed = None if stopped else _needed(plan, samples, cfg, time.monotonic() - t0)
     v = make_verdict(
         checks,
         _first_by_holm(checks, evidence),
@@ -159,6 +160,8 @@ def _collect_all(
             checks.append(c)
             if c.status == FAIL:
                 evidence.append(c.summary)
+                if cfg.fail_fast:
+                    break
     finally:
         pool.close()
         if prog:
@@ -201,6 +204,13 @@ def _exact(
             if c is not None:
                 out.append(dataclasses.replace(c, check_id=check.check_id))
     return out
+
+
+def _fail_fast_skips(plan: AuditPlan, checks: list[CheckOutcome]) -> list[CheckOutcome]:
+    """What ``fail_fast`` left out: the units not sampled and the exact checks."""
+    done = {c.check_id for c in checks}
+    left = [(u.label, unit_id(u)) for u in plan.units if unit_id(u) not in done]
+    return fail_fast_skips(checks, [*left, ("the exact checks", "exact/fail-fast")])
 
 
 def _first_by_holm(checks: list[CheckOutcome], evidence: list[str]) -> list[str]:

@@ -57,7 +57,7 @@ from ...stats import (
     event_count_test,
 )
 from ..pipeline.checkpoint import digest, load_json_checkpoint, save_json_checkpoint
-from ..pipeline.conclude import FINDING, UNSUPPORTED, failed_outcome, failure_of, make_verdict
+from ..pipeline.conclude import FINDING, UNSUPPORTED, fail_fast_skips, failed_outcome, failure_of, make_verdict
 from ..pipeline.config import LMAuditConfig, TestFamily
 from ..pipeline.plan import DEFAULT_SETTINGS, offset_buckets
 from .adapters import call_with_timeout
@@ -818,12 +818,17 @@ def _run(
         _collect_with_looks(gens[u.pair_index], aud, u, cfg, samples[u.index], deadline=deadline, on_batch=save)
         save(force=True)
         checks.append(dataclasses.replace(_conclude_sample(u, cfg, samples[u.index]), check_id=f"unit/{u.index}"))
-    if cfg.greedy_check:
-        checks.append(
-            _greedy_check(gens[0], pairs[0].target, cfg) if law is None else _reported_greedy(gens[0], law, cfg)
-        )
-    if (seeds := _seed_check(gens[0], aud, units, cfg)) is not None:
-        checks.append(seeds)
+        if cfg.fail_fast and checks[-1].status == FAIL:
+            left = [(w.label, f"unit/{w.index}") for w in units[len(checks) :]]
+            checks += fail_fast_skips(checks, [*left, ("the greedy and seed checks", "exact/fail-fast")])
+            break
+    else:
+        if cfg.greedy_check:
+            checks.append(
+                _greedy_check(gens[0], pairs[0].target, cfg) if law is None else _reported_greedy(gens[0], law, cfg)
+            )
+        if (seeds := _seed_check(gens[0], aud, units, cfg)) is not None:
+            checks.append(seeds)
     v = make_verdict(
         checks, [c.summary for c in checks if c.status == FAIL], alpha=cfg.alpha, beta=cfg.beta, eps=cfg.eps,
         seed=cfg.seed, needed=_needed(checks, units, cfg), samples=sum(len(s.tokens) for s in samples.values()),
@@ -850,7 +855,9 @@ _NO_MODEL = {
 # -- checkpoints ------------------------------------------------------------------------------------
 
 #: options that change neither the laws nor the plan: a checkpoint stays valid across them
-_PLAN_INDEPENDENT = ("checkpoint", "resume", "budget_s", "diagnose", "call_timeout", "target_greedy", "name")
+_PLAN_INDEPENDENT = (
+    "checkpoint", "resume", "budget_s", "diagnose", "fail_fast", "call_timeout", "target_greedy", "name",
+)  # fmt: skip
 
 
 def _fingerprint(cfg: LMAuditConfig, pairs: Sequence[LMPair], generate: Generate) -> str:
