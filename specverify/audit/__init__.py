@@ -9,19 +9,33 @@ from specverify.audit import audit, KernelAdapter
 verdict = audit(KernelAdapter(my_kernel), eps=0.02)
 """
 
-from .pipeline.run import AuditConfig, audit
-from .sources.adapters import (
-    Adapter,
-    GeneratorAdapter,
-    KernelAdapter,
-    RoundAdapter,
-    SamplerAdapter,
-    SubprocessAdapter,
-    load_callable,
-)
+from typing import TYPE_CHECKING
 
-#: public names whose modules import torch: loaded on first use, so that auditing a kernel stays light
+if TYPE_CHECKING:  # for type checkers; at run time each name is loaded on first use (below)
+    from .pipeline.config import LMAuditConfig
+    from .pipeline.run import AuditConfig, audit
+    from .sources.adapters import (
+        Adapter,
+        GeneratorAdapter,
+        KernelAdapter,
+        RoundAdapter,
+        SamplerAdapter,
+        SubprocessAdapter,
+        load_callable,
+    )
+    from .sources.http_adapter import http_generator
+    from .sources.lm_audit import audit_lm, audit_lm_pairs, common_shape_generator, greedy_equivalence, lm_pairs
+
+#: the public names, each loaded on first use: auditing a kernel never imports torch, and the command
+#: line answers --help and usage errors before scipy is loaded
 _LAZY = {
+    "AuditConfig": ".pipeline.run",
+    "audit": ".pipeline.run",
+    **dict.fromkeys(
+        ("Adapter", "GeneratorAdapter", "KernelAdapter", "RoundAdapter", "SamplerAdapter", "SubprocessAdapter"),
+        ".sources.adapters",
+    ),
+    "load_callable": ".sources.adapters",
     "audit_lm": ".sources.lm_audit",
     "common_shape_generator": ".sources.lm_audit",
     "greedy_equivalence": ".sources.lm_audit",

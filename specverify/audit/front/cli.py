@@ -22,17 +22,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ...errors import InvalidSettingsError, SpecVerifyError
-from ...stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED, CheckOutcome, Verdict
 
 if TYPE_CHECKING:  # the CLI imports what an audit needs only when it runs one
     from rich.console import Console
 
     from ...dists import SamplingSettings
+    from ...stats import CheckOutcome, Verdict
     from ..pipeline.config import AuditConfig, LMAuditConfig, Rule
     from ..sources.adapters import Adapter, SubprocessAdapter
     from ..sources.http_adapter import HttpGenerate
 
 #: the verdict's exit codes; 2 is a usage error and 4 an internal error (specverify.cli), never verdicts
+# the statuses by name: stats.Status is a str enum, equal to and hashed as its name; importing
+# specverify.stats here would load scipy before a usage error or --help could be answered
+PASS, FAIL, INCONCLUSIVE, UNSUPPORTED = "PASS", "FAIL", "INCONCLUSIVE", "UNSUPPORTED"
 EXIT: dict[str, int] = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3, UNSUPPORTED: 5}
 EXIT_USAGE = 2
 
@@ -1033,9 +1036,6 @@ def _start_cmd(adapter: SubprocessAdapter) -> None:
 
 
 def run_audit(args: argparse.Namespace) -> int:
-    from ..pipeline.run import audit
-    from ..sources.adapters import SubprocessAdapter
-
     if args.list_checks:
         print(CHECKS)
         return 0
@@ -1048,6 +1048,9 @@ def run_audit(args: argparse.Namespace) -> int:
             assert fn is not None
             v = _audit_lm_generator(args, settings, fn)
         else:
+            from ..pipeline.run import audit  # after the options are validated: a usage error stays quick
+            from ..sources.adapters import SubprocessAdapter
+
             cfg = _config(args, settings)
             adapter = _adapter(args, fn)
             if isinstance(adapter, SubprocessAdapter):  # --cmd
