@@ -17,7 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "heavy_tests.txt"
-LINE = re.compile(r"^([\d.]+)s (call|setup|teardown)\s+(\S+)")
+#: a --durations line; the node id runs to the end of the line (parametrised ids may hold spaces)
+LINE = re.compile(r"^([\d.]+)s (call|setup|teardown)\s+(.+?)\s*$")
 
 
 def durations(log: str) -> dict[str, float]:
