@@ -101,7 +101,7 @@ def test_tiny_transformers_context():
     good = audit(RoundAdapter(_full_rule_step(), name="good"), **opts)
     assert good.status == "PASS", good.headline()
     assert "tiny transformers" in good.checks[0].summary
-    bad = audit(RoundAdapter(_full_rule_step(always_accept=True), name="always_accept"), **opts)
+    bad = audit(RoundAdapter(_full_rule_step(always_accept=True), name="always_accept"), **opts, fail_fast=True)
     assert bad.status == "FAIL", bad.headline()
 
 
