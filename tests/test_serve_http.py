@@ -178,6 +178,7 @@ def test_endpoint_one_sample_against_the_builtin_model(servers, path):
         "1",
         "--eps",
         "0.5",
+        *(["--long-length", "0"] if path else []),  # the URL's form is what this case adds: no 512-token unit again
     )
     assert r.returncode in (0, 3), r.stdout + r.stderr  # never FAIL on the served model itself
     assert "greedy equivalence (tie-aware)" in r.stdout
@@ -207,6 +208,7 @@ def test_endpoint_one_sample_catches_another_model(servers):
         "2",
         "--temperature",
         "1",
+        "--fail-fast",
     )
     assert r.returncode == 1, r.stdout + r.stderr
     assert headline(r.stdout).startswith("FAIL in ")
@@ -273,7 +275,7 @@ def test_endpoint_audit_in_the_other_temperature_order_fails(servers):
     """`specverify serve` applies temperature before top-p (transformers' order); an audit told that
     the server applies it last (llama.cpp's order) computes another law, and says so."""
     args = ["--endpoint", servers["spec"], "--model", f"builtin:{VOCAB}", "--rounds", "100", "--length", "4"]
-    r = cli(*args, "--temperature", "0.5", "--top-p", "0.6", "--temperature-last", "--logit-tol", "1e-4")
+    r = cli(*args, "--temperature", "0.5", "--top-p", "0.6", "--temperature-last", "--logit-tol", "1e-4", "--fail-fast")
     assert r.returncode == 1, r.stdout + r.stderr
     h = headline(r.stdout)
     # the unit of request length or the 512-token one, whichever the report leads with

@@ -77,7 +77,8 @@ def test_a_users_tree_step_outside_the_repository_passes(tmp_path):
     [("spectr_single_draft_residual", TRUNCATED + ["--no-progress"]), ("spectr_rho_one", SMALL)],
 )
 def test_spectr_mutants_fail_with_their_class_named(tmp_path, mutant, opts):
-    r, v = _verdict(tmp_path, "--round", f"{MOD}:{mutant}_step", *opts)
+    # --fail-fast: the diagnosis reads the units up to the first FAIL (single-draft residual: 57 s -> 17 s)
+    r, v = _verdict(tmp_path, "--round", f"{MOD}:{mutant}_step", *opts, "--fail-fast")
     assert r.returncode == 1 and v["status"] == "FAIL", r.stdout[-2000:]
     assert v["diagnosis"]["verdict"] == mutant, v["diagnosis"]["lead"]
     assert f"Diagnosis: most likely {mutant}" in r.stdout
@@ -85,7 +86,7 @@ def test_spectr_mutants_fail_with_their_class_named(tmp_path, mutant, opts):
 
 
 def test_traversal_parent_update_fails_on_a_tree_with_its_class_named(tmp_path):
-    r, v = _verdict(tmp_path, "--round", f"{MOD}:traversal_tree_remaining_mass_step", *SMALL)
+    r, v = _verdict(tmp_path, "--round", f"{MOD}:traversal_tree_remaining_mass_step", *SMALL, "--fail-fast")
     assert r.returncode == 1 and v["status"] == "FAIL", r.stdout[-2000:]
     d = v["diagnosis"]
     assert d["verdict"] == "traversal_remaining_mass_weight", d["lead"]
