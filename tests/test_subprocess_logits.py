@@ -19,7 +19,7 @@ def test_a_correct_logits_process_passes_and_a_draft_only_temperature_fails():
     good, bad = SubprocessAdapter(CLIENT, logits=True), SubprocessAdapter(CLIENT + " --bug", logits=True)
     try:
         assert audit(good, **OPTS).status == "PASS"
-        v = audit(bad, **OPTS)
+        v = audit(bad, **OPTS, fail_fast=True)
         assert v.status == "FAIL" and "temperature=0.6" in v.evidence[0], v.headline()
     finally:
         good.close(), bad.close()
@@ -39,6 +39,7 @@ def test_cli_cmd_with_logits():
             "--eps",
             "0.1",
             "--no-progress",
+            "--fail-fast",
         ],
         capture_output=True,
         text=True,
