@@ -22,6 +22,8 @@ import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
+from . import __version__
+
 # the verdict's exit codes (0 PASS, 1 FAIL, 3 INCONCLUSIVE, 5 UNSUPPORTED) are specverify.audit.front.cli.EXIT
 EXIT_USAGE, EXIT_INTERNAL = 2, 4
 
@@ -121,6 +123,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="specverify", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"specverify {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="benchmarks, printed as ratios against a baseline from the same run")

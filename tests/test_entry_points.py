@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+import specverify
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "docs" / "examples"
 CLI = Path(sys.executable).parent / "specverify"
@@ -336,6 +338,8 @@ def test_list_checks_and_help():
     a = run_cli("audit", "--help")
     for opt in ("--rounds", "--workers", "--logits", "--greedy", "--endpoint", "--baseline-endpoint", "--full-rule"):
         assert opt in a.stdout
+    v = run_cli("--version")
+    assert v.returncode == 0 and v.stdout.strip() == f"specverify {specverify.__version__}"
 
 
 def test_unit_interval_rejects_infinities():
