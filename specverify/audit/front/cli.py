@@ -103,7 +103,6 @@ class UsageError(SpecVerifyError):
     """A bad option: exit code 2 with one line, before any sampling."""
 
 
-# long: the audit command's argument declarations, one statement per option, kept as one listing
 def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
     a = sub.add_parser(
         "audit",
@@ -112,8 +111,28 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         "2 usage or input error, 3 INCONCLUSIVE, 4 internal error of specverify, 5 UNSUPPORTED (the implementation "
         "declined every setting audited). The contract: docs/verdict.md.",
     )
-    a.add_argument("target", nargs="?", help="'reference', or a catalogue entry name (see selftest)")
-    g = a.add_mutually_exclusive_group()
+    _add_what_to_audit(a.add_argument_group("what to audit (a catalogue entry, or one of the shapes)"))
+    _add_law_source_options(a.add_argument_group("endpoints: where the target's law comes from"))
+    _add_request_options(a.add_argument_group("request-level units and endpoint traffic"))
+    _add_rule_options(a.add_argument_group("the rule and the interface the implementation declares"))
+    _add_plan_options(a.add_argument_group("rates, sizes and models"))
+    _add_settings_options(a.add_argument_group("sampling settings (default: the plan's grid)"))
+    _add_run_options(a.add_argument_group("running and reporting"))
+    a.set_defaults(func=run_audit)
+
+    s = sub.add_parser(
+        "selftest", help="audit every catalogued bug and decoy; non-zero unless all bugs FAIL and all decoys PASS"
+    )
+    s.add_argument("--eps", type=float, default=0.05)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", metavar="FILE")
+    s.set_defaults(func=run_selftest)
+
+
+def _add_what_to_audit(grp: argparse._ArgumentGroup) -> None:
+    """The implementation under audit: a catalogue entry or one of the shapes of docs/adapters.md."""
+    grp.add_argument("target", nargs="?", help="'reference', or a catalogue entry name (see selftest)")
+    g = grp.add_mutually_exclusive_group()
     g.add_argument("--round", metavar="MOD:FN", help="step(prefix, draft, target, gamma, rng) -> tokens of one round")
     g.add_argument(
         "--kernel", metavar="MOD:FN", help="kernel(draft_tokens, draft_probs, target_probs, generator) -> [B, g+1]"
@@ -132,18 +151,22 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         help="an OpenAI-compatible /v1/completions endpoint (token-id prompts), "
         "audited against the target's law computed from --model",
     )
-    a.add_argument(
+
+
+def _add_law_source_options(grp: argparse._ArgumentGroup) -> None:
+    """An endpoint's reference: a local model, a baseline endpoint (two-sample) or a reference endpoint."""
+    grp.add_argument(
         "--baseline-endpoint",
         metavar="URL",
         help="with --endpoint: compare it with this non-speculative endpoint (two-sample; no local model needed)",
     )
-    a.add_argument(
+    grp.add_argument(
         "--reference-endpoint",
         metavar="URL",
         help="with --endpoint: read the target's law from this non-speculative endpoint of the same model "
         "(vLLM's prompt_logprobs) instead of computing it from --model: one-sample, no local model",
     )
-    a.add_argument(
+    grp.add_argument(
         "--reference-logprobs",
         type=int,
         default=-1,
@@ -151,17 +174,17 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         help="with --reference-endpoint: tokens whose log-probabilities the reference reports per position "
         "(default -1: every token, vLLM started with --max-logprobs -1; with K the rest is bounded, not known)",
     )
-    a.add_argument(
+    grp.add_argument(
         "--model",
         metavar="DIR|builtin[:VOCAB[:SEED]]",
         default=None,
         help="with --endpoint: the target model, a local model directory or 'builtin' (default: the seeded model "
         "`specverify serve` serves by default; builtin:VOCAB:SEED for serve's --vocab and --seed)",
     )
-    a.add_argument(
+    grp.add_argument(
         "--length", type=int, default=None, help=f"with --endpoint: tokens per request (default {ENDPOINT_LENGTH})"
     )
-    a.add_argument(
+    grp.add_argument(
         "--logit-tol",
         type=float,
         default=0.0,
@@ -169,12 +192,16 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         "low-precision KV caches); a token whose inclusion by top-k/top-p/min-p flips within it is left out and "
         "counted against the most the tolerance allows (default 0: exact)",
     )
-    a.add_argument(
+    grp.add_argument(
         "--temperature-last",
         action="store_true",
         help="with --endpoint: the server applies temperature after top-k/top-p/min-p (llama.cpp's server)",
     )
-    a.add_argument(
+
+
+def _add_request_options(grp: argparse._ArgumentGroup) -> None:
+    """Stop ids, logprobs, concurrency and long outputs: the request-level units."""
+    grp.add_argument(
         "--stop-token-ids",
         type=lambda x: tuple(int(t) for t in x.split(",") if t.strip()),
         default=None,
@@ -182,64 +209,72 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         "(default: none, no stop unit; pick ids with real mass under the model, e.g. its EOS); with --round the "
         "ids the stop unit makes heavy (default: the last id; '' for no stop unit)",
     )
-    a.add_argument(
+    grp.add_argument(
         "--check-logprobs",
         choices=["processed", "raw"],
         default=None,
         help="with --endpoint: check the token_logprobs the server returns against the target's law, processed "
         "by the request's settings or raw (vLLM's logprobs_mode); off by default",
     )
-    a.add_argument(
+    grp.add_argument(
         "--concurrency",
         type=int,
         default=4,
         metavar="N",
         help="with --endpoint: requests in flight at once (default 4; the server batches them, as in production)",
     )
-    a.add_argument(
+    grp.add_argument(
         "--batch-invariant",
         action="store_true",
         help="with --endpoint: the server promises that a seeded request's tokens do not depend on the requests "
         "batched with it (vLLM's batch-invariant mode); the seed check sends it alone and among others",
     )
-    a.add_argument(
+    grp.add_argument(
         "--long-length",
         type=int,
         default=512,
         help="with --endpoint: tokens per request of the long unit, crossing cache block boundaries (default 512; "
         "0: no long unit)",
     )
-    a.add_argument("--one-hot", action="store_true", help="the kernel takes no draft probabilities")
-    a.add_argument(
+
+
+def _add_rule_options(grp: argparse._ArgumentGroup) -> None:
+    """What the implementation declares: its rule (white-box strata) and whether it applies the settings."""
+    grp.add_argument("--one-hot", action="store_true", help="the kernel takes no draft probabilities")
+    grp.add_argument(
         "--full-rule",
         action="store_true",
         help="the kernel (or round step) implements accept iff u < p/q with the (p - q)+ residual: also test each "
         "stratum of a round (acceptance given the draft, replacements, draft/replacement independence, bonus)",
     )
-    a.add_argument(
+    grp.add_argument(
         "--rule",
         choices=["full", "block"],
         default=None,
         help="the rule the kernel (or round step) implements: 'full' is --full-rule; 'block' is block verification "
         "(Sun et al., ICLR 2025): also test the drafts it keeps given the drafts and the token after them",
     )
-    a.add_argument(
+    grp.add_argument(
         "--logits",
         action="store_true",
         help="the implementation takes raw logits plus the sampling settings and applies them itself",
     )
-    a.add_argument("--greedy", action="store_true", help="the implementation decodes greedily (--round, --generator)")
-    a.add_argument("--alpha", type=float, default=1e-6, help="family-wise false-fail rate (default 1e-6)")
-    a.add_argument("--beta", type=float, default=1e-3, help="false-pass rate at eps (default 1e-3)")
-    a.add_argument("--eps", type=float, default=0.05, help="total variation to detect (default 0.05)")
-    a.add_argument(
+    grp.add_argument("--greedy", action="store_true", help="the implementation decodes greedily (--round, --generator)")
+
+
+def _add_plan_options(grp: argparse._ArgumentGroup) -> None:
+    """The guarantee (alpha, beta, eps), the sample size and time cap, and the audit's synthetic models."""
+    grp.add_argument("--alpha", type=float, default=1e-6, help="family-wise false-fail rate (default 1e-6)")
+    grp.add_argument("--beta", type=float, default=1e-3, help="false-pass rate at eps (default 1e-3)")
+    grp.add_argument("--eps", type=float, default=0.05, help="total variation to detect (default 0.05)")
+    grp.add_argument(
         "--budget",
         type=float,
         default=600.0,
         help="time cap in seconds (default 600): sampling stops at the plan or --rounds, never at a time, "
         "unless this cap is reached, which makes the verdict INCONCLUSIVE",
     )
-    a.add_argument(
+    grp.add_argument(
         "--rounds",
         type=int,
         default=None,
@@ -248,7 +283,7 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         "options only; the budget becomes a cap (a long unit draws the tokens of N 32-token sequences in "
         "fewer, longer ones)",
     )
-    a.add_argument(
+    grp.add_argument(
         "--workers",
         type=int,
         default=None,
@@ -258,65 +293,66 @@ def add_commands(sub: argparse._SubParsersAction[_P]) -> None:
         "--cmd, --endpoint, --lm-generator, --context transformers and an implementation that loaded "
         f"{', '.join(FORK_UNSAFE)} (forking them is not safe)",
     )
-    a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--gamma", type=int, default=4, help="draft tokens per round (default 4)")
-    a.add_argument("--vocab", type=int, default=64, help="vocabulary size of the audit's synthetic models (default 64)")
-    a.add_argument(
+    grp.add_argument("--seed", type=int, default=0)
+    grp.add_argument("--gamma", type=int, default=4, help="draft tokens per round (default 4)")
+    grp.add_argument(
+        "--vocab", type=int, default=64, help="vocabulary size of the audit's synthetic models (default 64)"
+    )
+    grp.add_argument(
         "--context",
         choices=["tables", "transformers"],
         default="tables",
         help="the models round steps and generators are audited on: hashed order-2, position-dependent "
         "tables (default, fast) or two seeded tiny transformers models (the law depends on the whole prefix)",
     )
-    a.add_argument(
+    grp.add_argument(
         "--greedy-ties",
         choices=["lowest-id", "any"],
         default="lowest-id",
         help="greedy reference on exact ties of the top probability: the lowest id (target-only greedy "
         "decoding, default) or any of the tied tokens",
     )
-    a.add_argument("--temperature", type=float, action="append", help="audit these temperatures (repeatable)")
-    a.add_argument("--top-k", type=int, default=0)
-    a.add_argument("--top-p", type=float, default=1.0)
-    a.add_argument("--min-p", type=float, default=0.0)
-    a.add_argument("--repetition-penalty", type=float, default=1.0, help="over prompt and generated tokens")
-    a.add_argument("--presence-penalty", type=float, default=0.0, help="over generated tokens only (OpenAI)")
-    a.add_argument("--frequency-penalty", type=float, default=0.0, help="over generated tokens only (OpenAI)")
-    a.add_argument(
+
+
+def _add_settings_options(grp: argparse._ArgumentGroup) -> None:
+    """One sampling setting given on the command line in place of the plan's defaults."""
+    grp.add_argument("--temperature", type=float, action="append", help="audit these temperatures (repeatable)")
+    grp.add_argument("--top-k", type=int, default=0)
+    grp.add_argument("--top-p", type=float, default=1.0)
+    grp.add_argument("--min-p", type=float, default=0.0)
+    grp.add_argument("--repetition-penalty", type=float, default=1.0, help="over prompt and generated tokens")
+    grp.add_argument("--presence-penalty", type=float, default=0.0, help="over generated tokens only (OpenAI)")
+    grp.add_argument("--frequency-penalty", type=float, default=0.0, help="over generated tokens only (OpenAI)")
+    grp.add_argument(
         "--logit-bias",
         type=_bias_option,
         default=(),
         metavar="ID:BIAS,...",
         help="added to the raw logits before everything else (OpenAI logit_bias), e.g. 0:3,1:-3",
     )
-    a.add_argument("--call-timeout", type=float, default=30.0, help="per-call timeout in seconds")
-    a.add_argument("--checkpoint", help="checkpoint file (written after every batch)")
-    a.add_argument("--resume", action="store_true", help="continue from --checkpoint")
-    a.add_argument("--json", metavar="FILE", help="write the verdict as JSON (schema specverify.verdict/2)")
-    a.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
-    a.add_argument("--list-checks", action="store_true", help="describe every check and exit")
-    a.add_argument("--no-progress", action="store_true")
-    a.add_argument(
+
+
+def _add_run_options(grp: argparse._ArgumentGroup) -> None:
+    """Timeouts, checkpoints, reports and what the run prints."""
+    grp.add_argument("--call-timeout", type=float, default=30.0, help="per-call timeout in seconds")
+    grp.add_argument("--checkpoint", help="checkpoint file (written after every batch)")
+    grp.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    grp.add_argument("--json", metavar="FILE", help="write the verdict as JSON (schema specverify.verdict/2)")
+    grp.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    grp.add_argument("--list-checks", action="store_true", help="describe every check and exit")
+    grp.add_argument("--no-progress", action="store_true")
+    grp.add_argument(
         "--fail-fast",
         action="store_true",
         help="stop at the first unit that FAILs (the status is the same; the units after it and the exact checks "
         "are listed as SKIPPED): a quicker red in CI",
     )
-    a.add_argument(
+    grp.add_argument(
         "--no-diagnosis",
         action="store_true",
         help="report a FAIL without ranking its likely root causes (the diagnosis takes seconds to a minute; "
         "the verdict is the same)",
     )
-    a.set_defaults(func=run_audit)
-
-    s = sub.add_parser(
-        "selftest", help="audit every catalogued bug and decoy; non-zero unless all bugs FAIL and all decoys PASS"
-    )
-    s.add_argument("--eps", type=float, default=0.05)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--json", metavar="FILE")
-    s.set_defaults(func=run_selftest)
 
 
 # ---------------------------------------------------------------------------------------------
