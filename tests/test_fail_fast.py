@@ -50,7 +50,9 @@ def test_the_installed_cli_stops_at_the_first_fail_with_the_whole_audits_finding
     assert skipped and all(c["status"] == "SKIPPED" and c["summary"] == f"{REASON} ({first})" for c in skipped)
     # every unit of the whole audit is either run or named as skipped, and the exact checks are named
     assert {c["name"] for c in w if c["check_id"].startswith("unit/")} <= {c["name"] for c in f}
-    assert skipped[-1]["name"] == "the exact checks"
+    assert skipped[-1]["name"] == "the exact checks" and skipped[-1]["kind"] == "exact"
+    # a unit not sampled is a statistical check not run, not an exact one (the terminal row names its kind)
+    assert all(c["kind"] == "statistical" for c in skipped[:-1])
     lines = fast.stdout.splitlines()
     assert lines[-1].startswith(f"FAIL in distribution test '{first}'"), lines[-1]
     assert "not run: --fail-fast stopped at the first FAIL" in fast.stdout

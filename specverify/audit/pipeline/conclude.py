@@ -74,12 +74,13 @@ class StratumFailure:
     whitebox: str | None = None  # a white-box stratum's own name (``stratum`` is its display name)
 
 
-def fail_fast_skips(checks: list[CheckOutcome], left: list[tuple[str, str]]) -> list[CheckOutcome]:
-    """SKIPPED rows, (name, check id) each, for what ``fail_fast`` left out after the first FAIL in
-    ``checks``: the verdict names what was not looked at."""
+def fail_fast_skips(checks: list[CheckOutcome], units: list[tuple[str, str]], exact: str) -> list[CheckOutcome]:
+    """SKIPPED rows for what ``fail_fast`` left out after the first FAIL in ``checks``: the statistical
+    ``units`` not sampled, (name, check id) each, then one row for the ``exact`` checks not run."""
     first = next(c for c in checks if c.status == FAIL)
     why = f"not run: --fail-fast stopped at the first FAIL ({first.name})"
-    return [CheckOutcome(name=n, status=SKIPPED, kind="exact", summary=why, check_id=i) for n, i in left]
+    rows = [CheckOutcome(name=n, status=SKIPPED, kind="statistical", summary=why, check_id=i) for n, i in units]
+    return [*rows, CheckOutcome(name=exact, status=SKIPPED, kind="exact", summary=why, check_id="exact/fail-fast")]
 
 
 def failure_of(stratum: str, test: GofResult, adjusted: float) -> StratumFailure:

@@ -210,7 +210,7 @@ def _fail_fast_skips(plan: AuditPlan, checks: list[CheckOutcome]) -> list[CheckO
     """What ``fail_fast`` left out: the units not sampled and the exact checks."""
     done = {c.check_id for c in checks}
     left = [(u.label, unit_id(u)) for u in plan.units if unit_id(u) not in done]
-    return fail_fast_skips(checks, [*left, ("the exact checks", "exact/fail-fast")])
+    return fail_fast_skips(checks, left, "the exact checks")
 
 
 def _first_by_holm(checks: list[CheckOutcome], evidence: list[str]) -> list[str]:

@@ -820,7 +820,7 @@ def _run(
         checks.append(dataclasses.replace(_conclude_sample(u, cfg, samples[u.index]), check_id=f"unit/{u.index}"))
         if cfg.fail_fast and checks[-1].status == FAIL:
             left = [(w.label, f"unit/{w.index}") for w in units[len(checks) :]]
-            checks += fail_fast_skips(checks, [*left, ("the greedy and seed checks", "exact/fail-fast")])
+            checks += fail_fast_skips(checks, left, "the greedy and seed checks")
             break
     else:
         if cfg.greedy_check:
