@@ -47,10 +47,8 @@ def test_the_suite_covers_what_users_write():
 
 @pytest.mark.parametrize("case", CASES, ids=[c["spec"].split(".", 1)[1] for c in CASES])
 def test_cli_verdict_matches_the_truth(case):
-    # the CI size; the diagnosis is measured in test_diagnosis and scripts/diagnosis_study.py. One sampling
-    # process: pytest-xdist keeps the cores busy already, and a pool beside it cost 10% more CPU (the verdict
-    # does not depend on --workers: test_resume_integrity, test_self_audit)
-    r = run_case(case, ROUNDS, extra=[*CI_FLAGS, "--no-diagnosis", "--workers", "1"], scale=CI_SCALE)
+    # the CI size; the diagnosis is measured in test_diagnosis and scripts/diagnosis_study.py
+    r = run_case(case, ROUNDS, extra=[*CI_FLAGS, "--no-diagnosis"], scale=CI_SCALE)
     assert r["verdict"] == r["expected"], f"{case['spec']} ({case['bug_class'] or 'correct'}): {r['headline']}"
     if r["verdict"] == "PASS":
         assert r["headline"].startswith("PASS"), r["headline"]
