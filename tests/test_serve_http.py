@@ -373,6 +373,43 @@ def test_unseeded_requests_are_independent(servers):
     assert seeds.status == "PASS", seeds.summary
 
 
+def test_an_unseeded_request_derived_from_the_last_seed_fails_the_seed_check(servers):
+    # abetlen/llama-cpp-python (0.3.36, Llama._create_completion): a request without a seed gets
+    # random.Random(<the last seed set>).randint(0, 2**32), so the seed one client sends fixes the
+    # next unseeded request of any other. Modelled here over serve (which draws a fresh seed per
+    # unseeded request) and caught by the interleaved requests (seed, None, seed, None).
+    import random
+
+    from specverify import SamplingSettings
+    from specverify.audit import audit_lm
+    from specverify.audit.sources.http_adapter import http_generator
+    from specverify.runners.serve import default_models
+
+    target = default_models(vocab=VOCAB, seed=0)[0]
+    opts = dict(prompts=[[1, 2, 3]], settings=(SamplingSettings(temperature=0.9),), eps=0.5, length=6,
+                greedy_check=False, long_length=0)  # fmt: skip
+    gen = http_generator(servers["spec"])
+    v = audit_lm(gen, target, **opts)
+    (seeds,) = [c for c in v.checks if c.name == "seed independence"]
+    assert seeds.status == "PASS" and "two unseeded requests, each after a request with one seed, differed" in (
+        seeds.summary
+    ), seeds.summary
+
+    last = [0xFFFFFFFF]
+
+    def chained(prompt, n, seed, s):
+        last[0] = seed if seed is not None else random.Random(last[0]).randint(0, 2**32)
+        return gen(prompt, n, last[0], s)
+
+    chained.seed_optional = True
+    bad = audit_lm(chained, target, **opts)
+    (seeds,) = [c for c in bad.checks if c.name == "seed independence"]
+    assert seeds.status == "FAIL", seeds.summary
+    assert "each right after a request with seed" in seeds.summary and "follows the seed of the request before it" in (
+        seeds.summary
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # A reference endpoint's reported law (issue 23, item 2): no local model.
 

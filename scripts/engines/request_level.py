@@ -5,7 +5,7 @@ OpenAI-compatible server on the engine models of ``scripts/engines/matrix.py`` a
 installed ``specverify audit --endpoint`` against the float64 target, once per case:
 
     requests    the default setting with a stop unit (two ids with real mass under the target), a
-                480-token long unit (cache blocks crossed; the models have 512 positions), seeded and
+                600-token long unit (past 512; cache blocks crossed; the models have 1,024 positions), seeded and
                 unseeded requests, and the returned logprobs checked against the target's raw law (vLLM's
                 default logprobs_mode; processed ones would need --logprobs-mode processed_logprobs)
     penalties   presence 0.5, frequency 0.5 and repetition 1.2 together (generated tokens only for
@@ -27,6 +27,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from matrix import LONG_LENGTH  # noqa: E402
+
 METHODS = (("ngram", 3), ("draft", 3))
 CASES = {
     "requests": ["--check-logprobs", "raw"],  # vLLM's default logprobs_mode is raw_logprobs
@@ -34,14 +37,16 @@ CASES = {
 }
 
 
-def stop_ids(target, n: int = 2) -> list[int]:
-    """The ids with the most mean mass after a few seeded prompts (a stop unit needs stops to happen)."""
+def stop_ids(target, n: int = 2, *, min_id: int = 0) -> list[int]:
+    """The ids >= ``min_id`` with the most mean mass after a few seeded prompts (a stop unit needs
+    stops to happen; llama.cpp stops on text, where ids of 3 digits are no other id's prefix)."""
     import torch
 
     g = torch.Generator().manual_seed(0)
     prompts = torch.randint(2, int(target.config.vocab_size), (16, 8), generator=g)
     with torch.no_grad():
         p = torch.softmax(target(prompts).logits[:, -1].double(), -1).mean(0)
+    p[:min_id] = -1.0
     return [int(i) for i in torch.topk(p, n).indices]
 
 
@@ -72,7 +77,7 @@ def run(out: Path, work: Path, eps: float, budget: float) -> list[dict]:
                 dest = out / f"{key}-{case}.json"
                 cmd = [sys.executable, "-m", "specverify.cli", "audit", "--endpoint", url, "--json", str(dest),
                        "--model", str(models.target), "--stop-token-ids", stops, "--eps", str(eps),
-                       "--budget", str(budget), "--long-length", "480", "--no-progress", *opts]  # fmt: skip
+                       "--budget", str(budget), "--long-length", str(LONG_LENGTH), "--no-progress", *opts]  # fmt: skip
                 code, secs = run_cli_audit(cmd, out / f"{key}-{case}.txt")
                 print(f"{key} {case}: exit {code} in {secs:.0f} s", flush=True)
                 if dest.exists():

@@ -5,7 +5,7 @@ downloaded): a target, a low-overlap and a high-overlap draft, and an EAGLE-1 he
     models.target, models.draft("low"), models.eagle     # directories for vLLM / transformers
     write_gguf(models.target, "out/models/target.gguf")  # the same weights for llama.cpp
 
-The target is a 4-layer Llama (vocab 512, hidden 128) whose LM head is scaled so that its
+The target is a 4-layer Llama (vocab 512, hidden 128, 1,024 positions) whose LM head is scaled so that its
 next-token entropy is a few nats, as in a real model. The ``high`` draft is the target with 5%
 relative noise on every weight (acceptance about 0.8); the ``low`` draft is an independently
 seeded one-layer model with a flatter head (acceptance about 0.1). The EAGLE head is the ``low`` draft's layer with
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # all imported lazily: the package imports without them
     import numpy.typing as npt
     from transformers import PreTrainedModel
 
-__all__ = ["EngineModels", "build_engine_models", "load_float64", "write_gguf", "MODEL_SPEC"]
+__all__ = ["EngineModels", "build_engine_models", "load_float64", "write_gguf", "MODEL_SPEC", "same_models"]
 
 # The engine models' shape; part of what a recording was made with (tests compare it).
 MODEL_SPEC: dict[str, Any] = {
@@ -44,10 +44,24 @@ MODEL_SPEC: dict[str, Any] = {
     "draft_high_seed": 1,
     "eagle_seed": 5,
     "eos": None,
+    "positions": 1024,
 }
+#: Keys of MODEL_SPEC that change no weight and no logit at positions both lengths have (the
+#: rotary table's length): a recording made before one of them changed is still of these models.
+LOGIT_NEUTRAL_KEYS = frozenset({"positions"})
 # No end-of-sequence token: every id is an ordinary token, so no engine stops at or bans one and
 # the law sampled from is the target's, whole (the GGUF still names id 2 for llama.cpp's loader).
 _SPECIAL = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": None}
+
+
+def same_models(spec: dict[str, Any]) -> bool:
+    """Whether a recording's ``spec`` describes the models :data:`MODEL_SPEC` builds (up to
+    :data:`LOGIT_NEUTRAL_KEYS`, which an older recording may lack or hold at another value)."""
+
+    def weights(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in d.items() if k not in LOGIT_NEUTRAL_KEYS}
+
+    return weights(spec) == weights(MODEL_SPEC)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,7 +93,7 @@ def _llama(*, layers: int, seed: int, head_scale: float) -> PreTrainedModel:
         kv_heads=s["heads"],
         seed=seed,
         lm_head_scale=head_scale,
-        max_positions=512,
+        max_positions=s["positions"],
     )
     for k, v in _SPECIAL.items():
         setattr(m.config, k, v)
@@ -169,7 +183,13 @@ def _permute_rotary(x: npt.NDArray[Any], n_heads: int) -> npt.NDArray[Any]:
     return out.reshape(x.shape)
 
 
-def _gguf_header(w: gguf.GGUFWriter, cfg: dict[str, Any], f16: bool) -> None:
+#: GGUF tokenizer models: "llama" (SentencePiece BPE: ids in, ids out; text prompts do not
+#: tokenise, its pieces have no sub-pieces) or "t5" (unigram: " t12 t34" tokenises to [12, 34],
+#: for servers that take text prompts only); the model and its logits are the same
+GGUF_TOKENIZERS = ("llama", "t5")
+
+
+def _gguf_header(w: gguf.GGUFWriter, cfg: dict[str, Any], f16: bool, tokenizer: str = "llama") -> None:
     import gguf
 
     h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
@@ -185,14 +205,16 @@ def _gguf_header(w: gguf.GGUFWriter, cfg: dict[str, Any], f16: bool) -> None:
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_vocab_size(cfg["vocab_size"])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
-    # An SPM vocabulary of whole words "▁tN", so that detokenised text reads " t12 t34".
-    toks = ["<unk>", "<s>", "</s>"] + [f"\u2581t{i}" for i in range(3, cfg["vocab_size"])]
-    w.add_tokenizer_model("llama")
+    # A vocabulary of whole words "▁tN", so that detokenised text reads " t12 t34"; the ids of
+    # unknown and begin-of-sequence are words too (the target samples them like any other), the
+    # end-of-sequence id 2 is the one token without text (llama.cpp stops there).
+    toks = ["\u2581t0", "\u2581t1", "</s>"] + [f"\u2581t{i}" for i in range(3, cfg["vocab_size"])]
+    w.add_tokenizer_model(tokenizer)
     w.add_tokenizer_pre("default")
     w.add_token_list(toks)
     w.add_token_scores([0.0] * len(toks))
     w.add_token_types(
-        [gguf.TokenType.UNKNOWN] + [gguf.TokenType.CONTROL] * 2 + [gguf.TokenType.NORMAL] * (len(toks) - 3)
+        [gguf.TokenType.NORMAL] * 2 + [gguf.TokenType.CONTROL] + [gguf.TokenType.NORMAL] * (len(toks) - 3)
     )
     w.add_unk_token_id(0)
     w.add_bos_token_id(1)
@@ -212,8 +234,13 @@ _GGUF_LAYER = {
 }
 
 
-def write_gguf(model_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], *, f16: bool = False) -> Path:
-    """Write the Llama in ``model_dir`` as a GGUF file for llama.cpp (needs the ``gguf`` package)."""
+def write_gguf(
+    model_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], *, f16: bool = False, tokenizer: str = "llama"
+) -> Path:
+    """Write the Llama in ``model_dir`` as a GGUF file for llama.cpp (needs the ``gguf`` package);
+    ``tokenizer`` is one of :data:`GGUF_TOKENIZERS`."""
+    if tokenizer not in GGUF_TOKENIZERS:
+        raise ValueError(f"tokenizer={tokenizer!r}: one of {GGUF_TOKENIZERS}")
     import gguf
     import numpy as np
     from safetensors.numpy import load_file
@@ -223,7 +250,7 @@ def write_gguf(model_dir: str | os.PathLike[str], out_path: str | os.PathLike[st
     sd = load_file(str(model_dir / "model.safetensors"))
     w = gguf.GGUFWriter(str(out_path), "llama")
     w.add_name(model_dir.name)
-    _gguf_header(w, cfg, f16)
+    _gguf_header(w, cfg, f16, tokenizer)
 
     def put(name: str, x: npt.NDArray[Any]) -> None:
         x32 = np.ascontiguousarray(x.astype(np.float32))

@@ -1,4 +1,4 @@
-"""llama.cpp through llama-cpp-python's Python API (its server takes only text prompts).
+"""llama.cpp through llama-cpp-python's Python API, and through its OpenAI server.
 
     engine = LlamaCppEngine(gguf_target, draft="prompt-lookup", k=3)        # or draft=gguf_draft
     generate = engine.generator(seeded=True)                                  # for audit_lm
@@ -16,6 +16,18 @@ refused as unsupported. Its repetition penalty counts generated tokens only (``L
 creates a sampler per call and never shows it the prompt; llama.cpp's own server does): settings
 with ``penalize_prompt=False`` describe it (``SamplingSettings.require_conventions``).
 
+Two ways in (``api``): ``"generate"`` (the default) as above; ``"completion"`` calls
+``Llama.create_completion``, what llama-cpp-python's users and its OpenAI server call: its stops
+(text stops; the end-of-sequence token always ends a request, so a request must list it among
+``stop_token_ids``: :func:`stop_texts`), its returned logprobs (raw: the log-softmax of the
+model's logits, read back by token text; ``generator(logprobs=K)``) and its seeds (a request
+without one gets what ``create_completion`` derives for it) are then the engine's own.
+
+The server (``python -m llama_cpp.server``, :func:`serve_llama`) takes text prompts only; a GGUF
+written with ``write_gguf(..., tokenizer="t5")`` (a unigram vocabulary of the same words) turns
+" t12 t34" back into [12, 34], so :func:`llama_server_generator` sends ids as text and reads them
+back from ``logprobs.tokens``. It serves one request at a time (a lock around one ``Llama``).
+
 Speculation: ``"prompt-lookup"`` is ``LlamaPromptLookupDecoding(num_pred_tokens=k)``; a GGUF path
 is a second model drafting ``k`` greedy tokens (:class:`GreedyDraft`). llama-cpp-python verifies
 by sampling the target at each drafted position and keeping drafts while the sample equals the
@@ -24,9 +36,14 @@ draft, so the same seed gives the same tokens with or without speculation.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
 import os
-from collections.abc import Callable, Sequence
-from typing import Any
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +58,11 @@ __all__ = [
     "generate_kwargs",
     "ids_from_text",
     "penalty_window_refusal",
+    "stop_texts",
+    "completion_output",
+    "serve_llama",
+    "llama_server_generator",
+    "text_prompt",
 ]
 
 
@@ -95,6 +117,76 @@ def ids_from_text(text: str) -> list[int]:
         ) from exc
 
 
+def _one_id(piece: str, eos: int | None = None) -> int:
+    """The id of one token's text; "" is the end-of-sequence token's (the one token without text
+    in specverify's GGUF vocabularies), where ``eos`` is given."""
+    if piece == "" and eos is not None:
+        return eos
+    ids = ids_from_text(piece)
+    if len(ids) != 1:
+        raise MalformedOutputError(f"llama.cpp returned the token text {piece!r}, not one word 't<id>'")
+    return ids[0]
+
+
+def stop_texts(stop_token_ids: Sequence[int], *, eos: int, vocab: int, greedy: bool = False) -> list[str]:
+    """``create_completion``'s ``stop`` strings for ``stop_token_ids`` (the GGUF's words " t<id>").
+
+    llama-cpp-python stops on text and ends every request at its end-of-sequence token: a request
+    whose stop ids leave out ``eos`` follows another law than the one audited, and an id whose
+    text starts another id's (" t45" in " t451") would stop early; both are declined
+    (UnsupportedSettingError naming the fix). A greedy request is taken without ``eos``: its
+    output is one sequence, declined afterwards only if it ends there (:func:`_ended_at_eos`)."""
+    ids = [int(t) for t in stop_token_ids]
+    if eos not in ids and not greedy:
+        raise UnsupportedSettingError(
+            f"llama-cpp-python's completion ends every request at its end-of-sequence token {eos}; "
+            f"audit it with stop_token_ids that include {eos} (got {ids})"
+        )
+    clash = [t for t in ids if t != eos and any(str(u).startswith(str(t)) for u in range(3, vocab) if u != t)]
+    if clash:
+        raise UnsupportedSettingError(
+            f"llama-cpp-python stops on text, and the text of stop id(s) {clash} begins another token's "
+            f"(' t{clash[0]}' in ' t{clash[0]}0'); choose stop ids of {len(str(vocab - 1))} digits"
+        )
+    return [f" t{t}" for t in ids if t != eos]
+
+
+def _ended_at_eos(ids: Sequence[int], n: int, s: SamplingSettings, eos: int) -> None:
+    """A greedy request taken without ``eos`` among its stops, which llama.cpp ended there anyway."""
+    if eos not in s.stop_token_ids and len(ids) < n and ids and ids[-1] == eos:
+        raise UnsupportedSettingError(
+            f"llama-cpp-python ended a greedy request at its end-of-sequence token {eos} after {len(ids) - 1} "
+            f"tokens; the audit's greedy law has no stop there (list {eos} among stop_token_ids)"
+        )
+
+
+def completion_output(
+    choice: Mapping[str, Any], stop_token_ids: Sequence[int], *, eos: int, eos_logprob: float | None
+) -> dict[str, Any]:
+    """A ``create_completion`` choice as specverify's request output (ids, logprobs, top_logprobs).
+
+    The ids are read from ``logprobs.tokens`` (each generated token's text, the stop token
+    included, where ``text`` is cut before it). The end-of-sequence token is not among them: a
+    request that finished on "stop" without a listed stop id last ended at ``eos``, which is
+    appended with ``eos_logprob`` (the engine's own row, as it computes ``token_logprobs``; None
+    where that row cannot be read, over HTTP: the request's logprobs are then left unchecked)."""
+    lp = choice.get("logprobs") or {}
+    if "tokens" not in lp or "token_logprobs" not in lp:
+        raise MalformedOutputError(f"llama.cpp returned no logprobs.tokens / token_logprobs: {str(choice)[:200]}")
+    ids = [_one_id(t) for t in lp["tokens"]]
+    values = [float(x) for x in lp["token_logprobs"]]
+    tops = [{_one_id(k, eos): float(v) for k, v in (d or {}).items()} for d in lp.get("top_logprobs") or []]
+    if choice.get("finish_reason") == "stop" and (not ids or ids[-1] not in stop_token_ids):
+        if eos_logprob is None:
+            return {"ids": [*ids, eos]}
+        ids, values = [*ids, eos], [*values, float(eos_logprob)]
+        tops = [*tops, {eos: float(eos_logprob)}] if tops else tops
+    out: dict[str, Any] = {"ids": ids, "logprobs": values}
+    if tops:
+        out["top_logprobs"] = tops
+    return out
+
+
 def _draft_base() -> Any:
     from llama_cpp.llama_speculative import LlamaDraftModel
 
@@ -113,7 +205,7 @@ class GreedyDraft:
                 from llama_cpp import Llama
 
                 self.k = k
-                self.model = Llama(model_path=str(path), n_ctx=512, n_threads=n_threads, verbose=False)
+                self.model = Llama(model_path=str(path), n_ctx=0, n_threads=n_threads, verbose=False)
 
             def __call__(self, input_ids: Sequence[int], **kwargs: Any) -> npt.NDArray[np.intc]:
                 out: list[int] = []
@@ -138,10 +230,15 @@ class LlamaCppEngine:
         n_threads: int = 1,
         seed: int = 0,
         penalty_window: int = 64,
+        api: Literal["generate", "completion"] = "generate",
     ) -> None:
         """``penalty_window``: llama-cpp-python's ``last_n_tokens_size``, the tokens its penalties
         count (64 by default: specverify's law counts every generated token, so outputs longer than
-        the window need a window as long as the request to be audited with penalties)."""
+        the window need a window as long as the request to be audited with penalties). ``api``:
+        which of llama-cpp-python's calls serves a request (module docstring)."""
+        if api not in ("generate", "completion"):
+            raise ValueError(f"api={api!r}: 'generate' (Llama.generate) or 'completion' (create_completion)")
+        self.api = api
         from llama_cpp import Llama
 
         drafter = None
@@ -154,7 +251,7 @@ class LlamaCppEngine:
         self.method = "none" if draft is None else ("prompt-lookup" if draft == "prompt-lookup" else "draft")
         self.llm = Llama(
             model_path=str(gguf_path),
-            n_ctx=512,
+            n_ctx=0,
             n_threads=n_threads,
             seed=seed,
             draft_model=drafter,
@@ -180,15 +277,52 @@ class LlamaCppEngine:
                 break
         return out
 
+    def complete(
+        self, prompt: Sequence[int], n: int, seed: int | None, s: SamplingSettings, *, logprobs: int = 1
+    ) -> dict[str, Any]:
+        """At most ``n`` tokens from ``create_completion`` with the request's stops, seed (None: none
+        sent) and ``logprobs`` top log-probabilities, as :func:`completion_output` reads them."""
+        if why := penalty_window_refusal(s, n, int(self.llm.last_n_tokens_size)):
+            raise UnsupportedSettingError(why)
+        eos = int(self.llm.token_eos())
+        stops = stop_texts(s.stop_token_ids, eos=eos, vocab=int(self.llm.n_vocab()), greedy=s.is_greedy)
+        kw = completion_kwargs(dataclasses.replace(s, stop_token_ids=()))
+        response = self.llm.create_completion(
+            [int(t) for t in prompt], max_tokens=n, stop=stops, logprobs=max(1, logprobs), seed=seed, **kw
+        )
+        choice = response["choices"][0]
+        eos_lp = self._eos_logprob(len(prompt), choice, s.stop_token_ids, eos)
+        out = completion_output(choice, s.stop_token_ids, eos=eos, eos_logprob=eos_lp)
+        _ended_at_eos(out["ids"], n, s, eos)
+        return out
+
+    def _eos_logprob(self, n_prompt: int, choice: Mapping[str, Any], stops: Sequence[int], eos: int) -> float | None:
+        """The log-probability of the end-of-sequence token where it ended the request (the
+        engine's own logits row, as llama-cpp-python computes ``token_logprobs``), else None."""
+        tokens = (choice.get("logprobs") or {}).get("tokens") or []
+        if choice.get("finish_reason") != "stop" or (tokens and _one_id(tokens[-1]) in stops):
+            return None
+        row = n_prompt - 1 + len(tokens)  # the row that sampled the token after the last one listed
+        if row >= self.llm.n_tokens:
+            raise MalformedOutputError(f"llama.cpp kept no logits row {row} for its end (n_tokens {self.llm.n_tokens})")
+        return float(self.llm.logits_to_logprobs(self.llm.scores[row])[eos])
+
     def generator(
-        self, *, seeded: bool = True, name: str | None = None, audit_batch: int = 64
-    ) -> Callable[[Sequence[int], int, int | None, SamplingSettings], list[int]]:
+        self, *, seeded: bool = True, name: str | None = None, audit_batch: int = 64, logprobs: int | None = None
+    ) -> Callable[[Sequence[int], int, int | None, SamplingSettings], Any]:
         """``generate`` for :func:`~specverify.audit.audit_lm`. The engine takes one request at a
         time (batch size 1); ``generate.batch`` runs ``audit_batch`` of them in turn so that the
-        auditor computes their laws in one pass."""
+        auditor computes their laws in one pass. ``logprobs=K`` (``api="completion"`` only) returns
+        each token's raw log-probability and the top K beside the ids, for the audit to check."""
+        if logprobs is not None and self.api != "completion":
+            raise ValueError("logprobs come from create_completion: build the engine with api='completion'")
 
-        def generate(prompt: Sequence[int], n: int, seed: int | None, s: SamplingSettings) -> list[int]:
-            return self.run(prompt, n, seed if seeded else None, s)
+        def generate(prompt: Sequence[int], n: int, seed: int | None, s: SamplingSettings) -> Any:
+            seed = seed if seeded else None
+            if self.api == "completion":
+                out = self.complete(prompt, n, seed, s, logprobs=logprobs or 1)
+                return out if logprobs is not None else out["ids"]
+            return self.run(prompt, n, seed, s)
 
         def batch(
             prompts: Sequence[Sequence[int]], n: int, seeds: Sequence[int | None], s: SamplingSettings
@@ -196,6 +330,10 @@ class LlamaCppEngine:
             return [generate(p, n, sd, s) for p, sd in zip(prompts, seeds, strict=True)]
 
         generate.__name__ = name or f"llama.cpp[{self.method}]"
+        if logprobs is not None:
+            generate.logprobs_mode = "raw"  # type: ignore[attr-defined]  # log-softmax of the logits, as returned
+        # seed=None: a request without a seed; the same seed reproduces a request
+        generate.seed_optional = generate.seeded = generate.sends_seed = seeded  # type: ignore[attr-defined]
         generate.batch = batch  # type: ignore[attr-defined]
         generate.batch_size = audit_batch  # type: ignore[attr-defined]
         return generate
@@ -205,3 +343,88 @@ class LlamaCppEngine:
         self.llm.reset()
         self.llm.eval([int(t) for t in ids])
         return np.array(self.llm.scores[: len(ids)], dtype=np.float64)
+
+
+def text_prompt(ids: Sequence[int]) -> str:
+    """[12, 34] -> " t12 t34" (ids 0-2 are special tokens with no word: refused)."""
+    if any(int(t) < 3 for t in ids):
+        raise ValueError(f"prompt {list(ids)[:8]}...: ids 0-2 are special tokens with no text; use ids >= 3")
+    return "".join(f" t{int(t)}" for t in ids)
+
+
+@contextlib.contextmanager
+def serve_llama(
+    gguf_path: str | os.PathLike[str],
+    *,
+    draft: Literal["prompt-lookup"] | None = None,
+    k: int = 3,
+    penalty_window: int = 64,
+    python: str | None = None,
+    port: int | None = None,
+    n_threads: int = 1,
+    startup_timeout: float = 120.0,
+    log: str | os.PathLike[str] | None = None,
+) -> Iterator[str]:
+    """Run llama-cpp-python's OpenAI server on 127.0.0.1 for the block; yields its base URL.
+    ``draft="prompt-lookup"`` is the server's one speculative method (``--draft_model
+    prompt-lookup-decoding``, ``k`` tokens); ``penalty_window`` its ``--last_n_tokens_size``."""
+    from ._server import free_port, server_process
+
+    port = port or free_port()
+    cmd = [python or sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path), "--host", "127.0.0.1",
+           "--port", str(port), "--n_ctx", "0", "--logits_all", "true", "--n_threads", str(n_threads),
+           "--last_n_tokens_size", str(int(penalty_window)), "--verbose", "false"]  # fmt: skip
+    if draft == "prompt-lookup":
+        cmd += ["--draft_model", "prompt-lookup-decoding", "--draft_model_num_pred_tokens", str(int(k))]
+    elif draft is not None:
+        raise ValueError(f"draft={draft!r}: llama-cpp-python's server speculates by 'prompt-lookup' only")
+    url = f"http://127.0.0.1:{port}"
+    with server_process(cmd, url=url, health="/v1/models", who="llama-cpp-python", timeout=startup_timeout,
+                        log=log) as up:  # fmt: skip
+        yield up
+
+
+def llama_server_generator(
+    base_url: str,
+    *,
+    vocab: int,
+    eos: int = 2,
+    seeded: bool = True,
+    logprobs: int | None = None,
+    penalty_window: int = 64,
+    concurrency: int = 1,
+    timeout: float = 120.0,
+) -> Callable[[Sequence[int], int, int | None, SamplingSettings], Any]:
+    """``generate(prompt, n, seed, settings)`` over llama-cpp-python's ``POST /v1/completions``:
+    the prompt as text (:func:`text_prompt`), stops as :func:`stop_texts`, the ids read back from
+    ``logprobs.tokens``; ``logprobs=K`` returns the raw log-probabilities beside them.
+    ``concurrency`` requests are sent at once (the server queues them)."""
+    from ..audit.sources.http_adapter import _post_with_retries
+
+    url = base_url.rstrip("/") + "/v1/completions"
+
+    def generate(prompt: Sequence[int], n: int, seed: int | None, s: SamplingSettings) -> Any:
+        if why := penalty_window_refusal(s, n, penalty_window):
+            raise UnsupportedSettingError(why)
+        body: dict[str, Any] = {"prompt": text_prompt(prompt), "max_tokens": int(n), "logprobs": max(1, logprobs or 1),
+                                "stop": stop_texts(s.stop_token_ids, eos=eos, vocab=vocab, greedy=s.is_greedy),
+                                **completion_kwargs(dataclasses.replace(s, stop_token_ids=()))}  # fmt: skip
+        if seeded and seed is not None:
+            body["seed"] = int(seed)
+        raw = _post_with_retries(url, body, timeout=timeout, retries=1, backoff=1.0)
+        choice = json.loads(raw)["choices"][0]
+        out = completion_output(choice, s.stop_token_ids, eos=eos, eos_logprob=None)
+        _ended_at_eos(out["ids"], n, s, eos)
+        return out if logprobs is not None else out["ids"]
+
+    def batch(prompts: Sequence[Sequence[int]], n: int, seeds: Sequence[int | None], s: SamplingSettings) -> list[Any]:
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            return list(pool.map(lambda ps: generate(ps[0], n, ps[1], s), zip(prompts, seeds, strict=True)))
+
+    generate.__name__ = f"llama.cpp-server:{base_url}"
+    if logprobs is not None:
+        generate.logprobs_mode = "raw"  # type: ignore[attr-defined]
+    generate.seed_optional = generate.seeded = generate.sends_seed = seeded  # type: ignore[attr-defined]
+    generate.batch = batch  # type: ignore[attr-defined]
+    generate.batch_size = 32  # type: ignore[attr-defined]
+    return generate

@@ -24,11 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..dists import SamplingSettings
 from ..errors import ImplementationError, UnsupportedSettingError
 from ._models import EngineModels
+from ._server import free_port, server_process
 
 if TYPE_CHECKING:  # vLLM is imported lazily: this module imports without it
     from vllm import LLM, SamplingParams
@@ -106,7 +103,7 @@ class VLLMOffline:
         speculative_config: dict[str, Any] | None = None,
         dtype: str = "float32",
         seed: int = 0,
-        max_model_len: int = 512,
+        max_model_len: int | None = None,
         enforce_eager: bool = True,
         memory_fraction: float = 0.25,
         in_process: bool = False,
@@ -237,13 +234,6 @@ class VLLMOffline:
         return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def serve(
     model_dir: str | os.PathLike[str],
@@ -257,7 +247,7 @@ def serve(
 ) -> Iterator[str]:
     """Run vLLM's OpenAI server on 127.0.0.1 for the duration of the block; yields its base URL.
     ``extra_args`` go to the server as they are (``("--max-logprobs", "-1")`` for a reference)."""
-    port = port or _free_port()
+    port = port or free_port()
     cmd = [
         python or sys.executable,
         "-m",
@@ -267,8 +257,6 @@ def serve(
         "--skip-tokenizer-init",
         "--dtype",
         "float32",
-        "--max-model-len",
-        "512",
         "--enforce-eager",
         "--host",
         "127.0.0.1",
@@ -284,31 +272,9 @@ def serve(
     if speculative:
         cmd += ["--speculative-config", json.dumps(speculative)]
     cmd += list(extra_args)
-    out: Any = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, proc, startup_timeout)
-        yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 15)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(30)
-        if log:
-            out.close()
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if proc.poll() is not None:
-            raise ImplementationError(f"the vLLM server exited with code {proc.returncode} before it was healthy")
-        with contextlib.suppress(OSError), urllib.request.urlopen(url + "/health", timeout=2) as r:
-            if r.status == 200:
-                return
-        time.sleep(1.0)
-    raise ImplementationError(f"the vLLM server at {url} was not healthy after {timeout:g} s")
+    with server_process(cmd, url=url, health="/health", who="vLLM", timeout=startup_timeout, log=log) as up:
+        yield up
 
 
 def model_name(model_dir: str | os.PathLike[str]) -> str:

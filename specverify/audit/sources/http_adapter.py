@@ -253,7 +253,8 @@ def http_generator(
             return [ids for f in futs for ids in f.result()]
 
     gen = cast(HttpGenerate, generate)  # a function with attributes: .batch, .batch_size, what it declares
-    declared: dict[str, object] = {"batch_invariant": batch_invariant, "sends_seed": seeded}  # how a repeat is worded
+    # how a repeat is worded; seed=None sends a request without a seed (the seed check's interleaving)
+    declared: dict[str, object] = {"batch_invariant": batch_invariant, "sends_seed": seeded, "seed_optional": True}
     declared.update({"logprobs_mode": check_logprobs} if check_logprobs else {})
     for k, v in declared.items():
         setattr(gen, k, v)

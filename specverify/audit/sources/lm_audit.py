@@ -1028,6 +1028,10 @@ def _seed_outcome(generate: Generate, aud: CausalLM, s: SamplingSettings, cfg: L
         if (bad := _batch_variance(generate, s, cfg, prompt, seeds[0], n)) is not None:
             return bad
         note += "; alone and among concurrent requests alike (batch_invariant=True)"
+    if getattr(generate, "seed_optional", False) and getattr(generate, "sends_seed", True):
+        if (bad := _unseeded_after_seeded(generate, aud, s, cfg, prompt, seeds[0], n)) is not None:
+            return bad
+        note += "; two unseeded requests, each after a request with one seed, differed"
     summary = f"{len(seeds)} seeds, {len(set(map(tuple, outs)))} different samples from one prompt{note}"
     return CheckOutcome(name="seed independence", status=PASS, kind="exact", summary=summary, check_id="exact/seeds")
 
@@ -1051,6 +1055,32 @@ def _batch_variance(
         f"while {cfg.name} declares batch_invariant=True (a seeded request's tokens do not depend on its batch)"
     )
     return _seed_fail(text)
+
+
+def _unseeded_after_seeded(
+    generate: Generate, aud: CausalLM, s: SamplingSettings, cfg: LMAuditConfig, prompt: list[int], seed: int, n: int
+) -> CheckOutcome | None:
+    """Where the generator takes ``seed=None`` (``seed_optional = True``: a request sent without
+    a seed), an unseeded request must not be determined by the seed of the request before it:
+    sent one at a time, (seed, None, seed, None) must not repeat in the two unseeded requests
+    unless that sequence is likely (abetlen/llama-cpp-python#1809: an unseeded request's seed is
+    derived from the last seed set, so a client's seed fixes the next unseeded request of any
+    other). The FAIL, or None."""
+    t, outs = call_timeout(cfg, n), []
+    for sd in (seed, None, seed, None):
+        out = call_with_timeout(generate, list(prompt), n, sd, s, timeout=t, what=cfg.name)
+        outs.append(parse_output(out, cfg.name).ids)
+    if outs[1] != outs[3]:
+        return None
+    law = aud.batch_sequence_probs([prompt], [outs[1]], s)[0]
+    p = float(np.prod(law[np.arange(len(outs[1])), outs[1]]))
+    if p > cfg.alpha * 1e-3:
+        return None
+    return _seed_fail(
+        f"two requests sent without a seed, each right after a request with seed {seed}, gave the same "
+        f"{len(outs[1])} tokens ({_clip(outs[1])}): an unseeded request's randomness follows the seed of the "
+        f"request before it (that sequence has probability {p:.2g} under the target law)"
+    )
 
 
 def _diagnosis_of(
