@@ -10,6 +10,7 @@ while its non-speculative samples must not.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import threading
@@ -88,7 +89,14 @@ def test_llama_cpp_refuses_penalties_over_more_tokens_than_its_window():
 
     pen = SamplingSettings(presence_penalty=0.5, temperature_last=True, penalize_prompt=False)
     assert penalty_window_refusal(pen, 64, 64) is None and penalty_window_refusal(SamplingSettings(), 480, 64) is None
-    assert "penalty_window >= 480" in penalty_window_refusal(pen, 480, 64)
+    assert "audit it with penalty_window=64, or build the engine with penalty_window >= 480" in (
+        penalty_window_refusal(pen, 480, 64)
+    )
+    # the law over the engine's own window is the engine's law, at any length
+    windowed = dataclasses.replace(pen, penalty_window=64)
+    assert penalty_window_refusal(windowed, 480, 64) is None
+    assert penalty_window_refusal(dataclasses.replace(pen, penalty_window=32), 480, 64) is not None
+    assert penalty_window_refusal(dataclasses.replace(pen, penalty_window=600), 480, 1024) is None  # both hold 479
     engine = object.__new__(LlamaCppEngine)  # no llama_cpp needed: the refusal comes first
     engine.llm = types.SimpleNamespace(last_n_tokens_size=64)
     with pytest.raises(UnsupportedSettingError, match="count the last 64 tokens only"):
@@ -205,6 +213,8 @@ def test_batched_laws_equal_the_per_position_pipeline(target):
         SamplingSettings(),
         SamplingSettings(temperature=0.7, top_p=0.8, top_k=5),
         SamplingSettings(repetition_penalty=1.3),
+        SamplingSettings(repetition_penalty=1.3, presence_penalty=0.5, penalty_window=3),
+        SamplingSettings(repetition_penalty=1.3, frequency_penalty=0.5, penalize_prompt=False, penalty_window=2),
     ):
         got = lm.batch_sequence_probs(prompts, conts, s)
         for p, c, g in zip(prompts, conts, got, strict=True):

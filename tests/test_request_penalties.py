@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -87,6 +88,62 @@ def test_history_counts_split_the_prompt_from_the_generated_tokens():
     assert seen.tolist() == [0, 0, 0, 3, 0, 1, 0, 1] and out.tolist() == [0, 0, 0, 1, 0, 0, 0, 1]
     seen, _ = history_counts([3, 3, 5, 3, 7], 3, SamplingSettings(penalize_prompt=False), 8)
     assert seen.tolist() == [0, 0, 0, 1, 0, 0, 0, 1]  # llama-cpp-python's convention: generated only
+
+
+def test_a_penalty_window_counts_the_last_n_tokens_of_each_history():
+    s = SamplingSettings(presence_penalty=1.0, repetition_penalty=1.2, penalty_window=2)
+    seen, out = history_counts([3, 3, 5, 3, 7, 7], 3, s, 8)  # prompt [3, 3, 5], generated [3, 7, 7]
+    assert seen.tolist() == [0] * 7 + [2] and out.tolist() == [0] * 7 + [2]  # the last two: [7, 7]
+    seen, out = history_counts([3, 3, 5, 3], 3, s, 8)  # one generated token: the window holds the prompt's 5
+    assert seen.tolist() == [0, 0, 0, 1, 0, 1, 0, 0] and out.tolist() == [0, 0, 0, 1, 0, 0, 0, 0]
+    assert s.to_dict()["penalty_window"] == 2 and "penalty_window" not in SamplingSettings().to_dict()
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InvalidSettingsError, match="penalty_window must be an int >= 0") as e:
+            SamplingSettings(penalty_window=bad)
+        assert e.value.field == "penalty_window"
+
+
+def test_running_counts_equal_the_counts_of_each_prefix():
+    from specverify.dists import running_counts, token_counts
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 6, size=40).tolist()
+    for window, first in ((0, 0), (5, 0), (3, 17), (1, 39)):
+        got = running_counts(ids, 6, window=window, first=first)
+        want = [token_counts(ids[:t][-window:] if window else ids[:t], 6) for t in range(first, len(ids))]
+        np.testing.assert_array_equal(got, np.array(want).reshape(-1, 6))
+    # the language-model laws' histories, every position at once, against the per-position rule
+    from specverify.lm.transformers_lm import _history_counts
+
+    prompt, cont = ids[:7], ids[7:]
+    for s in (SamplingSettings(penalty_window=4), SamplingSettings(penalize_prompt=False, penalty_window=3)):
+        seen, gen = _history_counts(prompt, cont, 6, s)
+        for t in range(len(cont)):
+            want_seen, want_gen = history_counts(prompt + cont[:t], len(prompt), s, 6)
+            np.testing.assert_array_equal(seen[t], want_seen)
+            np.testing.assert_array_equal(gen[t], want_gen)
+
+
+def test_an_engine_without_a_window_declines_one():
+    from specverify.engines.vllm import sampling_params_kwargs
+    from specverify.errors import UnsupportedSettingError
+
+    with pytest.raises(UnsupportedSettingError, match="penalties count every token.*audit it with penalty_window=0"):
+        sampling_params_kwargs(SamplingSettings(presence_penalty=0.5, penalty_window=64))
+    sampling_params_kwargs(SamplingSettings(penalty_window=64))  # no penalty: the window changes nothing
+
+
+WINDOWED = (SamplingSettings(presence_penalty=1.5, frequency_penalty=1.0, penalty_window=2),)
+
+
+def test_a_step_that_honours_the_penalty_window_passes_and_one_that_ignores_it_fails():
+    # llama.cpp and llama-cpp-python count the last 64 tokens (repeat_last_n); a law over the whole
+    # history failed them (results/engines/llama.cpp-requests), a law over the window is theirs
+    opts = {**OPTIONS, "settings": WINDOWED, "fail_fast": True}
+    ok = audit(RoundAdapter(P.step_penalties_windowed, logits=True, name="windowed"), **opts)
+    assert ok.status == "PASS", ok.headline()
+    bad = audit(RoundAdapter(P.step_penalties_correct, logits=True, name="whole history"), **opts)
+    assert bad.status == "FAIL" and "penalty_window=2" in bad.headline(), bad.headline()
 
 
 def test_request_settings_validate_the_prompt_length():

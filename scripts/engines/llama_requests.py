@@ -13,7 +13,8 @@ Three ways in (``--api``), on the engine models of ``scripts/engines/matrix.py``
 Cases:
 
     penalties   presence 0.5, frequency 0.5 and repetition 1.3 together, in llama.cpp's conventions
-                (temperature after the filters, a repetition penalty over generated tokens only),
+                (temperature after the filters, penalties over the last --penalty-window generated
+                tokens only: SamplingSettings(penalty_window=...), 64 by default as in the engine),
                 with top-k 40 and top-p 0.9 at temperature 0.8, over 32-token requests and the
                 600-token long unit (the models have 1,024 positions), the greedy check over 600
                 tokens and the seed check
@@ -23,7 +24,7 @@ Cases:
                 (with unseeded requests interleaved with seeded ones)
     unseeded    the default setting, every request without a seed
 
-    .engines/llama/venv/bin/python scripts/engines/llama_requests.py --api completion --penalty-window 1024
+    .engines/llama/venv/bin/python scripts/engines/llama_requests.py --api completion
 """
 
 from __future__ import annotations
@@ -48,11 +49,12 @@ CASES_OF = {
 EOS = 2  # the GGUF's end-of-sequence id: llama.cpp's completion always stops there
 
 
-def cases(api: str, stops: tuple[int, ...]):
-    """case -> (settings, seeded, audit options)."""
+def cases(api: str, stops: tuple[int, ...], window: int = 64):
+    """case -> (settings, seeded, audit options); the penalties count the engine's last ``window``
+    generated tokens (llama-cpp-python's ``last_n_tokens_size``), as the law does."""
     from specverify import SamplingSettings
 
-    conv = dict(temperature_last=True, penalize_prompt=False)
+    conv = dict(temperature_last=True, penalize_prompt=False, penalty_window=window)
     end = {} if api == "generate" else dict(stop_token_ids=(EOS,))  # llama.cpp's EOS stop, on every request
     pen = SamplingSettings(temperature=0.8, top_k=40, top_p=0.9, presence_penalty=0.5, frequency_penalty=0.5,
                            repetition_penalty=1.3, **conv, **end)  # fmt: skip
@@ -100,7 +102,7 @@ def run(out: Path, work: Path, eps: float, budget: float, window: int, methods: 
     for method, k, overlap in METHODS:
         if method not in methods or method not in CASES_OF[api]:
             continue
-        for case, (settings, seeded, opts) in cases(api, stops).items():
+        for case, (settings, seeded, opts) in cases(api, stops, window).items():
             if case not in CASES_OF[api][method]:
                 continue
             with contextlib.ExitStack() as stack:

@@ -5,7 +5,7 @@ Public surface; implementation lives in private modules. The torch forms are in
 """
 
 from ._boundary import FilterBoundary, filter_boundaries
-from ._processing import probs_from_logits, process_logits, softmax, token_counts
+from ._processing import probs_from_logits, process_logits, running_counts, softmax, token_counts
 from ._sampling import (
     exponential_race_sample,
     gumbel_max_sample,
@@ -41,6 +41,7 @@ __all__ = [
     "inverse_cdf_sample_scalar",
     "probs_from_logits",
     "process_logits",
+    "running_counts",
     "sample_tokens",
     "softmax",
     "token_counts",

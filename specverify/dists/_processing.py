@@ -30,13 +30,27 @@ from numpy.typing import ArrayLike
 from ._settings import SamplingSettings
 from ._validate import validate_logits
 
-__all__ = ["process_logits", "softmax", "probs_from_logits", "token_counts"]
+__all__ = ["process_logits", "softmax", "probs_from_logits", "token_counts", "running_counts"]
 
 
 def token_counts(token_ids: ArrayLike, vocab_size: int) -> np.ndarray:
     """Counts [V] of each id in a 1-D sequence of token ids (the history used by penalties)."""
     ids = np.asarray(token_ids, dtype=np.int64).ravel()
     return np.bincount(ids, minlength=vocab_size)[:vocab_size].astype(np.float64)
+
+
+def running_counts(token_ids: ArrayLike, vocab_size: int, *, window: int = 0, first: int = 0) -> np.ndarray:
+    """Counts [len(ids) - first, V] of the ids before each position ``first``, ``first`` + 1, ...:
+    row j counts ``ids[:first + j]``, the last ``window`` of them (0: all); penalties' histories
+    for every position of a sequence at once."""
+    ids = np.asarray(token_ids, dtype=np.int64).ravel()
+    n = len(ids)
+    cum = np.zeros((n + 1, vocab_size))
+    cum[np.arange(1, n + 1), ids] = 1.0
+    np.cumsum(cum, axis=0, out=cum)
+    at = np.arange(first, n)
+    out: np.ndarray = cum[at] - cum[np.maximum(at - window, 0)] if window else cum[at]
+    return out
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

@@ -31,6 +31,9 @@ class SamplingSettings:
     llama-cpp-python's ``Llama.generate`` does (its sampler never sees the prompt); transformers,
     vLLM and llama.cpp's own server count the prompt too. It is honoured where a law is computed
     from a prompt and a continuation (audits of language models).
+    ``penalty_window=n`` makes every penalty count only the last ``n`` of the tokens it counts
+    (llama.cpp's ``repeat_last_n`` / llama-cpp-python's ``last_n_tokens_size``, 64 by default
+    there); 0 (the default) counts them all, as transformers, vLLM and the OpenAI API do.
     ``stop_token_ids`` (OpenAI/vLLM ``stop_token_ids``) end a request at the first of them it
     emits, that token included: they change where a sequence ends, never the law of a token.
     ``logit_bias`` ((id, bias) pairs; a mapping {id: bias} is accepted, its keys ints or digit
@@ -48,6 +51,7 @@ class SamplingSettings:
     min_tokens_to_keep: int = 1
     temperature_last: bool = False
     penalize_prompt: bool = True
+    penalty_window: int = 0
     stop_token_ids: tuple[int, ...] = ()
     logit_bias: tuple[tuple[int, float], ...] = ()
 
@@ -79,6 +83,9 @@ class SamplingSettings:
             bad("temperature_last", f"must be True or False, got {self.temperature_last!r}", "use False (transformers)")
         if not isinstance(self.penalize_prompt, bool):
             bad("penalize_prompt", f"must be True or False, got {self.penalize_prompt!r}", "use True (transformers)")
+        w = self.penalty_window
+        if isinstance(w, bool) or not (isinstance(w, (int, np.integer)) and w >= 0):
+            bad("penalty_window", f"must be an int >= 0, got {w!r}", "use 0 to count every token (transformers, vLLM)")
         stops = _ids_or_none(self.stop_token_ids)
         if stops is None:
             bad("stop_token_ids", f"must be token ids (ints >= 0), got {self.stop_token_ids!r}", "use () for none")
@@ -103,11 +110,24 @@ class SamplingSettings:
         keeps the same tokens either way; top-p and min-p do not)."""
         return not self.is_greedy and self.temperature != 1.0 and (self.top_p < 1.0 or self.min_p > 0.0)
 
-    def require_conventions(self, *, who: str, temperature_last: bool = False, penalize_prompt: bool = True) -> None:
+    def penalty_history(self, prefix: Sequence[int], n_prompt: int) -> tuple[Sequence[int], Sequence[int]]:
+        """(the tokens the repetition penalty counts, those presence and frequency penalties count)
+        before the next position of ``prefix``, whose first ``n_prompt`` tokens are the prompt:
+        the repetition penalty counts the prompt too unless ``penalize_prompt`` is False, and each
+        keeps its last ``penalty_window`` tokens (0: all)."""
+        generated = prefix[n_prompt:]
+        seen = prefix if self.penalize_prompt else generated
+        w = self.penalty_window
+        return (seen[-w:], generated[-w:]) if w else (seen, generated)
+
+    def require_conventions(
+        self, *, who: str, temperature_last: bool = False, penalize_prompt: bool = True, penalty_window: int | None = 0
+    ) -> None:
         """Raise :class:`~specverify.errors.UnsupportedSettingError` when ``who`` follows other
-        conventions (temperature after the filters; a repetition penalty that skips the prompt)
-        where they change the law: the engine cannot sample the law these settings define, which
-        is not a bug of its speculation."""
+        conventions (temperature after the filters; a repetition penalty that skips the prompt;
+        penalties over a window of tokens) where they change the law: the engine cannot sample the
+        law these settings define, which is not a bug of its speculation. ``penalty_window=None``
+        leaves the window to the caller (whether it matters depends on the request's length)."""
         if self.temperature_order_matters and self.temperature_last != temperature_last:
             theirs, fix = (
                 ("after", "temperature_last=True") if temperature_last else ("before", "temperature_last=False")
@@ -121,6 +141,12 @@ class SamplingSettings:
             raise UnsupportedSettingError(
                 f"{who}'s repetition penalty {theirs}, so it cannot sample {self.short()}; "
                 f"audit it with penalize_prompt={penalize_prompt}"
+            )
+        if penalty_window is not None and self.uses_history and self.penalty_window != penalty_window:
+            theirs = f"the last {penalty_window} tokens" if penalty_window else "every token"
+            raise UnsupportedSettingError(
+                f"{who}'s penalties count {theirs}, so it cannot sample {self.short()}; "
+                f"audit it with penalty_window={penalty_window}"
             )
 
     def bias_vector(self, vocab: int) -> np.ndarray | None:
@@ -153,10 +179,17 @@ class SamplingSettings:
         return ",".join(parts) or "default"
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field; ``temperature_last``, ``penalize_prompt`` and ``stop_token_ids`` (a list)
-        only when not at their defaults (files and protocols written before they existed read the same)."""
+        """Every field; ``temperature_last``, ``penalize_prompt``, ``penalty_window``,
+        ``stop_token_ids`` (a list) and ``logit_bias`` only when not at their defaults (files and
+        protocols written before they existed read the same)."""
         d: dict[str, Any] = dataclasses.asdict(self)
-        defaults = (("temperature_last", False), ("penalize_prompt", True), ("stop_token_ids", ()), ("logit_bias", ()))
+        defaults = (
+            ("temperature_last", False),
+            ("penalize_prompt", True),
+            ("penalty_window", 0),
+            ("stop_token_ids", ()),
+            ("logit_bias", ()),
+        )
         for f, default in defaults:
             if d[f] == default:
                 del d[f]

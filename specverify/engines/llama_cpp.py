@@ -14,7 +14,8 @@ transformers and vLLM apply it first: settings with ``temperature_last=True`` de
 settings in the other order where the order matters (temperature != 1 with top-p or min-p) are
 refused as unsupported. Its repetition penalty counts generated tokens only (``Llama.generate``
 creates a sampler per call and never shows it the prompt; llama.cpp's own server does): settings
-with ``penalize_prompt=False`` describe it (``SamplingSettings.require_conventions``).
+with ``penalize_prompt=False`` describe it, and its penalty window (``last_n_tokens_size``) settings
+with that ``penalty_window`` (``SamplingSettings.require_conventions``).
 
 Two ways in (``api``): ``"generate"`` (the default) as above; ``"completion"`` calls
 ``Llama.create_completion``, what llama-cpp-python's users and its OpenAI server call: its stops
@@ -72,7 +73,8 @@ def completion_kwargs(s: SamplingSettings) -> dict[str, Any]:
         raise UnsupportedSettingError(f"the llama.cpp adapter maps no logit bias or stop ids ({s.short()})")
     if s.is_greedy:
         return {"temperature": 0.0, "top_k": 1, "top_p": 1.0, "min_p": 0.0, "repeat_penalty": 1.0}
-    s.require_conventions(who="llama-cpp-python", temperature_last=True, penalize_prompt=False)
+    # the penalty window depends on the request's length: penalty_window_refusal checks it
+    s.require_conventions(who="llama-cpp-python", temperature_last=True, penalize_prompt=False, penalty_window=None)
     return {
         "temperature": float(s.temperature),
         "top_p": float(s.top_p),
@@ -93,16 +95,20 @@ def generate_kwargs(s: SamplingSettings) -> dict[str, Any]:
 
 def penalty_window_refusal(s: SamplingSettings, n: int, window: int) -> str | None:
     """Why llama-cpp-python cannot sample the law of ``s`` over ``n`` generated tokens: its penalties
-    count the last ``window`` tokens only (``last_n_tokens_size``, 64 by default), the law counts
-    every generated token, so a request with penalties longer than the window follows another law
-    (results/engines/llama.cpp-requests: a FAIL from position 71 on at 480 tokens, speculation or
-    not). None where they agree."""
-    if not s.uses_history or s.is_greedy or n <= window:
+    count the last ``window`` tokens only (``last_n_tokens_size``, 64 by default), the law the last
+    ``s.penalty_window`` (0: every generated token), and over ``n`` tokens the two differ unless
+    the windows are equal or both hold the ``n - 1`` tokens before the last position
+    (results/engines/llama.cpp-requests: a FAIL from position 71 on at 480 tokens with the law's
+    window at 0 and the engine's at 64, speculation or not). None where they agree."""
+    if not s.uses_history or s.is_greedy:
+        return None
+    law, engine = s.penalty_window or n, window or n
+    if law == engine or min(law, engine) >= n - 1:
         return None
     return (
         f"llama-cpp-python's penalties count the last {window} tokens only (last_n_tokens_size), so it cannot "
-        f"sample {s.short()} over {n} tokens, where every generated token counts; build the engine with "
-        f"penalty_window >= {n}"
+        f"sample {s.short()} over {n} tokens; audit it with penalty_window={window}, or build the engine "
+        f"with penalty_window >= {n}"
     )
 
 

@@ -249,6 +249,7 @@ def history_counts(
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """(counts the repetition penalty sees, counts presence and frequency penalties see) [V] of a
     prefix whose first ``n_prompt`` tokens are the prompt: the repetition penalty counts the prompt
-    too (unless ``penalize_prompt`` is False), presence and frequency the generated tokens only."""
-    generated = token_counts(prefix[n_prompt:], vocab)
-    return (token_counts(prefix, vocab) if settings.penalize_prompt else generated), generated
+    too (unless ``penalize_prompt`` is False), presence and frequency the generated tokens only,
+    each its last ``penalty_window`` tokens (:meth:`SamplingSettings.penalty_history`)."""
+    seen, generated = settings.penalty_history(prefix, n_prompt)
+    return token_counts(seen, vocab), token_counts(generated, vocab)

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from ..dists import FilterBoundary, SamplingSettings, filter_boundaries
+from ..dists import FilterBoundary, SamplingSettings, filter_boundaries, running_counts
 from ..dists.torch_ops import process_logits_torch
 
 if TYPE_CHECKING:  # transformers is imported where a model is built (importing it takes seconds)
@@ -232,18 +232,17 @@ def _counts(history: list[int], vocab: int, device: torch.device) -> torch.Tenso
 
 
 def _history_counts(
-    prompt: list[int], continuation: list[int], vocab: int, *, penalize_prompt: bool = True
+    prompt: list[int], continuation: list[int], vocab: int, settings: SamplingSettings
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """[m, V] counts of the tokens the repetition penalty sees before each continuation position
-    (the prompt too, unless ``penalize_prompt`` is False) and of the generated ones only."""
-    m = len(continuation)
-    gen = np.zeros((m, vocab))
-    for t in range(1, m):
-        gen[t] = gen[t - 1]
-        gen[t, continuation[t - 1]] += 1
-    if not penalize_prompt:
+    (the prompt too, unless ``penalize_prompt`` is False) and of the generated ones only, each the
+    last ``penalty_window`` tokens (:meth:`SamplingSettings.penalty_history`, every position at once)."""
+    m, w = len(continuation), settings.penalty_window
+    gen = running_counts(continuation, vocab, window=w)[:m] if m else np.zeros((0, vocab))
+    if not settings.penalize_prompt:
         return gen, gen
-    return gen + np.bincount(np.asarray(prompt, dtype=np.int64), minlength=vocab)[:vocab], gen
+    seen = running_counts(list(prompt) + list(continuation), vocab, window=w, first=len(prompt))[:m]
+    return seen, gen
 
 
 class CausalLM:
@@ -268,10 +267,10 @@ class CausalLM:
         x = logits_row.double()
         if settings is None:
             return torch.softmax(x, -1)
-        pen = history if settings.penalize_prompt else history[n_prompt:]
-        seen = _counts(pen, self.vocab_size, x.device) if settings.repetition_penalty != 1.0 else None
+        pen, generated = settings.penalty_history(history, n_prompt)
+        seen = _counts(list(pen), self.vocab_size, x.device) if settings.repetition_penalty != 1.0 else None
         out = (
-            _counts(history[n_prompt:], self.vocab_size, x.device)
+            _counts(list(generated), self.vocab_size, x.device)
             if (settings.presence_penalty or settings.frequency_penalty)
             else None
         )
@@ -327,7 +326,7 @@ class CausalLM:
             p, c = list(prompts[i]), list(continuations[i])
             probs = self._continuation_probs(row, p, c, settings)
             raw = row[len(p) - 1 : len(p) - 1 + len(c)].double().cpu().numpy()
-            seen, gen = _history_counts(p, c, self.vocab_size, penalize_prompt=settings.penalize_prompt)
+            seen, gen = _history_counts(p, c, self.vocab_size, settings)
             out[i] = (probs, filter_boundaries(raw, settings, tol=tol, seen_counts=seen, output_counts=gen))
         return out
 

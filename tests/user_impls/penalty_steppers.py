@@ -51,6 +51,18 @@ def step_penalties_correct(prefix, draft, target, gamma, rng, settings):
     return chain(prefix, draft, target, gamma, rng, f, f)
 
 
+def step_penalties_windowed(prefix, draft, target, gamma, rng, settings):
+    """Correct, llama.cpp's way: the penalties count the last ``settings.penalty_window`` generated
+    tokens (``repeat_last_n``; 0: all of them)."""
+    w = settings.penalty_window
+
+    def f(logits, h):
+        gen = h[settings.prompt_len :]
+        return penalised(logits, gen[-w:] if w else gen, settings)
+
+    return chain(prefix, draft, target, gamma, rng, f, f)
+
+
 def step_penalties_target_only(prefix, draft, target, gamma, rng, settings):
     """Correct (decoy): the draft is not penalised; only the target's law decides the output."""
     q = lambda logits, h: penalised(logits, [], settings)  # noqa: E731

@@ -71,7 +71,9 @@ CHECKS = """checks run by an audit:
   seeds          exact (generators): six requests of one prompt with six seeds give six different samples, each
                  long enough that a repeat under the target law has probability at most alpha / 1000 (LM audits:
                  a repeat FAILs when its own probability is that small); seeded=True must reproduce a request and
-                 batch_invariant=True must give it the same tokens alone and among concurrent requests
+                 batch_invariant=True must give it the same tokens alone and among concurrent requests; where
+                 seed=None is a request without a seed (endpoints), two unseeded requests, each sent after one
+                 with the same seed, must not repeat
   two-sample     with --baseline-endpoint: per position, salted hash buckets of the speculative endpoint's tokens
                  against the non-speculative endpoint's, Holm across positions and settings
   reference      with --reference-endpoint: the one-sample tests against the law the non-speculative endpoint

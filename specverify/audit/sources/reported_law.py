@@ -28,7 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from ...dists import GREEDY, FilterBoundary, SamplingSettings, filter_boundaries, process_logits, softmax
+from ...dists import (
+    GREEDY,
+    FilterBoundary,
+    SamplingSettings,
+    filter_boundaries,
+    process_logits,
+    running_counts,
+    softmax,
+)
 from ...dists._reported import ReportedRow, reported_boundary, reported_law_refuses
 from ...errors import ImplementationError, MalformedOutputError, SpecVerifyError, UnsupportedSettingError
 from .http_adapter import _payload, _post_with_retries, _ServedModel, parse_completion_ids
@@ -105,10 +113,8 @@ class ReportedLaw:
         """One sequence's laws [m, V] and boundary sets: every position in one pipeline call when
         the whole vocabulary is reported, else position by position (the tail's bounds)."""
         v, m = self.vocab_size, len(seq)
-        gen = np.zeros((m, v))  # generated tokens before each position (presence and frequency penalties)
-        for t in range(1, m):
-            gen[t] = gen[t - 1]
-            gen[t, seq[t - 1]] += 1
+        # generated tokens before each position (presence and frequency penalties)
+        gen = running_counts(seq, v, window=s.penalty_window)[:m] if m else np.zeros((0, v))
         if self.complete:
             x = np.full((m, v), -1e4)  # vLLM reports -9999 for -inf
             for t, row in enumerate(rows):
