@@ -183,25 +183,35 @@ def test_llama_stops_are_texts_that_no_other_token_begins_and_include_its_eos():
 
 
 def test_a_llama_completion_reads_back_as_ids_with_raw_logprobs():
-    # create_completion's choice: text cut before a stop string, logprobs.tokens with the stop token;
-    # an end at the EOS lists no token for it (llama-cpp-python breaks before appending it)
-    from specverify.engines.llama_cpp import completion_output
+    # create_completion's choice: text cut before a stop string; logprobs.tokens lists the stop token
+    # and leaves out every begin-of-sequence id (1); an end at the EOS lists no token for it
+    from specverify.engines.llama_cpp import _request_output, completion_output
 
-    def choice(tokens, finish):
+    def choice(text, tokens, finish):
         lps = [-1.0 - i for i in range(len(tokens))]
         tops = [{t: lp} for t, lp in zip(tokens, lps)]
-        return {"finish_reason": finish, "logprobs": {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops}}
+        lp = {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops}
+        return {"text": text, "finish_reason": finish, "logprobs": lp}
 
-    out = completion_output(choice([" t12", " t307"], "stop"), (2, 307), eos=2, eos_logprob=-9.0)
-    assert out == {"ids": [12, 307], "logprobs": [-1.0, -2.0], "top_logprobs": [{12: -1.0}, {307: -2.0}]}
-    eos = completion_output(choice([" t12", " t13"], "stop"), (2, 307), eos=2, eos_logprob=-9.0)
+    out = completion_output(choice(" t12", [" t12", " t307"], "stop"), (2, 307), eos=2)
+    want = {"ids": [12, 307], "logprobs": [-1.0, -2.0], "top_logprobs": [{12: -1.0}, {307: -2.0}]}
+    assert _request_output(out, 2, None) == want
+    eos = _request_output(
+        completion_output(choice(" t12 t13", [" t12", " t13"], "stop"), (2, 307), eos=2), 2, lambda: -9.0
+    )
     assert eos["ids"] == [12, 13, 2] and eos["logprobs"][-1] == -9.0 and eos["top_logprobs"][-1] == {2: -9.0}
-    full = completion_output(choice([" t12", " t13"], "length"), (2, 307), eos=2, eos_logprob=-9.0)
-    assert full["ids"] == [12, 13]
+    over_http = _request_output(completion_output(choice(" t12", [" t12"], "stop"), (2,), eos=2), 2, None)
+    assert over_http == {"ids": [12, 2]}  # the EOS row cannot be read: the request's logprobs go unchecked
+    full = completion_output(choice(" t12 t13", [" t12", " t13"], "length"), (2, 307), eos=2)
+    assert full["ids"] == [12, 13] and not full["ended_at_eos"]
+    bos = completion_output(choice(" t12 t1 t13", [" t12", " t13"], "length"), (2,), eos=2)
+    assert bos == {"ids": [12, 1, 13], "ended_at_eos": False}  # id 1 is in the text, not in logprobs.tokens
+    plain = completion_output({"text": " t5 t6", "finish_reason": "stop", "logprobs": None}, (2,), eos=2)
+    assert plain == {"ids": [5, 6, 2], "ended_at_eos": True}
+    with pytest.raises(MalformedOutputError, match="which stop id ended it is unknown"):
+        completion_output({"text": " t5", "finish_reason": "stop", "logprobs": None}, (2, 307), eos=2)
     with pytest.raises(MalformedOutputError, match="not one word 't<id>'"):
-        completion_output(choice([" t12 t13"], "length"), (2,), eos=2, eos_logprob=0.0)
-    with pytest.raises(MalformedOutputError, match="no logprobs.tokens"):
-        completion_output({"finish_reason": "length", "text": " t1"}, (2,), eos=2, eos_logprob=0.0)
+        completion_output(choice(" t12 t13", [" t12 t13"], "length"), (2,), eos=2)
 
 
 def test_batched_laws_equal_the_per_position_pipeline(target):

@@ -90,7 +90,8 @@ def _generator(api, method, k, overlap, models, work, window, logprobs, seeded, 
     return engine.generator(seeded=seeded), cfg.key
 
 
-def run(out: Path, work: Path, eps: float, budget: float, window: int, methods: list[str], api: str) -> list[dict]:
+def run(out: Path, work: Path, eps: float, budget: float, window: int, methods: list[str], api: str,
+        only: tuple[str, ...] = (), label: str = "") -> list[dict]:  # fmt: skip
     from specverify.audit.sources.lm_audit import audit_lm
     from specverify.engines import build_engine_models
     from specverify.engines._models import load_float64
@@ -103,7 +104,7 @@ def run(out: Path, work: Path, eps: float, budget: float, window: int, methods: 
         if method not in methods or method not in CASES_OF[api]:
             continue
         for case, (settings, seeded, opts) in cases(api, stops, window).items():
-            if case not in CASES_OF[api][method]:
+            if case not in CASES_OF[api][method] or (only and case not in only):
                 continue
             with contextlib.ExitStack() as stack:
                 lp = 5 if case == "requests" else None
@@ -113,7 +114,7 @@ def run(out: Path, work: Path, eps: float, budget: float, window: int, methods: 
                              budget_s=budget, name=label, tie_tol=2 * LLAMA_LOGIT_TOL, call_timeout=120.0,
                              logit_tol=LLAMA_LOGIT_TOL, logprob_tol=2 * LLAMA_LOGIT_TOL, **opts)  # fmt: skip
             secs = round(time.monotonic() - t0)
-            tag = "" if window == 64 else f"-window{window}"
+            tag = ("" if window == 64 else f"-window{window}") + (f"-{label}" if label else "")
             name = f"{api}-{method}-{case}{tag}" if api != "generate" else f"{label}-{case}{tag}"
             (out / f"{name}.json").write_text(v.to_json(indent=1))
             print(f"{label} {case}: {v.status} in {secs} s", flush=True)
@@ -131,9 +132,11 @@ def main(argv=None) -> int:
     ap.add_argument("--penalty-window", type=int, default=64, help="llama-cpp-python's last_n_tokens_size")
     ap.add_argument("--api", choices=tuple(CASES_OF), default="generate")
     ap.add_argument("--methods", nargs="+", default=[m for m, _, _ in METHODS if m != "none"])
+    ap.add_argument("--cases", nargs="+", default=[], help="only these cases (default: every case of the way in)")
+    ap.add_argument("--label", default="", help="appended to the files' names (e.g. which fixes are applied)")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
-    rows = run(a.out, a.work, a.eps, a.budget, a.penalty_window, a.methods, a.api)
+    rows = run(a.out, a.work, a.eps, a.budget, a.penalty_window, a.methods, a.api, tuple(a.cases), a.label)
     lines = [
         "# llama.cpp (llama-cpp-python 0.3.36) at the request level",
         "",
@@ -143,7 +146,8 @@ def main(argv=None) -> int:
         "",
         *table_lines(rows, ("way", "case", "check", "status", "summary", "seconds")),
     ]
-    readme = a.out / f"README-{a.api}-window{a.penalty_window}-{'-'.join(a.methods)}.md"
+    tag = f"-{a.label}" if a.label else ""
+    readme = a.out / f"README-{a.api}-window{a.penalty_window}-{'-'.join(a.methods)}{tag}.md"
     readme.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -166,30 +166,49 @@ def _ended_at_eos(ids: Sequence[int], n: int, s: SamplingSettings, eos: int) -> 
         )
 
 
-def completion_output(
-    choice: Mapping[str, Any], stop_token_ids: Sequence[int], *, eos: int, eos_logprob: float | None
-) -> dict[str, Any]:
-    """A ``create_completion`` choice as specverify's request output (ids, logprobs, top_logprobs).
+def completion_output(choice: Mapping[str, Any], stop_token_ids: Sequence[int], *, eos: int) -> dict[str, Any]:
+    """A ``create_completion`` choice as specverify's request output: ``ids``, and ``logprobs`` /
+    ``top_logprobs`` where they can be matched to them; ``ended_at_eos`` where the request ended at
+    the end-of-sequence token (whose log-probability llama-cpp-python does not list).
 
-    The ids are read from ``logprobs.tokens`` (each generated token's text, the stop token
-    included, where ``text`` is cut before it). The end-of-sequence token is not among them: a
-    request that finished on "stop" without a listed stop id last ended at ``eos``, which is
-    appended with ``eos_logprob`` (the engine's own row, as it computes ``token_logprobs``; None
-    where that row cannot be read, over HTTP: the request's logprobs are then left unchecked)."""
-    lp = choice.get("logprobs") or {}
-    if "tokens" not in lp or "token_logprobs" not in lp:
-        raise MalformedOutputError(f"llama.cpp returned no logprobs.tokens / token_logprobs: {str(choice)[:200]}")
-    ids = [_one_id(t) for t in lp["tokens"]]
-    values = [float(x) for x in lp["token_logprobs"]]
-    tops = [{_one_id(k, eos): float(v) for k, v in (d or {}).items()} for d in lp.get("top_logprobs") or []]
-    if choice.get("finish_reason") == "stop" and (not ids or ids[-1] not in stop_token_ids):
-        if eos_logprob is None:
-            return {"ids": [*ids, eos]}
-        ids, values = [*ids, eos], [*values, float(eos_logprob)]
-        tops = [*tops, {eos: float(eos_logprob)}] if tops else tops
-    out: dict[str, Any] = {"ids": ids, "logprobs": values}
-    if tops:
-        out["top_logprobs"] = tops
+    The ids are the words of ``text`` (cut before a stop string), then the stop token: the last of
+    ``logprobs.tokens`` where it is a stop id, else ``eos`` (llama-cpp-python breaks before listing
+    it). ``logprobs.tokens`` leaves out every token whose id is the model's begin-of-sequence id
+    (its loop skips them wherever they occur), so the logprobs are returned only where the tokens
+    they list are the ids; otherwise the request's logprobs go unchecked."""
+    ids = ids_from_text(str(choice.get("text") or ""))
+    lp = choice.get("logprobs") or None
+    listed = [_one_id(t) for t in lp["tokens"]] if lp and "tokens" in lp else None
+    ended_at_eos = False
+    if choice.get("finish_reason") == "stop":
+        if listed and listed[-1] in stop_token_ids and listed[-1] != eos:
+            ids.append(listed[-1])
+        elif listed is None and any(t != eos for t in stop_token_ids):
+            raise MalformedOutputError("llama.cpp stopped without logprobs.tokens: which stop id ended it is unknown")
+        else:
+            ids, ended_at_eos = [*ids, eos], True
+    out: dict[str, Any] = {"ids": ids, "ended_at_eos": ended_at_eos}
+    if lp is None or listed != ids[: len(ids) - ended_at_eos]:
+        return out
+    out["logprobs"] = [float(x) for x in lp["token_logprobs"]]
+    if lp.get("top_logprobs"):
+        out["top_logprobs"] = [{_one_id(k, eos): float(v) for k, v in (d or {}).items()} for d in lp["top_logprobs"]]
+    return out
+
+
+def _request_output(out: dict[str, Any], eos: int, eos_logprob: Callable[[], float] | None) -> dict[str, Any]:
+    """``out`` of :func:`completion_output` as the audit reads it: the end-of-sequence token's
+    log-probability appended from ``eos_logprob()`` where it ended the request (no logprobs for that
+    request where None: over HTTP the row cannot be read)."""
+    ended = out.pop("ended_at_eos")
+    if not ended or "logprobs" not in out:
+        return out
+    if eos_logprob is None:
+        return {"ids": out["ids"]}
+    lp = eos_logprob()
+    out["logprobs"] = [*out["logprobs"], lp]
+    if "top_logprobs" in out:
+        out["top_logprobs"] = [*out["top_logprobs"], {eos: lp}]
     return out
 
 
@@ -284,34 +303,32 @@ class LlamaCppEngine:
         return out
 
     def complete(
-        self, prompt: Sequence[int], n: int, seed: int | None, s: SamplingSettings, *, logprobs: int = 1
+        self, prompt: Sequence[int], n: int, seed: int | None, s: SamplingSettings, *, logprobs: int | None = None
     ) -> dict[str, Any]:
-        """At most ``n`` tokens from ``create_completion`` with the request's stops, seed (None: none
-        sent) and ``logprobs`` top log-probabilities, as :func:`completion_output` reads them."""
+        """At most ``n`` tokens from ``create_completion`` with the request's stops and seed (None:
+        none sent), read by :func:`completion_output`; ``logprobs=K`` asks for the top K (asked
+        for 1 anyway where a stop string needs its token named)."""
         if why := penalty_window_refusal(s, n, int(self.llm.last_n_tokens_size)):
             raise UnsupportedSettingError(why)
         eos = int(self.llm.token_eos())
         stops = stop_texts(s.stop_token_ids, eos=eos, vocab=int(self.llm.n_vocab()), greedy=s.is_greedy)
         kw = completion_kwargs(dataclasses.replace(s, stop_token_ids=()))
+        k = logprobs if logprobs is not None else (1 if stops else None)
         response = self.llm.create_completion(
-            [int(t) for t in prompt], max_tokens=n, stop=stops, logprobs=max(1, logprobs), seed=seed, **kw
+            [int(t) for t in prompt], max_tokens=n, stop=stops, logprobs=k, seed=seed, **kw
         )
-        choice = response["choices"][0]
-        eos_lp = self._eos_logprob(len(prompt), choice, s.stop_token_ids, eos)
-        out = completion_output(choice, s.stop_token_ids, eos=eos, eos_logprob=eos_lp)
+        out = completion_output(response["choices"][0], s.stop_token_ids, eos=eos)
+        row = len(prompt) - 2 + len(out["ids"])  # where the last id, the end-of-sequence token, was sampled
+        out = _request_output(out, eos, lambda: self._logprob_at(row, eos))
         _ended_at_eos(out["ids"], n, s, eos)
         return out
 
-    def _eos_logprob(self, n_prompt: int, choice: Mapping[str, Any], stops: Sequence[int], eos: int) -> float | None:
-        """The log-probability of the end-of-sequence token where it ended the request (the
-        engine's own logits row, as llama-cpp-python computes ``token_logprobs``), else None."""
-        tokens = (choice.get("logprobs") or {}).get("tokens") or []
-        if choice.get("finish_reason") != "stop" or (tokens and _one_id(tokens[-1]) in stops):
-            return None
-        row = n_prompt - 1 + len(tokens)  # the row that sampled the token after the last one listed
+    def _logprob_at(self, row: int, token: int) -> float:
+        """The log-probability of ``token`` in the engine's logits row ``row`` (as llama-cpp-python
+        computes ``token_logprobs``)."""
         if row >= self.llm.n_tokens:
-            raise MalformedOutputError(f"llama.cpp kept no logits row {row} for its end (n_tokens {self.llm.n_tokens})")
-        return float(self.llm.logits_to_logprobs(self.llm.scores[row])[eos])
+            raise MalformedOutputError(f"llama.cpp kept no logits row {row} (n_tokens {self.llm.n_tokens})")
+        return float(self.llm.logits_to_logprobs(self.llm.scores[row])[token])
 
     def generator(
         self, *, seeded: bool = True, name: str | None = None, audit_batch: int = 64, logprobs: int | None = None
@@ -326,7 +343,7 @@ class LlamaCppEngine:
         def generate(prompt: Sequence[int], n: int, seed: int | None, s: SamplingSettings) -> Any:
             seed = seed if seeded else None
             if self.api == "completion":
-                out = self.complete(prompt, n, seed, s, logprobs=logprobs or 1)
+                out = self.complete(prompt, n, seed, s, logprobs=logprobs)
                 return out if logprobs is not None else out["ids"]
             return self.run(prompt, n, seed, s)
 
@@ -412,14 +429,15 @@ def llama_server_generator(
     def generate(prompt: Sequence[int], n: int, seed: int | None, s: SamplingSettings) -> Any:
         if why := penalty_window_refusal(s, n, penalty_window):
             raise UnsupportedSettingError(why)
-        body: dict[str, Any] = {"prompt": text_prompt(prompt), "max_tokens": int(n), "logprobs": max(1, logprobs or 1),
-                                "stop": stop_texts(s.stop_token_ids, eos=eos, vocab=vocab, greedy=s.is_greedy),
+        stops = stop_texts(s.stop_token_ids, eos=eos, vocab=vocab, greedy=s.is_greedy)
+        body: dict[str, Any] = {"prompt": text_prompt(prompt), "max_tokens": int(n), "stop": stops,
+                                "logprobs": logprobs if logprobs is not None else (1 if stops else None),
                                 **completion_kwargs(dataclasses.replace(s, stop_token_ids=()))}  # fmt: skip
         if seeded and seed is not None:
             body["seed"] = int(seed)
         raw = _post_with_retries(url, body, timeout=timeout, retries=1, backoff=1.0)
         choice = json.loads(raw)["choices"][0]
-        out = completion_output(choice, s.stop_token_ids, eos=eos, eos_logprob=None)
+        out = _request_output(completion_output(choice, s.stop_token_ids, eos=eos), eos, None)
         _ended_at_eos(out["ids"], n, s, eos)
         return out if logprobs is not None else out["ids"]
 

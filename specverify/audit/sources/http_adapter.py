@@ -221,7 +221,7 @@ def http_generator(
     ``generate.batch(prompts, n, seeds, settings)`` (used by :func:`audit_lm`) sends up to
     ``concurrency`` requests at once; consecutive equal prompts are merged into one request with
     ``n`` = up to ``completions_per_request`` completions (the seed of the run's first sequence).
-    ``seeded=False`` sends no seed (the server's own generator); ``on_response(body, raw)`` sees
+    ``seeded=False`` (or ``seed=None``) sends no seed (the server's own generator); ``on_response(body, raw)`` sees
     every request and its raw answer (for logging or recording). ``temperature_last`` is the
     server's order: False for vLLM, SGLang and transformers-based servers, True for llama.cpp's
     (settings whose law depends on the order and that the server cannot follow are unsupported).
@@ -253,7 +253,6 @@ def http_generator(
             return [ids for f in futs for ids in f.result()]
 
     gen = cast(HttpGenerate, generate)  # a function with attributes: .batch, .batch_size, what it declares
-    # how a repeat is worded; seed=None sends a request without a seed (the seed check's interleaving)
     declared: dict[str, object] = {"batch_invariant": batch_invariant, "sends_seed": seeded, "seed_optional": True}
     declared.update({"logprobs_mode": check_logprobs} if check_logprobs else {})
     for k, v in declared.items():
