@@ -214,6 +214,50 @@ def test_a_llama_completion_reads_back_as_ids_with_raw_logprobs():
         completion_output(choice(" t12 t13", [" t12 t13"], "length"), (2,), eos=2)
 
 
+def test_the_llama_server_generator_sends_text_and_reads_ids(monkeypatch):
+    # llama-cpp-python's server takes text prompts only; its answers are read as create_completion's
+    import json
+
+    import specverify.audit.sources.http_adapter as http
+    from specverify.engines.llama_cpp import llama_server_generator, text_prompt
+    from specverify.errors import UnsupportedSettingError
+
+    sent = []
+
+    answers = {  # max_tokens -> (text, logprobs.tokens, finish_reason), as llama-cpp-python answers
+        2: (" t40 t41", [" t40", " t41"], "length"),
+        8: (" t40", [" t40", " t307"], "stop"),  # a stop string: cut from the text, listed in the tokens
+        9: (" t40 t41", [" t40", " t41"], "stop"),  # the end-of-sequence token: in neither
+    }
+
+    def post(url, body, **kw):
+        sent.append((url, body))
+        text, tokens, finish = answers[body["max_tokens"]]
+        lps = [-1.0 - i for i in range(len(tokens))]
+        lp = {"tokens": tokens, "token_logprobs": lps, "top_logprobs": [{t: v} for t, v in zip(tokens, lps)]}
+        return json.dumps({"choices": [{"text": text, "finish_reason": finish, "logprobs": lp}]}).encode()
+
+    monkeypatch.setattr(http, "_post_with_retries", post)
+    gen = llama_server_generator("http://x", vocab=512, logprobs=3)
+    s = SamplingSettings(temperature=0.8, temperature_last=True, penalize_prompt=False, stop_token_ids=(2, 307))
+    assert gen([12, 34], 2, 7, s) == {
+        "ids": [40, 41],
+        "logprobs": [-1.0, -2.0],
+        "top_logprobs": [{40: -1.0}, {41: -2.0}],
+    }
+    url, body = sent[-1]
+    assert url == "http://x/v1/completions" and body["prompt"] == " t12 t34" and body["stop"] == [" t307"]
+    assert body["seed"] == 7 and body["logprobs"] == 3 and body["temperature"] == 0.8
+    assert gen([12], 8, None, s)["ids"] == [40, 307] and "seed" not in sent[-1][1]
+    assert gen([12], 9, 1, s) == {"ids": [40, 41, 2]}  # the EOS row is not sent: logprobs unchecked there
+    assert gen.seed_optional and gen.logprobs_mode == "raw"
+    assert text_prompt([3, 511]) == " t3 t511"
+    with pytest.raises(ValueError, match="ids 0-2 are special tokens"):
+        text_prompt([1, 5])
+    with pytest.raises(UnsupportedSettingError, match="ends every request at its end-of-sequence token 2"):
+        gen([12], 8, 1, SamplingSettings(temperature_last=True, penalize_prompt=False))
+
+
 def test_batched_laws_equal_the_per_position_pipeline(target):
     lm = CausalLM(target)
     rng = np.random.default_rng(0)
