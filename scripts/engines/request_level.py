@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -61,7 +62,7 @@ def patched() -> dict[str, bool]:
     }
 
 
-def run(out: Path, work: Path, eps: float, budget: float) -> list[dict]:
+def run(out: Path, work: Path, eps: float, budget: float, batch_invariant: bool = False) -> list[dict]:
     from specverify.engines import build_engine_models
     from specverify.engines._models import load_float64
     from specverify.engines.vllm import serve, speculative_config
@@ -77,7 +78,8 @@ def run(out: Path, work: Path, eps: float, budget: float) -> list[dict]:
                 dest = out / f"{key}-{case}.json"
                 cmd = [sys.executable, "-m", "specverify.cli", "audit", "--endpoint", url, "--json", str(dest),
                        "--model", str(models.target), "--stop-token-ids", stops, "--eps", str(eps),
-                       "--budget", str(budget), "--long-length", str(LONG_LENGTH), "--no-progress", *opts]  # fmt: skip
+                       "--budget", str(budget), "--long-length", str(LONG_LENGTH), "--no-progress", *opts,
+                       *(["--batch-invariant"] if batch_invariant else [])]  # fmt: skip
                 code, secs = run_cli_audit(cmd, out / f"{key}-{case}.txt")
                 print(f"{key} {case}: exit {code} in {secs:.0f} s", flush=True)
                 if dest.exists():
@@ -113,10 +115,18 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, default=Path(".engines/work"))
     ap.add_argument("--eps", type=float, default=0.1)
     ap.add_argument("--budget", type=float, default=900.0)
+    ap.add_argument(
+        "--batch-invariant",
+        action="store_true",
+        help="start the servers with VLLM_BATCH_INVARIANT=1 (vLLM's batch-invariant mode, CUDA / ROCm only) and "
+        "check that a seeded request's tokens do not depend on its batch",
+    )
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
+    if a.batch_invariant:
+        os.environ["VLLM_BATCH_INVARIANT"] = "1"  # the servers inherit it
     fixes = patched()
-    rows = run(a.out, a.work, a.eps, a.budget)
+    rows = run(a.out, a.work, a.eps, a.budget, a.batch_invariant)
     lines = [
         "# vLLM's OpenAI server at the request level (scripts/engines/request_level.py)",
         "",
