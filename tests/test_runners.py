@@ -95,6 +95,18 @@ def test_acceptance_check_catches_a_misreported_q(pair, monkeypatch):
 def test_logit_gap_is_small_and_reported(pair):
     t, _ = pair
     assert batched_vs_incremental_logit_gap(t, [1, 2, 3], [4, 5, 6, 7]) < 1e-4
+    # the greedy check keeps target-only greedy's cached rows instead of a second cached pass
+    from specverify import GREEDY
+    from specverify.runners import target_only_generate
+
+    rows = []
+    want = target_only_generate(t, [1, 2, 3], 6, GREEDY, torch.Generator(), rows=rows).tokens
+    assert len(rows) == 6 and [int(r.argmax()) for r in rows] == want
+    kept, again = (
+        batched_vs_incremental_logit_gap(t, [1, 2, 3], want, rows),
+        batched_vs_incremental_logit_gap(t, [1, 2, 3], want),
+    )
+    assert kept < 1e-4 and abs(kept - again) < 1e-4
 
 
 def test_layered_target_gives_a_high_acceptance_early_exit_draft():

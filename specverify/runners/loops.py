@@ -61,8 +61,11 @@ def target_only_generate(
     max_new_tokens: int,
     settings: SamplingSettings,
     generator: torch.Generator,
+    *,
+    rows: list[torch.Tensor] | None = None,
 ) -> RunResult:
-    """Plain autoregressive sampling (or greedy at temperature 0) through the shared pipeline."""
+    """Plain autoregressive sampling (or greedy at temperature 0) through the shared pipeline.
+    ``rows``, where given, receives the cached pass's logits row of every position sampled."""
     lm = CausalLM(model)
     t0 = time.perf_counter()
     s = KVSession(model)
@@ -74,6 +77,8 @@ def target_only_generate(
     while len(out) < max_new_tokens:
         row = s.extend(pending)[-1]
         passes += 1
+        if rows is not None:
+            rows.append(row)
         p = _probs(lm, row, settings, list(prompt) + out, len(prompt))
         if settings.is_greedy:
             y = int(torch.argmax(p))

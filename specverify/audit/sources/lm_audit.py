@@ -1152,15 +1152,19 @@ def _needed(checks: list[CheckOutcome], units: Sequence[LMUnit], cfg: LMAuditCon
     }
 
 
-def batched_vs_incremental_logit_gap(model: torch.nn.Module, prompt: list[int], continuation: list[int]) -> float:
+def batched_vs_incremental_logit_gap(
+    model: torch.nn.Module, prompt: list[int], continuation: list[int], rows: list[torch.Tensor] | None = None
+) -> float:
     """max |logit| difference between one pass over prompt + continuation and a cached
-    one-token-at-a-time pass: the numerical noise that can flip a near-tie."""
+    one-token-at-a-time pass: the numerical noise that can flip a near-tie. ``rows``: the cached
+    pass's rows where the caller has them already (target-only greedy computed them)."""
     full = CausalLM(model).logits(list(prompt) + list(continuation))
-    s = KVSession(model)
-    rows = [s.extend(list(prompt))[-1]]
-    for t in continuation[:-1]:
-        rows.append(s.extend([t])[-1])
-    inc = torch.stack(rows)
+    if rows is None:
+        s = KVSession(model)
+        rows = [s.extend(list(prompt))[-1]]
+        for t in continuation[:-1]:
+            rows.append(s.extend([t])[-1])
+    inc = torch.stack(rows[: len(continuation)])
     return float((full[len(prompt) - 1 : len(prompt) - 1 + len(continuation)] - inc).abs().max())
 
 
@@ -1176,12 +1180,13 @@ def greedy_equivalence(
     gaps: list[float] = []
 
     def want_of(prompt: list[int]) -> list[int]:
+        rows: list[torch.Tensor] | None = None if target_greedy else []  # the cached pass's rows, kept
         want = (
             target_greedy(prompt, length)
             if target_greedy
-            else target_only_generate(target_model, list(prompt), length, GREEDY, torch.Generator()).tokens
+            else target_only_generate(target_model, list(prompt), length, GREEDY, torch.Generator(), rows=rows).tokens
         )
-        gaps.append(batched_vs_incremental_logit_gap(target_model, prompt, want))
+        gaps.append(batched_vs_incremental_logit_gap(target_model, prompt, want, rows))
         return want
 
     def margin_of(prefix: list[int]) -> float:
