@@ -108,17 +108,17 @@ def run(out: Path, work: Path, eps: float, budget: float, window: int, methods: 
                 continue
             with contextlib.ExitStack() as stack:
                 lp = 5 if case == "requests" else None
-                gen, label = _generator(api, method, k, overlap, models, work, window, lp, seeded, stack)
+                gen, way = _generator(api, method, k, overlap, models, work, window, lp, seeded, stack)
                 t0 = time.monotonic()
                 v = audit_lm(gen, target, prompts=audit_prompts(), settings=settings, gamma=max(k, 1), eps=eps,
-                             budget_s=budget, name=label, tie_tol=2 * LLAMA_LOGIT_TOL, call_timeout=120.0,
+                             budget_s=budget, name=way, tie_tol=2 * LLAMA_LOGIT_TOL, call_timeout=120.0,
                              logit_tol=LLAMA_LOGIT_TOL, logprob_tol=2 * LLAMA_LOGIT_TOL, **opts)  # fmt: skip
             secs = round(time.monotonic() - t0)
             tag = ("" if window == 64 else f"-window{window}") + (f"-{label}" if label else "")
-            name = f"{api}-{method}-{case}{tag}" if api != "generate" else f"{label}-{case}{tag}"
+            name = f"{api}-{method}-{case}{tag}" if api != "generate" else f"{way}-{case}{tag}"
             (out / f"{name}.json").write_text(v.to_json(indent=1))
-            print(f"{label} {case}: {v.status} in {secs} s", flush=True)
-            rows += [dict(way=label, case=case + tag, check=c.name, status=c.status, summary=c.summary[:200],
+            print(f"{way} {case}: {v.status} in {secs} s", flush=True)
+            rows += [dict(way=way, case=case + tag, check=c.name, status=c.status, summary=c.summary[:200],
                           seconds=secs) for c in v.checks]  # fmt: skip
     return rows
 
