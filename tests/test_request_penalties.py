@@ -191,3 +191,9 @@ def test_the_installed_cli_audits_penalties_at_80_columns():
     usage = subprocess.run([str(cli), "audit", "--round", "x:y", "--presence-penalty", "nan"], capture_output=True,
                            text=True, env=env)  # fmt: skip
     assert usage.returncode == 2 and "--presence-penalty: presence_penalty must be finite" in usage.stderr
+    window = subprocess.run([str(cli), "audit", "--round", "x:y", "--penalty-window", "-1"], capture_output=True,
+                            text=True, env=env)  # fmt: skip
+    assert window.returncode == 2 and "--penalty-window: penalty_window must be an int >= 0" in window.stderr
+    # a step that counts the whole history, audited at llama.cpp's window (here 2 tokens): FAIL, named
+    whole = run("step_penalties_correct", "--penalty-window", "2", "--fail-fast", "--no-diagnosis")
+    assert whole.returncode == 1 and "penalty_window=2" in whole.stdout, whole.stdout + whole.stderr

@@ -326,6 +326,13 @@ def _add_settings_options(grp: argparse._ArgumentGroup) -> None:
     grp.add_argument("--presence-penalty", type=float, default=0.0, help="over generated tokens only (OpenAI)")
     grp.add_argument("--frequency-penalty", type=float, default=0.0, help="over generated tokens only (OpenAI)")
     grp.add_argument(
+        "--penalty-window",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the penalties count the last N of their tokens (llama.cpp's repeat_last_n); 0: all (default)",
+    )
+    grp.add_argument(
         "--logit-bias",
         type=_bias_option,
         default=(),
@@ -517,6 +524,7 @@ _KNOB_OPTIONS = {
     "repetition_penalty": "--repetition-penalty",
     "presence_penalty": "--presence-penalty",
     "frequency_penalty": "--frequency-penalty",
+    "penalty_window": "--penalty-window",
     "logit_bias": "--logit-bias",
 }
 
