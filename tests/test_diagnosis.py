@@ -104,9 +104,21 @@ def test_a_bug_outside_the_catalogue_is_not_a_known_class(sampler):
     assert "not a known class" in d.lead()
 
 
+def test_a_bug_outside_the_catalogue_is_located_by_the_cells_it_departs_in():
+    # min(1, (p/q)^2): no class fits, but the acceptance cells reject the target law and say where;
+    # the strata the bug leaves alone are still said to match (their cells do)
+    d = _diagnose(SquaredRatio())
+    assert d.verdict == NOT_KNOWN
+    where = "acceptances do not match min(1, p/q) given the draft; at position "
+    assert any(f.startswith(where) and "drafts kept" in f and "the rule keeps" in f for f in d.facts), d.facts
+    assert "Where it departs: " + where in d.lead()
+    assert "replacements match (p - q)+" in d.facts and "bonus tokens match p" in d.facts
+
+
 def test_the_reference_gets_no_class():
     d = _diagnose(ChainSampler())
     assert d.verdict == NOT_KNOWN
+    assert not [f for f in d.facts if "do not match" in f], d.facts
 
 
 def test_a_failed_audit_carries_a_versioned_diagnosis_in_json_terminal_and_html():

@@ -21,7 +21,7 @@ from scipy import stats
 from ._bug_models import ResidualSwitch, TargetKnobsMissing
 from ._candidate import NOT_KNOWN, Candidate
 from ._classes import CLASSES, round_models
-from ._facts import facts
+from ._facts import departures, facts
 from ._mechanism import Mechanism, family_models, fit_mechanism, options_by_part
 from ._score import KINDS, g_statistic, score_unit
 
@@ -64,9 +64,12 @@ class Diagnosis:
             # only classes that score above the target law are "close"; ties at zero say nothing
             closer = [c.name for c in self.candidates if c.llr_vs_target > 0][:3]
             best = f"closest tried: {', '.join(closer)}" if closer else "no class scores above the target law"
+            # where the target law fails, in words (_facts.departures): a place to look without a name
+            where = next((f for f in self.facts if " do not match " in f), "")
             return (
                 f"Diagnosis: not a known class (no catalogued class beats the target law by {self.min_llr:g} nats "
                 f"and explains {self.min_explained:.0%} of the deviation or leaves none significant; {best})"
+                + (f". Where it departs: {where}" if where else "")
             )
         c = self.candidates[0]
         if isinstance(c, MechanismCandidate) and c.mechanism is not None:
@@ -251,6 +254,7 @@ def _diagnose_once(units: Sequence[RoundUnit], min_llr: float, min_explained: fl
         if not known or mech.llr_vs_target >= best.llr_vs_target + min_llr:
             ranked, best, known = [mech, *ranked], mech, True
 
+    labels = [ev.label for ev, _, _ in units]
     method = (
         f"exact laws of each class on the audited pairs and settings; {rounds:,} rounds scored "
         f"(at most {max_rounds:,} per unit); events floored at probability 1e-9"
@@ -258,7 +262,7 @@ def _diagnose_once(units: Sequence[RoundUnit], min_llr: float, min_explained: fl
     return Diagnosis(
         best.name if known and best is not None else NOT_KNOWN,
         ranked,
-        facts(units, ranked, known, min_llr),
+        facts(units, ranked, known, min_llr, departures(cells.obs, cells.layouts, ref["expected"], labels)),
         method,
         min_llr,
         min_explained,

@@ -5,20 +5,31 @@ on its cells; one that does not match is compared with the laws of the classes t
 that stratum, and the best of those is named ("replacements do not match (p - q)+; they match
 p"). The leading class's likelihood ratio by position and by unit says where the evidence is
 ("only positions after the first", "only when every draft was accepted", "only at ...").
+
+A stratum is said to match the target law only when its own cells do: the target law's G statistic
+on the stratum's cells, summed over the units, is compared with chi-square at 1e-6 (a diagnosis
+runs only after a FAIL; the stringent level keeps "do not match" for strata that truly moved). A
+stratum that does not match and that no class explains is located by its worst cell group in
+words ("at position 1, p/q in (0, 0.5]: 880 of 1,000 drafts kept (88%); the rule keeps 31%"), so a
+bug outside every class still gets a place to look.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from scipy import stats
 
 if TYPE_CHECKING:  # annotations only: this module is imported by _diagnose
     from ._candidate import Candidate
     from ._evidence import RoundUnit
 
-__all__ = ["facts"]
+__all__ = ["facts", "departures"]
+
+#: a stratum "does not match" the target law when its cells reject it at this level
+DEPARTURE_ALPHA = 1e-6
 
 _TARGET_WORDS = {
     "acceptance": "acceptances match min(1, p/q) given the draft",
@@ -47,13 +58,13 @@ _ALT_WORDS = {
 }
 
 
-def _kind_sentence(kind: str, ranked: Sequence[Candidate], min_llr: float) -> str:
-    """'X match <target law>' or 'X do not match <target law>; they match <alt>'."""
+def _kind_sentence(kind: str, ranked: Sequence[Candidate], min_llr: float, away: dict[str, str]) -> str:
+    """'X match <target law>' or 'X do not match <target law>; they match <alt>' (or: where they depart)."""
     moved = [c for c in ranked if c.llr_by_kind.get(kind, 0.0) >= min_llr]
-    if not moved:
-        return _TARGET_WORDS[kind]
-    best = max(moved, key=lambda c: c.llr_by_kind[kind])
     negated = _TARGET_WORDS[kind].replace(" match ", " do not match ").replace("every round is", "not every round is")
+    if not moved:
+        return negated + "; " + away[kind] if kind in away else _TARGET_WORDS[kind]
+    best = max(moved, key=lambda c: c.llr_by_kind[kind])
     alt = _ALT_WORDS.get(best.name)
     return negated + (f"; they match {alt}" if alt else f"; closest: {best.name}")
 
@@ -73,14 +84,81 @@ def _where(best: Candidate, units: Sequence[RoundUnit], min_llr: float) -> list[
     return out
 
 
-def facts(units: Sequence[RoundUnit], ranked: Sequence[Candidate], known: bool, min_llr: float) -> list[str]:
-    """Plain-word facts for a diagnosis (module docstring)."""
+def facts(
+    units: Sequence[RoundUnit], ranked: Sequence[Candidate], known: bool, min_llr: float, away: dict[str, str]
+) -> list[str]:
+    """Plain-word facts for a diagnosis (module docstring); ``away``: :func:`departures`."""
     if not ranked:
         return ["no round of the audit could be scored (no drafts seen, or laws per token)"]
-    out = [_kind_sentence(k, ranked, min_llr) for k in ("acceptance", "replacement", "bonus")]
+    out = [_kind_sentence(k, ranked, min_llr, away) for k in ("acceptance", "replacement", "bonus")]
     if any(ev.drafted_by_impl for ev, _, _ in units):
-        out.append(_kind_sentence("draft", ranked, min_llr))
-    out.append(_kind_sentence("structure", ranked, min_llr))
+        out.append(_kind_sentence("draft", ranked, min_llr, away))
+    out.append(_kind_sentence("structure", ranked, min_llr, away))
     if known:
         out += _where(ranked[0], units, min_llr)
+    return out
+
+
+# -- where the target law fails, cell by cell ---------------------------------------------------------
+_RATIO_BAND = ("p(x) = 0", "p/q in (0, 0.5]", "p/q in (0.5, 1)", "p/q >= 1")
+_STRUCTURE = (
+    "were verified on another prefix",
+    "are not drafts[:k] plus one token",
+    "that are not drafts[:k] plus one token end with a one-token tail",
+    "that are not drafts[:k] plus one token run to the last draft or past it",
+)
+
+
+def _mass(b: int, law: str) -> str:
+    return f"tokens with {25 * b}-{25 * (b + 1)}% of {law}'s mass ranked above them"
+
+
+def _describe(kind: str, layout: Any, group: int, seen_n: np.ndarray, want_n: np.ndarray, cells: np.ndarray) -> str:
+    """One cell group of one kind in words: what was seen against what the target law expects."""
+    n = seen_n.sum()
+    worst = int(np.argmax(np.abs(seen_n - want_n) / np.sqrt(np.maximum(want_n, 1.0))))
+    seen, want = f"{int(seen_n[worst]):,} of {int(n):,} ({seen_n[worst] / n:.0%})", f"{want_n[worst] / n:.0%}"
+    local = int(cells[worst] - cells[0])
+    if kind == "acceptance":
+        j, band = divmod(int((cells[0] - layout.acc0) // 2), 4)
+        kept = f"{int(seen_n[0]):,} of {int(n):,} drafts kept ({seen_n[0] / n:.0%})"
+        return f"at position {j}, {_RATIO_BAND[band]}: {kept}; the rule keeps {want_n[0] / n:.0%}"
+    if kind == "replacement":
+        at = "the first position" if group == 0 else "later positions"
+        inside = "inside" if local // 4 else "outside"
+        where = f"{_mass(local % 4, 'p')}, {inside} the residual's support"
+        return f"at {at}, {seen} replacements are {where}; (p - q)+ gives {want}"
+    if kind == "bonus":
+        return f"{seen} bonus tokens are {_mass(local, 'p')}; p gives {want}"
+    if kind == "draft":
+        at = "the first position" if group == 0 else "later positions"
+        return f"at {at}, {seen} drafts are {_mass(local, 'q')}; q gives {want}"
+    what = _STRUCTURE[group]
+    return f"{int(seen_n[0]):,} of {int(n):,} rounds {what} ({seen_n[0] / n:.0%}); the rule gives {want_n[0] / n:.0%}"
+
+
+def departures(
+    obs: Sequence[np.ndarray], layouts: Sequence[Any], expected: Sequence[np.ndarray], labels: Sequence[str]
+) -> dict[str, str]:
+    """{kind: where it departs, in words} for each kind whose cells reject the target law at
+    :data:`DEPARTURE_ALPHA` (G summed over the units); the worst group by G is described."""
+    out: dict[str, str] = {}
+    for kind in ("acceptance", "replacement", "bonus", "draft", "structure"):
+        G, df, worst = 0.0, 0, (0.0, "")
+        for o, lay, e, label in zip(obs, layouts, expected, labels, strict=True):
+            lo, hi = lay.span(kind) if kind != "structure" else (lay.st0, lay.size)
+            groups = lay.group_of[lo:hi]
+            for grp in np.unique(groups):
+                cells = lo + np.nonzero(groups == grp)[0]
+                got, want = o[cells], np.maximum(e[cells], 1e-9)
+                if got.sum() == 0:
+                    continue
+                g_grp = float(2 * np.sum(got[got > 0] * np.log(got[got > 0] / want[got > 0])))
+                G, df = G + g_grp, df + int((got > 0).sum()) - 1
+                if g_grp > worst[0]:
+                    first = int(lay.group_of[lo])
+                    sentence = _describe(kind, lay, int(grp) - first, got, want, cells)
+                    worst = (g_grp, sentence + (f" ({label})" if label and len(labels) > 1 else ""))
+        if df > 0 and stats.chi2.sf(G, df) < DEPARTURE_ALPHA:
+            out[kind] = worst[1]
     return out
