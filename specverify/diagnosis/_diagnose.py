@@ -35,6 +35,9 @@ __all__ = ["Candidate", "Diagnosis", "diagnose_rounds", "NOT_KNOWN"]
 #: than a class's, because it is picked among many combinations of options; a combination of wrong
 #: options can explain 91-98% of a bug it does not describe (issue 25's study)
 MECHANISM_EXPLAINED = 0.99
+#: how the facts (_facts) begin the sentence of each stratum
+_SUBJECT = {"acceptance": "acceptances do not", "replacement": "replacements do not", "bonus": "bonus tokens do not",
+            "draft": "drafts do not", "structure": "not every round is"}  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -48,6 +51,8 @@ class Diagnosis:
     min_llr: float
     min_explained: float
     rounds_scored: int
+    #: how the facts' sentence of the stratum that departs most from the target law begins ("" when none does)
+    departs: str = ""
 
     @property
     def known(self) -> bool:
@@ -65,7 +70,7 @@ class Diagnosis:
             closer = [c.name for c in self.candidates if c.llr_vs_target > 0][:3]
             best = f"closest tried: {', '.join(closer)}" if closer else "no class scores above the target law"
             # where the target law fails, in words (_facts.departures): a place to look without a name
-            where = next((f for f in self.facts if " do not match " in f), "")
+            where = next((f for f in self.facts if f.startswith(self.departs)), "") if self.departs else ""
             return (
                 f"Diagnosis: not a known class (no catalogued class beats the target law by {self.min_llr:g} nats "
                 f"and explains {self.min_explained:.0%} of the deviation or leaves none significant; {best})"
@@ -254,7 +259,7 @@ def _diagnose_once(units: Sequence[RoundUnit], min_llr: float, min_explained: fl
         if not known or mech.llr_vs_target >= best.llr_vs_target + min_llr:
             ranked, best, known = [mech, *ranked], mech, True
 
-    labels = [ev.label for ev, _, _ in units]
+    away = departures(cells.obs, cells.layouts, ref["expected"], [ev.label for ev, _, _ in units])
     method = (
         f"exact laws of each class on the audited pairs and settings; {rounds:,} rounds scored "
         f"(at most {max_rounds:,} per unit); events floored at probability 1e-9"
@@ -262,11 +267,12 @@ def _diagnose_once(units: Sequence[RoundUnit], min_llr: float, min_explained: fl
     return Diagnosis(
         best.name if known and best is not None else NOT_KNOWN,
         ranked,
-        facts(units, ranked, known, min_llr, departures(cells.obs, cells.layouts, ref["expected"], labels)),
+        facts(units, ranked, known, min_llr, away),
         method,
         min_llr,
         min_explained,
         rounds,
+        next((_SUBJECT[k] for k in away), ""),
     )
 
 

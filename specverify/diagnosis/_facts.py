@@ -58,15 +58,20 @@ _ALT_WORDS = {
 }
 
 
-def _kind_sentence(kind: str, ranked: Sequence[Candidate], min_llr: float, away: dict[str, str]) -> str:
-    """'X match <target law>' or 'X do not match <target law>; they match <alt>' (or: where they depart)."""
+def _kind_sentence(kind: str, ranked: Sequence[Candidate], min_llr: float, away: dict[str, str], known: bool) -> str:
+    """'X match <target law>', or 'X do not match <target law>' with the law they match (when a class
+    is the diagnosis; 'closest' otherwise) and where they depart (:func:`departures`)."""
     moved = [c for c in ranked if c.llr_by_kind.get(kind, 0.0) >= min_llr]
-    negated = _TARGET_WORDS[kind].replace(" match ", " do not match ").replace("every round is", "not every round is")
-    if not moved:
-        return negated + "; " + away[kind] if kind in away else _TARGET_WORDS[kind]
-    best = max(moved, key=lambda c: c.llr_by_kind[kind])
-    alt = _ALT_WORDS.get(best.name)
-    return negated + (f"; they match {alt}" if alt else f"; closest: {best.name}")
+    if not moved and kind not in away:
+        return _TARGET_WORDS[kind]
+    out = _TARGET_WORDS[kind].replace(" match ", " do not match ").replace("every round is", "not every round is")
+    if moved:
+        best = max(moved, key=lambda c: c.llr_by_kind[kind])
+        alt = _ALT_WORDS.get(best.name)
+        # "they match" only when a class is the diagnosis: a class that moves one stratum of a bug it
+        # does not explain is only the closest tried there
+        out += f"; they match {alt}" if alt and known else f"; closest: {alt or best.name}"
+    return out + (f"; {away[kind]}" if kind in away and not (known and moved) else "")
 
 
 def _where(best: Candidate, units: Sequence[RoundUnit], min_llr: float) -> list[str]:
@@ -90,10 +95,10 @@ def facts(
     """Plain-word facts for a diagnosis (module docstring); ``away``: :func:`departures`."""
     if not ranked:
         return ["no round of the audit could be scored (no drafts seen, or laws per token)"]
-    out = [_kind_sentence(k, ranked, min_llr, away) for k in ("acceptance", "replacement", "bonus")]
+    out = [_kind_sentence(k, ranked, min_llr, away, known) for k in ("acceptance", "replacement", "bonus")]
     if any(ev.drafted_by_impl for ev, _, _ in units):
-        out.append(_kind_sentence("draft", ranked, min_llr, away))
-    out.append(_kind_sentence("structure", ranked, min_llr, away))
+        out.append(_kind_sentence("draft", ranked, min_llr, away, known))
+    out.append(_kind_sentence("structure", ranked, min_llr, away, known))
     if known:
         out += _where(ranked[0], units, min_llr)
     return out
@@ -141,8 +146,9 @@ def departures(
     obs: Sequence[np.ndarray], layouts: Sequence[Any], expected: Sequence[np.ndarray], labels: Sequence[str]
 ) -> dict[str, str]:
     """{kind: where it departs, in words} for each kind whose cells reject the target law at
-    :data:`DEPARTURE_ALPHA` (G summed over the units); the worst group by G is described."""
-    out: dict[str, str] = {}
+    :data:`DEPARTURE_ALPHA` (G summed over the units), the kind of the largest G first; the worst
+    group by G is described."""
+    out: dict[str, tuple[float, str]] = {}
     for kind in ("acceptance", "replacement", "bonus", "draft", "structure"):
         G, df, worst = 0.0, 0, (0.0, "")
         for o, lay, e, label in zip(obs, layouts, expected, labels, strict=True):
@@ -160,5 +166,5 @@ def departures(
                     sentence = _describe(kind, lay, int(grp) - first, got, want, cells)
                     worst = (g_grp, sentence + (f" ({label})" if label and len(labels) > 1 else ""))
         if df > 0 and stats.chi2.sf(G, df) < DEPARTURE_ALPHA:
-            out[kind] = worst[1]
-    return out
+            out[kind] = (G, worst[1])
+    return {k: v for k, (_, v) in sorted(out.items(), key=lambda kv: -kv[1][0])}
