@@ -571,6 +571,7 @@ def _facts_html(v: Verdict) -> str:
 _STYLE = """
 body{font-family:sans-serif;max-width:1300px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse}td,th{border-bottom:1px solid #ddd;padding:4px 8px;vertical-align:top;text-align:left}
+td{overflow-wrap:anywhere}td:nth-child(2),td:nth-child(3){overflow-wrap:normal;white-space:nowrap}
 td.num{text-align:right;white-space:nowrap}
 .PASS{color:#070}.FAIL{color:#b00}.INCONCLUSIVE{color:#a60}
 .statement{border-left:6px solid currentColor;background:#fafafa;padding:.5em .9em;margin:1em 0}
