@@ -47,6 +47,16 @@ class SquaredRatio(ChainSampler):
             return U.accept < np.minimum(1.0, px / qx) ** 2
 
 
+class ThresholdHalf(ChainSampler):
+    """Outside the catalogue: a deterministic test, keep iff p/q >= 0.5 (no uniform)."""
+
+    name = "threshold_half"
+
+    def accept(self, px, qx, U, ctx):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return px / qx >= 0.5
+
+
 @pytest.mark.parametrize(
     "name, alpha",
     [
@@ -113,6 +123,14 @@ def test_a_bug_outside_the_catalogue_is_located_by_the_cells_it_departs_in():
     assert any(f.startswith(where) and "drafts kept" in f and "the rule keeps" in f for f in d.facts), d.facts
     assert "Where it departs: " + where in d.lead()
     assert "replacements match (p - q)+" in d.facts and "bonus tokens match p" in d.facts
+
+
+def test_a_deterministic_acceptance_is_located_though_it_fills_one_cell_of_each_pair():
+    # every (position, ratio band) group sees kept only or rejected only: each still has one degree
+    # of freedom (counting only the cells seen gave none, and the departure was never reported)
+    d = _diagnose(ThresholdHalf())
+    located = [f for f in d.facts if f.startswith("acceptances do not match") and "drafts kept" in f]
+    assert located, d.facts
 
 
 def test_the_reference_gets_no_class():

@@ -160,7 +160,9 @@ def departures(
                 if got.sum() == 0:
                     continue
                 g_grp = float(2 * np.sum(got[got > 0] * np.log(got[got > 0] / want[got > 0])))
-                G, df = G + g_grp, df + int((got > 0).sum()) - 1
+                # a group of k cells (any seen or expected) has k - 1 degrees of freedom: a deterministic
+                # acceptance fills one cell of two and still has one
+                G, df = G + g_grp, df + int(((got > 0) | (want > 1e-6)).sum()) - 1
                 if g_grp > worst[0]:
                     first = int(lay.group_of[lo])
                     sentence = _describe(kind, lay, int(grp) - first, got, want, cells)
