@@ -125,6 +125,13 @@ def test_a_bug_outside_the_catalogue_is_located_by_the_cells_it_departs_in():
     assert "replacements match (p - q)+" in d.facts and "bonus tokens match p" in d.facts
 
 
+def test_replacements_where_p_le_q_are_said_to_be_impossible_under_the_rule():
+    # half the replacements uniform: some land on tokens with p <= q, which (p - q)+ never gives
+    d = _diagnose(MixedResidual())
+    fact = next(f for f in d.facts if f.startswith("replacements do not match"))
+    assert "outside the residual's support" in fact and "is never a replacement under the rule" in fact, fact
+
+
 def test_a_deterministic_acceptance_is_located_though_it_fills_one_cell_of_each_pair():
     # every (position, ratio band) group sees kept only or rejected only: each still has one degree
     # of freedom (counting only the cells seen gave none, and the departure was never reported)

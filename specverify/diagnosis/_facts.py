@@ -132,7 +132,13 @@ def _describe(kind: str, layout: Any, group: int, seen_n: np.ndarray, want_n: np
         at = "the first position" if group == 0 else "later positions"
         inside = "inside" if local // 4 else "outside"
         where = f"{_mass(local % 4, 'p')}, {inside} the residual's support"
-        return f"at {at}, {seen} replacements are {where}; (p - q)+ gives {want}"
+        said = f"at {at}, {seen} replacements are {where}; (p - q)+ gives {want}"
+        if not local // 4 and want_n[worst] < 0.5:  # tokens with p <= q: the rule never replaces with them
+            said += (
+                " (a token with p <= q is never a replacement under the rule: the step's replacement law is not"
+                " the residual, or the p / q rows it uses are not the audited ones: a wrong row, context or cache)"
+            )
+        return said
     if kind == "bonus":
         return f"{seen} bonus tokens are {_mass(local, 'p')}; p gives {want}"
     if kind == "draft":
