@@ -21,7 +21,7 @@ from scipy import stats
 from ._bug_models import ResidualSwitch, TargetKnobsMissing
 from ._candidate import NOT_KNOWN, Candidate
 from ._classes import CLASSES, round_models
-from ._facts import departures, facts
+from ._facts import departures, facts, negated
 from ._mechanism import Mechanism, family_models, fit_mechanism, options_by_part
 from ._score import KINDS, g_statistic, score_unit
 
@@ -35,9 +35,6 @@ __all__ = ["Candidate", "Diagnosis", "diagnose_rounds", "NOT_KNOWN"]
 #: than a class's, because it is picked among many combinations of options; a combination of wrong
 #: options can explain 91-98% of a bug it does not describe (issue 25's study)
 MECHANISM_EXPLAINED = 0.99
-#: how the facts (_facts) begin the sentence of each stratum
-_SUBJECT = {"acceptance": "acceptances do not", "replacement": "replacements do not", "bonus": "bonus tokens do not",
-            "draft": "drafts do not", "structure": "not every round is"}  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -51,7 +48,7 @@ class Diagnosis:
     min_llr: float
     min_explained: float
     rounds_scored: int
-    #: how the facts' sentence of the stratum that departs most from the target law begins ("" when none does)
+    #: the stratum that departs most from the target law on its cells ("" when none does)
     departs: str = ""
 
     @property
@@ -70,7 +67,7 @@ class Diagnosis:
             closer = [c.name for c in self.candidates if c.llr_vs_target > 0][:3]
             best = f"closest tried: {', '.join(closer)}" if closer else "no class scores above the target law"
             # where the target law fails, in words (_facts.departures): a place to look without a name
-            where = next((f for f in self.facts if f.startswith(self.departs)), "") if self.departs else ""
+            where = next((f for f in self.facts if f.startswith(negated(self.departs))), "") if self.departs else ""
             return (
                 f"Diagnosis: not a known class (no catalogued class beats the target law by {self.min_llr:g} nats "
                 f"and explains {self.min_explained:.0%} of the deviation or leaves none significant; {best})"
@@ -272,7 +269,7 @@ def _diagnose_once(units: Sequence[RoundUnit], min_llr: float, min_explained: fl
         min_llr,
         min_explained,
         rounds,
-        next((_SUBJECT[k] for k in away), ""),
+        next(iter(away), ""),
     )
 
 

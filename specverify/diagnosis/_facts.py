@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import stats
 
+from ._score import g_statistic
+
 if TYPE_CHECKING:  # annotations only: this module is imported by _diagnose
     from ._candidate import Candidate
     from ._evidence import RoundUnit
 
-__all__ = ["facts", "departures"]
+__all__ = ["facts", "departures", "negated"]
 
 #: a stratum "does not match" the target law when its cells reject it at this level
 DEPARTURE_ALPHA = 1e-6
@@ -58,13 +60,18 @@ _ALT_WORDS = {
 }
 
 
+def negated(kind: str) -> str:
+    """The sentence of a stratum that does not match the target law, as the facts begin it."""
+    return _TARGET_WORDS[kind].replace(" match ", " do not match ").replace("every round is", "not every round is")
+
+
 def _kind_sentence(kind: str, ranked: Sequence[Candidate], min_llr: float, away: dict[str, str], known: bool) -> str:
     """'X match <target law>', or 'X do not match <target law>' with the law they match (when a class
     is the diagnosis; 'closest' otherwise) and where they depart (:func:`departures`)."""
     moved = [c for c in ranked if c.llr_by_kind.get(kind, 0.0) >= min_llr]
     if not moved and kind not in away:
         return _TARGET_WORDS[kind]
-    out = _TARGET_WORDS[kind].replace(" match ", " do not match ").replace("every round is", "not every round is")
+    out = negated(kind)
     if moved:
         best = max(moved, key=lambda c: c.llr_by_kind[kind])
         alt = _ALT_WORDS.get(best.name)
@@ -158,14 +165,14 @@ def departures(
     for kind in ("acceptance", "replacement", "bonus", "draft", "structure"):
         G, df, worst = 0.0, 0, (0.0, "")
         for o, lay, e, label in zip(obs, layouts, expected, labels, strict=True):
-            lo, hi = lay.span(kind) if kind != "structure" else (lay.st0, lay.size)
+            lo, hi = lay.span(kind)
             groups = lay.group_of[lo:hi]
             for grp in np.unique(groups):
                 cells = lo + np.nonzero(groups == grp)[0]
-                got, want = o[cells], np.maximum(e[cells], 1e-9)
+                got, want = o[cells], e[cells]
                 if got.sum() == 0:
                     continue
-                g_grp = float(2 * np.sum(got[got > 0] * np.log(got[got > 0] / want[got > 0])))
+                g_grp = g_statistic(got, want)
                 # a group of k cells (any seen or expected) has k - 1 degrees of freedom: a deterministic
                 # acceptance fills one cell of two and still has one
                 G, df = G + g_grp, df + int(((got > 0) | (want > 1e-6)).sum()) - 1

@@ -82,7 +82,9 @@ class _Cells:
     def span(self, kind: str) -> tuple[int, int]:
         """[lo, hi) of the cells of one event kind (a mechanism composes its cells kind by kind)."""
         starts = {"acceptance": self.acc0, "replacement": self.rep0, "bonus": self.bon0, "draft": self.dr0}
+        starts["structure"] = self.st0
         ends = {"acceptance": self.rep0, "replacement": self.bon0, "bonus": self.dr0, "draft": self.st0}
+        ends["structure"] = self.size
         return starts[kind], ends[kind]
 
 
