@@ -3,6 +3,8 @@ float64 rows) and the context models it is shown them on."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specverify import SamplingSettings
 from specverify.harness import SequenceView, make_context_pair, run_round_step
@@ -14,6 +16,28 @@ def test_the_law_depends_on_the_last_two_tokens_and_the_position():
     assert pair.row_of([9, 1, 2]) == a  # the third-last token does not matter (order 2)
     assert sum(pair.row_of([k, 2]) != pair.row_of([1, 2]) for k in range(2, 40)) > 30  # the second-last does
     assert sum(pair.row_of([7] * n + [1, 2]) != a for n in range(2, 40)) > 30  # the length does
+
+
+_ODD_IDS = st.sampled_from([-1, 64, 65, 3.0, np.int32(5), np.uint8(7), True])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    order=st.integers(0, 3),
+    positional=st.booleans(),
+    prefix=st.lists(st.one_of(st.integers(0, 19), _ODD_IDS), max_size=12),
+)
+def test_the_dense_row_tables_give_the_rows_the_hash_gives_one_key_at_a_time(order, positional, prefix):
+    # row_of's fast path (every window of a length hashed at once) against the per-key hash; ids
+    # that are not vocabulary ids (an implementation's own prefixes) take the hash path alike
+    pair = make_context_pair(20, "low", order=order, positional=positional, seed=order)
+    assert pair._dense is not None
+
+    def by_hash(t):
+        return pair._row_of(t, tuple(prefix[max(0, t - order) : t]) if order else ())
+
+    assert pair.row_of(prefix) == by_hash(len(prefix))
+    assert pair.rows_along(prefix, 0, len(prefix) + 1) == [by_hash(t) for t in range(len(prefix) + 1)]
 
 
 @pytest.mark.parametrize("kind", ["low", "high", "greedy"])

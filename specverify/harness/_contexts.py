@@ -61,6 +61,10 @@ class ContextPair(TablePair):
         self._rows: dict[
             tuple[int, tuple[int, ...]], int
         ] = {}  # (length, window) -> row: the hash is the driver's hot spot
+        self._v = self.vocab_size  # the start symbol (a property read on the hot path otherwise)
+        # small key spaces: every window's row of one length, hashed at once (row_of's fast path)
+        dense = (self._v + 1) ** self.order <= _DENSE_WINDOWS
+        self._dense: dict[int, list[int]] | None = {} if dense else None
 
     # the base methods are lru_cache wrappers, which mypy cannot match a plain method against
     def target_table(self, settings: SamplingSettings | None = None) -> npt.NDArray[np.float64]:  # type: ignore[override]
@@ -84,7 +88,12 @@ class ContextPair(TablePair):
 
     def row_of(self, prefix: Sequence[int]) -> int:
         """Row of the law of the token that follows ``prefix`` (a sequence of ids)."""
-        key = (len(prefix), tuple(prefix[-self.order :]) if self.order else ())
+        n = len(prefix)
+        if self._dense is not None:
+            row = self._dense_row(prefix, n)
+            if row is not None:
+                return row
+        key = (n, tuple(prefix[-self.order :]) if self.order else ())
         row = self._rows.get(key)
         if row is None:
             if len(self._rows) > 1_000_000:
@@ -97,12 +106,34 @@ class ContextPair(TablePair):
         k, rows, get = self.order, self._rows, self._rows.get
         out: list[int] = []
         for t in range(start, stop):
-            key = (t, tuple(seq[max(0, t - k) : t]) if k else ())
-            row = get(key)
+            row = self._dense_row(seq, t) if self._dense is not None else None
             if row is None:
-                row = rows[key] = self._row_of(t, key[1])
+                key = (t, tuple(seq[max(0, t - k) : t]) if k else ())
+                row = get(key)
+                if row is None:
+                    row = rows[key] = self._row_of(t, key[1])
             out.append(row)
         return out
+
+    def _dense_row(self, seq: Sequence[int], n: int) -> int | None:
+        """Row of ``seq[:n]`` from the dense table of its length; None when a window id is not a
+        vocabulary id (an implementation's own prefix): the hash path then gives the same row."""
+        v, k = self._v, self.order
+        idx = 0
+        for i in range(n - k, n):
+            t = seq[i] if i >= 0 else v  # before the prefix: the start symbol
+            if type(t) is not int:
+                if not isinstance(t, np.integer):
+                    return None
+                t = int(t)  # numpy's small integer types would overflow in idx
+            if not 0 <= t <= v or (t == v and i >= 0):
+                return None
+            idx = idx * (v + 1) + t
+        rows = self._dense.get(n if self.positional else 0)  # type: ignore[union-attr]
+        if rows is None:
+            length = n if self.positional else 0
+            rows = self._dense[length] = _dense_rows(self, length)  # type: ignore[index]
+        return rows[idx]
 
     def _row_of(self, length: int, last: tuple[int, ...]) -> int:
         v, k = self.vocab_size, self.order
@@ -136,6 +167,34 @@ class ContextPair(TablePair):
         table = self.draft_table(settings) if draft else self.target_table(settings)
         row: npt.NDArray[np.float64] = table[self.row_of(prefix)]
         return row
+
+
+#: key spaces (vocab + 1) ** order up to this size get a dense row table per length
+_DENSE_WINDOWS = 1 << 16
+
+
+def _splitmix64_array(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """:func:`_splitmix64` on uint64 arrays (numpy's unsigned arithmetic wraps mod 2**64 alike)."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    out: npt.NDArray[np.uint64] = x ^ (x >> np.uint64(31))
+    return out
+
+
+def _dense_rows(pair: ContextPair, length: int) -> list[int]:
+    """Row of every window (base vocab + 1 digits, the start symbol = vocab) at one prefix length,
+    exactly as :meth:`ContextPair._row_of` hashes them one at a time."""
+    v, k = pair.vocab_size, pair.order
+    idx = np.arange((v + 1) ** k, dtype=np.int64)
+    if not pair.positional and (v + 1) ** k <= pair.n_rows:
+        return idx.tolist()  # type: ignore[no-any-return]
+    digits = [(idx // (v + 1) ** (k - 1 - j)) % (v + 1) for j in range(k)]  # most significant first
+    h = np.full(idx.shape, pair.salt ^ length, dtype=np.uint64)
+    for d in digits:
+        h = _splitmix64_array(h ^ (d.astype(np.uint64) + np.uint64(1)))
+    return (_splitmix64_array(h) % np.uint64(pair.n_rows)).astype(np.int64).tolist()  # type: ignore[no-any-return]
 
 
 def _frozen(a: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

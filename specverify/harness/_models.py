@@ -48,6 +48,9 @@ class ModelPair:
     def row_of(self, prefix: Sequence[int]) -> int:
         return 0  # untabled: laws are stored per token
 
+    def rows_along(self, seq: Sequence[int], start: int, stop: int) -> list[int]:
+        return [0] * max(0, stop - start)
+
     def law_logits(self, prefix: Sequence[int], *, draft: bool = False) -> npt.NDArray[np.float64]:
         key = (draft, tuple(int(t) for t in prefix))
         if key not in self._cache:

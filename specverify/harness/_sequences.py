@@ -88,10 +88,9 @@ class SequenceView:
 
     def target(self, prefix: Iterable[int], proposed: Iterable[int]) -> npt.NDArray[np.float64]:
         pre, prop = list(prefix), [int(t) for t in proposed]
-        self.asked = pre + prop
-        self.passes.append(tuple(self.asked))
+        self.asked = full = pre + prop
+        self.passes.append(tuple(full))
         if self._tables is not None:  # one gather of the pass's rows
-            full = pre + prop
             rows = self._tables[False][self.pair.rows_along(full, len(pre), len(full) + 1)]
             rows.flags.writeable = False
             return rows
@@ -149,20 +148,23 @@ class _Recorder:
                 self._record(seq, t, j, seq_id)
             seq.append(t)
         self.n_acc.append(len(out) - 1)
-        base = seq[: len(seq) - len(out)]
+        nb = len(seq) - len(out)  # the true prefix before the round
         # The round's drafts: what the last verification pass held beyond the true prefix (a step
         # may re-send context tokens as part of the proposal, e.g. at a KV block boundary).
         asked = self.view.asked
-        d = asked[len(base) :][:gamma] if asked[: len(base)] == base else []
+        d = asked[nb : nb + gamma] if asked[:nb] == seq[:nb] else []
         pad = [PAD] * (gamma - len(d))
         self.drafts.append(d + pad)
         self.paths.append(_leaves(self.view.passes))
-        self.draft_rows.append([self.view.pair.row_of(base + d[:j]) for j in range(len(d))] + pad)
-        self.bonus_rows.append(self.view.pair.row_of(base + d) if len(d) == gamma else PAD)
+        # rows of base + d[:j] (and of base + d: the bonus row); asked begins with base + d
+        rows = self.view.pair.rows_along(asked, nb, nb + len(d) + (len(d) == gamma)) if d else []
+        self.draft_rows.append(rows[: len(d)] + pad)
+        self.bonus_rows.append(rows[gamma] if len(d) == gamma else PAD)
 
     def _record(self, seq: list[int], t: int, j: int, seq_id: int) -> None:
         pair, s = self.view.pair, self.view.settings
-        self.prompts.setdefault(seq_id, list(seq))
+        if seq_id not in self.prompts:
+            self.prompts[seq_id] = list(seq)
         if self.per_token_law:
             self.rows.append(len(self.laws))
             n_prompt = len(self.prompts[seq_id])
@@ -216,6 +218,8 @@ def _leaves(passes: list[tuple[int, ...]]) -> int:
 
 
 def _check_step_output(out: Any, gamma: int, v: int, name: str) -> list[int]:
+    if type(out) is list and 1 <= len(out) <= gamma + 1 and all(type(t) is int and 0 <= t < v for t in out):
+        return list(out)  # the common case, valid as it is (the checks below name what is wrong)
     ids: list[int] = as_token_ids(out, name).tolist()
     if not 1 <= len(ids) <= gamma + 1:
         raise MalformedOutputError(f"{name} returned {len(ids)} tokens {ids}; a round emits 1..gamma + 1 = {gamma + 1}")
