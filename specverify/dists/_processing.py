@@ -56,9 +56,9 @@ def running_counts(token_ids: ArrayLike, vocab_size: int, *, window: int = 0, fi
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Numerically stable softmax along the last axis; -inf logits get probability 0."""
     x = np.asarray(logits, dtype=np.float64)
-    m = np.max(x, axis=-1, keepdims=True)
-    e = np.exp(x - m)
-    out: np.ndarray = e / e.sum(axis=-1, keepdims=True)
+    # ufunc reductions, not np.max / ndarray.sum: their Python wrappers cost more than a row of 64
+    e = np.exp(x - np.maximum.reduce(x, axis=-1, keepdims=True))
+    out: np.ndarray = e / np.add.reduce(e, axis=-1, keepdims=True)
     return out
 
 
@@ -69,13 +69,19 @@ def _apply_penalties(
     if (bias := s.bias_vector(x.shape[-1])) is not None:
         x = x + bias
     if s.repetition_penalty != 1.0 and seen_counts is not None:
-        seen = np.broadcast_to(seen_counts, x.shape) > 0
+        seen = _shaped(seen_counts, x.shape) > 0
         pen = np.where(x < 0, x * s.repetition_penalty, x / s.repetition_penalty)
         x = np.where(seen, pen, x)
     if (s.presence_penalty or s.frequency_penalty) and output_counts is not None:
-        c = np.broadcast_to(output_counts, x.shape)
+        c = _shaped(output_counts, x.shape)
         x = x - s.presence_penalty * (c > 0) - s.frequency_penalty * c
     return x
+
+
+def _shaped(counts: ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
+    """``counts`` broadcast to the logits' shape (an error if it cannot be), without a copy."""
+    arr = np.asarray(counts)
+    return arr if arr.shape == shape else np.broadcast_to(arr, shape)
 
 
 def _top_k(x: np.ndarray, k: int) -> np.ndarray:
@@ -92,12 +98,15 @@ def _top_p(x: np.ndarray, top_p: float, keep: int) -> np.ndarray:
     # Ascending by logit; among ties the higher id first (stable sort of the reversed row).
     v = x.shape[-1]
     order = (v - 1) - np.argsort(x[..., ::-1], axis=-1, kind="stable")
-    sorted_x = np.take_along_axis(x, order, axis=-1)
+    sorted_x = x[order] if x.ndim == 1 else np.take_along_axis(x, order, axis=-1)  # one row: plain indexing
     cum = np.cumsum(softmax(sorted_x), axis=-1)
     remove_sorted = cum <= (1.0 - top_p)
     remove_sorted[..., -keep:] = False
     remove = np.empty_like(remove_sorted)
-    np.put_along_axis(remove, order, remove_sorted, axis=-1)
+    if x.ndim == 1:
+        remove[order] = remove_sorted
+    else:
+        np.put_along_axis(remove, order, remove_sorted, axis=-1)
     return np.where(remove, -np.inf, x)
 
 
@@ -105,12 +114,10 @@ def _min_p(x: np.ndarray, min_p: float, keep: int) -> np.ndarray:
     if min_p <= 0.0:
         return x
     probs = softmax(x)
-    remove = probs < min_p * probs.max(axis=-1, keepdims=True)
-    if keep > 1:
+    remove = probs < min_p * np.maximum.reduce(probs, axis=-1, keepdims=True)
+    if keep > 1:  # (one: the most likely token is never removed, as min_p <= 1)
         top = np.argsort(-probs, axis=-1, kind="stable")[..., :keep]
         np.put_along_axis(remove, top, False, axis=-1)
-    else:
-        np.put_along_axis(remove, np.argmax(probs, axis=-1)[..., None], False, axis=-1)
     return np.where(remove, -np.inf, x)
 
 

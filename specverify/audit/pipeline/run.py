@@ -12,6 +12,7 @@ makes the verdict INCONCLUSIVE with a statement of the rounds and time that woul
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import math
@@ -129,10 +130,9 @@ def _collect_all(
     *,
     deadline: float,
 ) -> tuple[list[CheckOutcome], list[str]]:
-    checks: list[CheckOutcome] = []
-    evidence: list[str] = []
     pool = WorkerPool(cfg.workers, adapter, pairs)
     prog = _progress(cfg)
+    concluded = _Conclusions(adapter, cfg, pairs)
 
     def on_batch(sample: UnitSample, *, unit: AuditUnit, task: TaskID | None) -> None:
         if prog and task is not None:
@@ -156,17 +156,46 @@ def _collect_all(
             )
             if cfg.checkpoint:
                 save_checkpoint(cfg.checkpoint, fp, samples)
-            c = dataclasses.replace(conclude_unit(adapter, unit, pairs[unit.index], s, cfg), check_id=unit_id(unit))
-            checks.append(c)
-            if c.status == FAIL:
-                evidence.append(c.summary)
-                if cfg.fail_fast:
-                    break
+            concluded.add(unit, s)
+            if cfg.fail_fast and concluded.failed:
+                break
+        checks = concluded.wait()
     finally:
+        concluded.close()
         pool.close()
         if prog:
             prog.stop()
-    return checks, evidence
+    return checks, [c.summary for c in checks if c.status == FAIL]
+
+
+class _Conclusions:
+    """Each collected unit's tests, in unit order. With worker processes (and no ``fail_fast``, which
+    needs each unit's outcome before the next) a unit is concluded in a thread of the parent while
+    the workers collect the next one; the outcomes are the same either way, only sooner."""
+
+    def __init__(self, adapter: Adapter, cfg: AuditConfig, pairs: dict[int, Any]) -> None:
+        self.adapter, self.cfg, self.pairs = adapter, cfg, pairs
+        overlap = cfg.workers > 1 and not cfg.fail_fast
+        self.ex = concurrent.futures.ThreadPoolExecutor(1) if overlap else None
+        self.outcomes: list[concurrent.futures.Future[CheckOutcome] | CheckOutcome] = []
+
+    def _conclude(self, unit: AuditUnit, sample: UnitSample) -> CheckOutcome:
+        c = conclude_unit(self.adapter, unit, self.pairs[unit.index], sample, self.cfg)
+        return dataclasses.replace(c, check_id=unit_id(unit))
+
+    def add(self, unit: AuditUnit, sample: UnitSample) -> None:
+        self.outcomes.append(self.ex.submit(self._conclude, unit, sample) if self.ex else self._conclude(unit, sample))
+
+    @property
+    def failed(self) -> bool:
+        return any(isinstance(c, CheckOutcome) and c.status == FAIL for c in self.outcomes)
+
+    def wait(self) -> list[CheckOutcome]:
+        return [c.result() if isinstance(c, concurrent.futures.Future) else c for c in self.outcomes]
+
+    def close(self) -> None:
+        if self.ex is not None:
+            self.ex.shutdown(wait=True, cancel_futures=True)
 
 
 def _exact(
