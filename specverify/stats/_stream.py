@@ -251,32 +251,10 @@ def pit_test(
     raise ValueError(f"unknown method {method!r}; use 'ad', 'ks' or 'binned'")
 
 
-def loglik_score_test(law: StreamLaw, tokens: ArrayLike, rows: ArrayLike) -> GofResult:
-    """Score test in the temperature direction: S = sum_t (log p_r(x_t) - E_r[log p]).
-
-    Sharpening or flattening a law (a temperature applied twice or not at all, a top-k / top-p /
-    penalty mismatch) moves E[log p(x)] first, and S is the locally most powerful statistic against
-    p^(1/T) / Z. Its p-value is a two-sided Chernoff bound from the exact cumulant generating
-    function K(theta) = sum_t log sum_x p_r(x)^(1 + theta) - theta E_r[log p] (a bound, valid at
-    any n; conservative by a factor of order theta * sd(S) in the far tail).
-    """
+def _chernoff_two_sided(logp: np.ndarray, w: np.ndarray, mu: np.ndarray, s: float) -> float:
+    """2 exp(min over theta of log K) for the score S = s (loglik_score_test): rows ``logp`` [R, V]
+    with weights ``w`` [R] and entropies' negatives ``mu`` [R]."""
     from scipy import optimize
-
-    tokens = np.asarray(tokens, dtype=np.int64)
-    rows = np.asarray(rows, dtype=np.int64)
-    z = zero_mass_failure("loglik-score", law, tokens, rows)
-    if z:
-        return z
-    n = len(tokens)
-    if n == 0:
-        return GofResult.empty("loglik-score", df=1, why="no tokens")
-    cnt = np.bincount(rows, minlength=law.table.shape[0])
-    used = np.nonzero(cnt)[0]
-    tab, w = law.table[used], cnt[used].astype(np.float64)
-    with np.errstate(divide="ignore"):
-        logp = np.log(tab)  # -inf where p = 0: those terms vanish from every sum below
-    mu = np.sum(np.where(tab > 0, tab * np.where(tab > 0, logp, 0.0), 0.0), axis=1)
-    s = float(np.sum(np.log(law.table[rows, tokens])) - np.sum(w * mu))
 
     top = logp.max(axis=1)  # finite: every row has mass
     shifted = logp - top[:, None]  # <= 0, -inf where p = 0
@@ -293,7 +271,35 @@ def loglik_score_test(law: StreamLaw, tokens: ArrayLike, rows: ArrayLike) -> Gof
 
     hi = 50.0 if s > 0 else 1.0 - 1e-9  # p^(1 + theta) must keep a positive exponent
     res = optimize.minimize_scalar(log_bound, bounds=(0.0, hi), method="bounded", options={"xatol": 1e-7})
-    p = min(1.0, 2.0 * math.exp(min(0.0, res.fun)))
+    return min(1.0, 2.0 * math.exp(min(0.0, res.fun)))
+
+
+def loglik_score_test(law: StreamLaw, tokens: ArrayLike, rows: ArrayLike) -> GofResult:
+    """Score test in the temperature direction: S = sum_t (log p_r(x_t) - E_r[log p]).
+
+    Sharpening or flattening a law (a temperature applied twice or not at all, a top-k / top-p /
+    penalty mismatch) moves E[log p(x)] first, and S is the locally most powerful statistic against
+    p^(1/T) / Z. Its p-value is a two-sided Chernoff bound from the exact cumulant generating
+    function K(theta) = sum_t log sum_x p_r(x)^(1 + theta) - theta E_r[log p] (a bound, valid at
+    any n; conservative by a factor of order theta * sd(S) in the far tail).
+    """
+    tokens = np.asarray(tokens, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    z = zero_mass_failure("loglik-score", law, tokens, rows)
+    if z:
+        return z
+    n = len(tokens)
+    if n == 0:
+        return GofResult.empty("loglik-score", df=1, why="no tokens")
+    cnt = np.bincount(rows, minlength=law.table.shape[0])
+    used = np.nonzero(cnt)[0]
+    tab, w = law.table[used], cnt[used].astype(np.float64)
+    with np.errstate(divide="ignore"):
+        logp = np.log(tab)  # -inf where p = 0: those terms vanish from every sum below
+    mu = np.sum(np.where(tab > 0, tab * np.where(tab > 0, logp, 0.0), 0.0), axis=1)
+    s = float(np.sum(np.log(law.table[rows, tokens])) - np.sum(w * mu))
+
+    p = _chernoff_two_sided(logp, w, mu, s)
     var = np.sum(w * (np.sum(np.where(tab > 0, tab * np.where(tab > 0, logp, 0.0) ** 2, 0.0), axis=1) - mu**2))
     zscore = s / math.sqrt(var) if var > 0 else 0.0
     direction = (
