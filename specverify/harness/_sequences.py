@@ -156,8 +156,9 @@ class _Recorder:
         pad = [PAD] * (gamma - len(d))
         self.drafts.append(d + pad)
         self.paths.append(_leaves(self.view.passes))
-        # rows of base + d[:j] (and of base + d: the bonus row); asked begins with base + d
-        rows = self.view.pair.rows_along(asked, nb, nb + len(d) + (len(d) == gamma)) if d else []
+        # rows of base + d[:j] (and of base + d: the bonus row); asked begins with base + d, and
+        # without drafts base is seq[:nb]
+        rows = self.view.pair.rows_along(asked if d else seq, nb, nb + len(d) + (len(d) == gamma))
         self.draft_rows.append(rows[: len(d)] + pad)
         self.bonus_rows.append(rows[gamma] if len(d) == gamma else PAD)
 
