@@ -6,22 +6,24 @@ full prefix; ``model.vocab_size`` is V. Randomness comes from ``np.random.defaul
 
 import numpy as np
 
+from ._choice import choice
+
 
 def _round(seq, model, gamma, rng):
     """One speculative round on the full sequence ``seq``; returns the emitted tokens."""
     xs, qs = [], []
     for _ in range(gamma):
         q = np.asarray(model.draft_probs(seq + xs))
-        xs.append(int(rng.choice(len(q), p=q)))
+        xs.append(choice(rng, len(q), q))
         qs.append(q)
     for j, x in enumerate(xs):
         p = np.asarray(model.target_probs(seq + xs[:j]))
         if rng.random() >= p[x] / qs[j][x]:
             r = np.maximum(p - qs[j], 0)
             r = r / r.sum() if r.sum() > 0 else p
-            return xs[:j] + [int(rng.choice(len(r), p=r))]
+            return xs[:j] + [choice(rng, len(r), r)]
     p = np.asarray(model.target_probs(seq + xs))
-    return xs + [int(rng.choice(len(p), p=p))]
+    return xs + [choice(rng, len(p), p)]
 
 
 def generate_correct(prompt, max_new_tokens, seed, model):
@@ -65,7 +67,7 @@ def generate_unverified_tail(prompt, max_new_tokens, seed, model):
     while len(seq) < len(prompt) + max_new_tokens:
         if len(seq) - len(prompt) >= 8:  # "the draft has warmed up"
             q = np.asarray(model.draft_probs(seq))
-            seq.append(int(rng.choice(len(q), p=q)))
+            seq.append(choice(rng, len(q), q))
         else:
             seq += _round(seq, model, 4, rng)
     return seq[len(prompt) : len(prompt) + max_new_tokens]
@@ -79,7 +81,7 @@ def generate_last_round_unverified(prompt, max_new_tokens, seed, model):
         if end - len(seq) < gamma + 1:
             while len(seq) < end:
                 q = np.asarray(model.draft_probs(seq))
-                seq.append(int(rng.choice(len(q), p=q)))
+                seq.append(choice(rng, len(q), q))
         else:
             seq += _round(seq, model, gamma, rng)
     return seq[len(prompt) : end]

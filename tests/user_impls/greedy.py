@@ -10,6 +10,8 @@
 
 import numpy as np
 
+from ._choice import choice
+
 
 def _argmax_drafts(prefix, draft, gamma):
     xs = []
@@ -40,7 +42,7 @@ def greedy_sampled_drafts(prefix, draft, target, gamma, rng):
     xs = []
     for _ in range(gamma):
         q = np.asarray(draft(prefix + xs))
-        xs.append(int(rng.choice(len(q), p=q)))
+        xs.append(choice(rng, len(q), q))
     P = np.asarray(target(prefix, xs))
     for j, x in enumerate(xs):
         t = int(np.argmax(P[j]))
@@ -128,14 +130,14 @@ def _sample_round(prefix, draft, target, gamma, rng):
     xs, qs = [], []
     for _ in range(gamma):
         qs.append(np.asarray(draft(prefix + xs)))
-        xs.append(int(rng.choice(len(qs[-1]), p=qs[-1])))
+        xs.append(choice(rng, len(qs[-1]), qs[-1]))
     P = np.asarray(target(prefix, xs))
     for j, x in enumerate(xs):
         if rng.random() >= P[j][x] / qs[j][x]:
             r = np.maximum(P[j] - qs[j], 0)
             r = r / r.sum() if r.sum() > 0 else P[j]
-            return xs[:j] + [int(rng.choice(len(r), p=r))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+            return xs[:j] + [choice(rng, len(r), r)]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_settings_correct(prefix, draft, target, gamma, rng, settings):

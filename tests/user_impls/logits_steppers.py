@@ -11,9 +11,11 @@ import dataclasses
 
 import numpy as np
 
+from ._choice import choice
+
 
 def softmax(x):
-    e = np.exp(x - np.max(x))
+    e = np.exp(x - x.max())
     return e / e.sum()
 
 
@@ -105,13 +107,13 @@ def speculate(prefix, draft, target, gamma, rng, qfn, pfn):
     for _ in range(gamma):
         h = prefix + xs
         qs.append(qfn(draft(h), h))
-        xs.append(int(rng.choice(len(qs[-1]), p=qs[-1])))
+        xs.append(choice(rng, len(qs[-1]), qs[-1]))
     L = np.asarray(target(prefix, xs))
     for j, x in enumerate(xs):
         p = pfn(L[j], prefix + xs[:j])
         if rng.random() >= p[x] / qs[j][x]:
-            return xs[:j] + [int(rng.choice(len(p), p=_residual(p, qs[j])))]
-    return xs + [int(rng.choice(L.shape[1], p=pfn(L[gamma], prefix + xs)))]
+            return xs[:j] + [choice(rng, len(p), _residual(p, qs[j]))]
+    return xs + [choice(rng, L.shape[1], pfn(L[gamma], prefix + xs))]
 
 
 # ----------------------------------------------------------------------------- correct
@@ -212,14 +214,14 @@ def step_logits_temp_in_ratio_only(prefix, draft, target, gamma, rng, settings):
         lg = draft(prefix + xs)
         qs.append(raw(lg, prefix + xs))
         qt.append(hot(lg, prefix + xs))
-        xs.append(int(rng.choice(len(qs[-1]), p=qs[-1])))
+        xs.append(choice(rng, len(qs[-1]), qs[-1]))
     L = np.asarray(target(prefix, xs))
     for j, x in enumerate(xs):
         pt = hot(L[j], prefix + xs[:j])
         if rng.random() >= pt[x] / qt[j][x]:
             p = raw(L[j], prefix + xs[:j])
-            return xs[:j] + [int(rng.choice(len(p), p=_residual(p, qs[j])))]
-    return xs + [int(rng.choice(L.shape[1], p=raw(L[gamma], prefix + xs)))]
+            return xs[:j] + [choice(rng, len(p), _residual(p, qs[j]))]
+    return xs + [choice(rng, L.shape[1], raw(L[gamma], prefix + xs))]
 
 
 def step_logits_rep_penalty_draft_only(prefix, draft, target, gamma, rng, settings):

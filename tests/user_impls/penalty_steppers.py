@@ -15,6 +15,7 @@ import numpy as np
 
 from specverify import SamplingSettings
 
+from ._choice import choice
 from .logits_steppers import _residual, one_hot_argmax, softmax
 
 
@@ -33,13 +34,13 @@ def chain(prefix, draft, target, gamma, rng, qfn, pfn):
     for _ in range(gamma):
         h = list(prefix) + xs
         qs.append(qfn(draft(h), h))
-        xs.append(int(rng.choice(len(qs[-1]), p=qs[-1])))
+        xs.append(choice(rng, len(qs[-1]), qs[-1]))
     L = np.asarray(target(list(prefix), xs))
     for j, x in enumerate(xs):
         p = pfn(L[j], list(prefix) + xs[:j])
         if rng.random() >= p[x] / qs[j][x]:
-            return xs[:j] + [int(rng.choice(len(p), p=_residual(p, qs[j])))]
-    return xs + [int(rng.choice(L.shape[1], p=pfn(L[gamma], list(prefix) + xs)))]
+            return xs[:j] + [choice(rng, len(p), _residual(p, qs[j]))]
+    return xs + [choice(rng, L.shape[1], pfn(L[gamma], list(prefix) + xs))]
 
 
 # ----------------------------------------------------------------------------- correct
@@ -156,7 +157,7 @@ def _target_only(prompt, n, seed, model, count_prompt):
         p = penalised(
             model.target_logits(list(prompt) + out), (list(prompt) if count_prompt else []) + out, model.settings
         )
-        out.append(int(rng.choice(len(p), p=p)))
+        out.append(choice(rng, len(p), p))
     return out
 
 

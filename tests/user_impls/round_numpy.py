@@ -7,13 +7,15 @@ unusual ways, the others carry one bug each (named in the docstring).
 
 import numpy as np
 
+from ._choice import choice
+
 
 def _draft_tokens(prefix, draft, gamma, rng):
     """Draft gamma tokens one after the other, each from q(. | prefix + drafts so far)."""
     xs, qs = [], []
     for _ in range(gamma):
         q = np.asarray(draft(list(prefix) + xs), dtype=np.float64)
-        x = int(rng.choice(len(q), p=q))
+        x = choice(rng, len(q), q)
         xs.append(x)
         qs.append(q)
     return xs, qs
@@ -40,9 +42,9 @@ def step_correct(prefix, draft, target, gamma, rng):
             continue
         r = np.maximum(p - q, 0.0)
         r = r / r.sum() if r.sum() > 0 else p
-        out.append(int(rng.choice(len(r), p=r)))
+        out.append(choice(rng, len(r), r))
         return out
-    out.append(int(rng.choice(P.shape[1], p=P[gamma])))
+    out.append(choice(rng, P.shape[1], P[gamma]))
     return out
 
 
@@ -96,9 +98,9 @@ def step_vectorised(prefix, draft, target, gamma, rng):
     idx = np.arange(gamma)
     ok = rng.random(gamma) < P[idx, xs] / Q[idx, xs]
     if ok.all():
-        return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+        return xs + [choice(rng, P.shape[1], P[gamma])]
     k = int(np.argmax(~ok))
-    return xs[:k] + [int(rng.choice(P.shape[1], p=_residual(P[k], Q[k])))]
+    return xs[:k] + [choice(rng, P.shape[1], _residual(P[k], Q[k]))]
 
 
 def step_residual_by_rejection(prefix, draft, target, gamma, rng):
@@ -110,12 +112,12 @@ def step_residual_by_rejection(prefix, draft, target, gamma, rng):
         if rng.random() < p[x] / q[x]:
             continue
         if not np.any(p > q):
-            return xs[:j] + [int(rng.choice(len(p), p=p))]
+            return xs[:j] + [choice(rng, len(p), p)]
         while True:
-            y = int(rng.choice(len(p), p=p))
+            y = choice(rng, len(p), p)
             if rng.random() * p[y] < p[y] - q[y]:
                 return xs[:j] + [y]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def _race(w, rng):
@@ -150,8 +152,8 @@ def step_kv_block_correct(prefix, draft, target, gamma, rng):
         P = np.asarray(target(prefix, xs))
     for j, x in enumerate(xs):
         if rng.random() >= P[j][x] / qs[j][x]:
-            return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+            return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_no_bonus(prefix, draft, target, gamma, rng):
@@ -160,7 +162,7 @@ def step_no_bonus(prefix, draft, target, gamma, rng):
     P = np.asarray(target(list(prefix), xs))
     for j, x in enumerate(xs):
         if rng.random() >= P[j][x] / qs[j][x]:
-            return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
+            return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
     return xs
 
 
@@ -171,8 +173,8 @@ def step_same_row_drafts(prefix, draft, target, gamma, rng):
     P = np.asarray(target(list(prefix), xs))
     for j, x in enumerate(xs):
         if rng.random() >= P[j][x] / q[x]:
-            return xs[:j] + [int(rng.choice(len(q), p=_residual(P[j], q)))]
-    return xs + [int(rng.choice(len(q), p=P[gamma]))]
+            return xs[:j] + [choice(rng, len(q), _residual(P[j], q))]
+    return xs + [choice(rng, len(q), P[gamma])]
 
 
 def step_mixture_draft(prefix, draft, target, gamma, rng):
@@ -182,13 +184,13 @@ def step_mixture_draft(prefix, draft, target, gamma, rng):
     for _ in range(gamma):
         q = np.asarray(draft(prefix + xs))
         q = 0.7 * q + 0.3 / len(q)
-        xs.append(int(rng.choice(len(q), p=q)))
+        xs.append(choice(rng, len(q), q))
         qs.append(q)
     P = np.asarray(target(prefix, xs))
     for j, x in enumerate(xs):
         if rng.random() >= P[j][x] / qs[j][x]:
-            return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+            return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 # ----------------------------------------------------------------------------- buggy
@@ -201,8 +203,8 @@ def step_residual_from_p(prefix, draft, target, gamma, rng):
     for j, x in enumerate(xs):
         if rng.random() < P[j][x] / qs[j][x]:
             continue
-        return xs[:j] + [int(rng.choice(P.shape[1], p=P[j]))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+        return xs[:j] + [choice(rng, P.shape[1], P[j])]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_residual_from_q(prefix, draft, target, gamma, rng):
@@ -212,8 +214,8 @@ def step_residual_from_q(prefix, draft, target, gamma, rng):
     for j, x in enumerate(xs):
         if rng.random() < P[j][x] / qs[j][x]:
             continue
-        return xs[:j] + [int(rng.choice(len(qs[j]), p=qs[j]))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+        return xs[:j] + [choice(rng, len(qs[j]), qs[j])]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_residual_wrong_sign(prefix, draft, target, gamma, rng):
@@ -225,8 +227,8 @@ def step_residual_wrong_sign(prefix, draft, target, gamma, rng):
             continue
         r = np.maximum(qs[j] - P[j], 0)
         r = r / r.sum() if r.sum() > 0 else P[j]
-        return xs[:j] + [int(rng.choice(len(r), p=r))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+        return xs[:j] + [choice(rng, len(r), r)]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_residual_abs(prefix, draft, target, gamma, rng):
@@ -238,8 +240,8 @@ def step_residual_abs(prefix, draft, target, gamma, rng):
             continue
         r = np.abs(P[j] - qs[j])
         r = r / r.sum() if r.sum() > 0 else P[j]
-        return xs[:j] + [int(rng.choice(len(r), p=r))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+        return xs[:j] + [choice(rng, len(r), r)]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_reused_uniform(prefix, draft, target, gamma, rng):
@@ -256,8 +258,8 @@ def step_reused_uniform(prefix, draft, target, gamma, rng):
     for j, x in enumerate(xs):
         if us[j] <= P[j][x] / qs[j][x]:
             continue
-        return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+        return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_bonus_wrong_row(prefix, draft, target, gamma, rng):
@@ -266,8 +268,8 @@ def step_bonus_wrong_row(prefix, draft, target, gamma, rng):
     P = np.asarray(target(list(prefix), xs))
     for j, x in enumerate(xs):
         if rng.random() >= P[j][x] / qs[j][x]:
-            return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma - 1]))]
+            return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
+    return xs + [choice(rng, P.shape[1], P[gamma - 1])]
 
 
 def step_bonus_from_q(prefix, draft, target, gamma, rng):
@@ -277,7 +279,7 @@ def step_bonus_from_q(prefix, draft, target, gamma, rng):
     P = np.asarray(target(list(prefix), xs[:gamma]))
     for j in range(gamma):
         if rng.random() >= P[j][xs[j]] / qs[j][xs[j]]:
-            return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
+            return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
     return xs  # the extra draft token serves as the bonus
 
 
@@ -289,8 +291,8 @@ def step_inverted_ratio(prefix, draft, target, gamma, rng):
         ratio = qs[j][x] / P[j][x] if P[j][x] > 0 else 0.0
         if rng.random() < min(1.0, ratio):
             continue
-        return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+        return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_continue_after_reject(prefix, draft, target, gamma, rng):
@@ -302,8 +304,8 @@ def step_continue_after_reject(prefix, draft, target, gamma, rng):
         if rng.random() < P[j][x] / qs[j][x]:
             out.append(x)
         else:
-            out.append(int(rng.choice(P.shape[1], p=_residual(P[j], qs[j]))))
-    out.append(int(rng.choice(P.shape[1], p=P[gamma])))
+            out.append(choice(rng, P.shape[1], _residual(P[j], qs[j])))
+    out.append(choice(rng, P.shape[1], P[gamma]))
     return out
 
 
@@ -314,8 +316,8 @@ def step_shared_uniform(prefix, draft, target, gamma, rng):
     u = rng.random()
     for j, x in enumerate(xs):
         if u >= P[j][x] / qs[j][x]:
-            return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+            return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_drafts_unconditioned(prefix, draft, target, gamma, rng):
@@ -329,8 +331,8 @@ def step_drafts_unconditioned(prefix, draft, target, gamma, rng):
     for j, x in enumerate(xs):
         q = np.asarray(draft(prefix + xs[:j]))
         if rng.random() >= P[j][x] / q[x]:
-            return xs[:j] + [int(rng.choice(len(q), p=_residual(P[j], q)))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+            return xs[:j] + [choice(rng, len(q), _residual(P[j], q))]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_residual_from_q_when_close(prefix, draft, target, gamma, rng):
@@ -342,9 +344,9 @@ def step_residual_from_q_when_close(prefix, draft, target, gamma, rng):
             continue
         r = np.maximum(P[j] - qs[j], 0)
         if r.sum() < 0.1:  # numerically unstable residual: fall back to the draft
-            return xs[:j] + [int(rng.choice(len(r), p=qs[j]))]
-        return xs[:j] + [int(rng.choice(len(r), p=r / r.sum()))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+            return xs[:j] + [choice(rng, len(r), qs[j])]
+        return xs[:j] + [choice(rng, len(r), r / r.sum())]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_greedy_bonus(prefix, draft, target, gamma, rng):
@@ -353,7 +355,7 @@ def step_greedy_bonus(prefix, draft, target, gamma, rng):
     P = np.asarray(target(list(prefix), xs))
     for j, x in enumerate(xs):
         if rng.random() >= P[j][x] / qs[j][x]:
-            return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
+            return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
     return xs + [int(np.argmax(P[gamma]))]
 
 
@@ -365,8 +367,8 @@ def step_zero_guard_accepts(prefix, draft, target, gamma, rng):
         ratio = P[j][x] / qs[j][x] if P[j][x] > 0 else 1.0
         if rng.random() < ratio:
             continue
-        return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+        return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_residual_from_p_when_far(prefix, draft, target, gamma, rng):
@@ -378,8 +380,8 @@ def step_residual_from_p_when_far(prefix, draft, target, gamma, rng):
             continue
         r = np.maximum(P[j] - qs[j], 0)
         w = P[j] if r.sum() > 0.5 else r / r.sum()
-        return xs[:j] + [int(rng.choice(len(w), p=w))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+        return xs[:j] + [choice(rng, len(w), w)]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_kv_block_bug(prefix, draft, target, gamma, rng):
@@ -392,8 +394,8 @@ def step_kv_block_bug(prefix, draft, target, gamma, rng):
     P = np.asarray(target(ctx, xs))
     for j, x in enumerate(xs):
         if rng.random() >= P[j][x] / qs[j][x]:
-            return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+            return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_residual_unnormalised(prefix, draft, target, gamma, rng):
@@ -407,7 +409,7 @@ def step_residual_unnormalised(prefix, draft, target, gamma, rng):
             continue
         c = np.cumsum(np.maximum(P[j] - qs[j], 0))
         return xs[:j] + [int(min(np.searchsorted(c, rng.random(), side="right"), len(c) - 1))]
-    return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 def step_rotating_cache_256(prefix, draft, target, gamma, rng):
@@ -423,7 +425,7 @@ def step_rotating_cache_256(prefix, draft, target, gamma, rng):
             out.append(x)
             continue
         r = np.maximum(P[j] - qs[j], 0.0)
-        out.append(int(rng.choice(len(r), p=r / r.sum())) if r.sum() > 0 else int(rng.choice(len(r), p=P[j])))
+        out.append(choice(rng, len(r), r / r.sum()) if r.sum() > 0 else choice(rng, len(r), P[j]))
         return out
-    out.append(int(rng.choice(P.shape[1], p=P[gamma])))
+    out.append(choice(rng, P.shape[1], P[gamma]))
     return out

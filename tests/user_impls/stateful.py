@@ -7,6 +7,8 @@ the tokens emitted; a new sequence starts with a shorter, unrelated prefix.
 
 import numpy as np
 
+from ._choice import choice
+
 
 def _residual(p, q):
     r = np.maximum(p - q, 0.0)
@@ -37,15 +39,15 @@ class CachedRowsStepper:
         xs, qs = [], []
         for _ in range(gamma):
             qs.append(self._draft_row(draft, prefix + xs))
-            xs.append(int(rng.choice(len(qs[-1]), p=qs[-1])))
+            xs.append(choice(rng, len(qs[-1]), qs[-1]))
         keys = [tuple(prefix + xs[:j]) for j in range(gamma + 1)]
         if not all(k in self.p_rows for k in keys):
             self.p_rows.update(zip(keys, np.asarray(target(prefix, xs))))
         P = [self.p_rows[k] for k in keys]
         for j, x in enumerate(xs):
             if rng.random() >= P[j][x] / qs[j][x]:
-                return xs[:j] + [int(rng.choice(len(P[j]), p=_residual(P[j], qs[j])))]
-        return xs + [int(rng.choice(len(P[gamma]), p=P[gamma]))]
+                return xs[:j] + [choice(rng, len(P[j]), _residual(P[j], qs[j]))]
+        return xs + [choice(rng, len(P[gamma]), P[gamma])]
 
 
 class VerifiedContextStepper:
@@ -61,15 +63,15 @@ class VerifiedContextStepper:
         qs = []
         for _ in range(gamma):
             qs.append(np.asarray(draft(self.ctx)))
-            self.ctx.append(int(rng.choice(len(qs[-1]), p=qs[-1])))
+            self.ctx.append(choice(rng, len(qs[-1]), qs[-1]))
         xs = self.ctx[n:]
         P = np.asarray(target(self.ctx[:n], xs))
         for j, x in enumerate(xs):
             if rng.random() >= P[j, x] / qs[j][x]:
                 del self.ctx[n + j :]  # roll back the rejected drafts
-                self.ctx.append(int(rng.choice(P.shape[1], p=_residual(P[j], qs[j]))))
+                self.ctx.append(choice(rng, P.shape[1], _residual(P[j], qs[j])))
                 return self.ctx[n:]
-        self.ctx.append(int(rng.choice(P.shape[1], p=P[gamma])))
+        self.ctx.append(choice(rng, P.shape[1], P[gamma]))
         return self.ctx[n:]
 
 
@@ -92,12 +94,12 @@ class PositionDraftCacheStepper:
             if n + j not in self.q_by_pos:
                 self.q_by_pos[n + j] = np.asarray(draft(prefix + xs))
             qs.append(self.q_by_pos[n + j])
-            xs.append(int(rng.choice(len(qs[-1]), p=qs[-1])))
+            xs.append(choice(rng, len(qs[-1]), qs[-1]))
         P = np.asarray(target(prefix, xs))
         for j, x in enumerate(xs):
             if rng.random() >= P[j, x] / qs[j][x]:
-                return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
-        return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+                return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
+        return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 # ----------------------------------------------------------------------------- buggy
@@ -119,15 +121,15 @@ class StaleRollbackStepper:
         xs, qs = [], []
         for _ in range(gamma):
             qs.append(np.asarray(draft(ctx + xs)))
-            xs.append(int(rng.choice(len(qs[-1]), p=qs[-1])))
+            xs.append(choice(rng, len(qs[-1]), qs[-1]))
         P = np.asarray(target(ctx, xs))
         for j, x in enumerate(xs):
             if rng.random() >= P[j, x] / qs[j][x]:
-                y = int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))
+                y = choice(rng, P.shape[1], _residual(P[j], qs[j]))
                 self.ctx = ctx + xs[: j + 1]  # roll back to the new length (slot j still holds the draft)
                 self.expected_len = len(prefix) + j + 1
                 return xs[:j] + [y]
-        b = int(rng.choice(P.shape[1], p=P[gamma]))
+        b = choice(rng, P.shape[1], P[gamma])
         self.ctx, self.expected_len = ctx + xs + [b], len(prefix) + gamma + 1
         return xs + [b]
 
@@ -146,15 +148,15 @@ class PositionTargetCacheStepper:
         xs, qs = [], []
         for _ in range(gamma):
             qs.append(np.asarray(draft(prefix + xs)))
-            xs.append(int(rng.choice(len(qs[-1]), p=qs[-1])))
+            xs.append(choice(rng, len(qs[-1]), qs[-1]))
         if any(n + j not in self.p_by_pos for j in range(gamma + 1)):
             for j, row in enumerate(np.asarray(target(prefix, xs))):
                 self.p_by_pos.setdefault(n + j, row)
         P = [self.p_by_pos[n + j] for j in range(gamma + 1)]
         for j, x in enumerate(xs):
             if rng.random() >= P[j][x] / qs[j][x]:
-                return xs[:j] + [int(rng.choice(len(P[j]), p=_residual(P[j], qs[j])))]
-        return xs + [int(rng.choice(len(P[gamma]), p=P[gamma]))]
+                return xs[:j] + [choice(rng, len(P[j]), _residual(P[j], qs[j]))]
+        return xs + [choice(rng, len(P[gamma]), P[gamma])]
 
 
 class NoResetStepper:
@@ -174,12 +176,12 @@ class NoResetStepper:
         xs, qs = [], []
         for _ in range(gamma):
             qs.append(np.asarray(draft(ctx + xs)))
-            xs.append(int(rng.choice(len(qs[-1]), p=qs[-1])))
+            xs.append(choice(rng, len(qs[-1]), qs[-1]))
         P = np.asarray(target(ctx, xs))
-        out = xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+        out = xs + [choice(rng, P.shape[1], P[gamma])]
         for j, x in enumerate(xs):
             if rng.random() >= P[j, x] / qs[j][x]:
-                out = xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
+                out = xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
                 break
         self.ctx = ctx + out
         return out
@@ -200,16 +202,16 @@ class RecycledDraftsStepper:
         xs, qs = [], []
         for _ in range(gamma):
             q = np.asarray(draft(prefix + xs))
-            xs.append(self.spare.pop(0) if self.spare else int(rng.choice(len(q), p=q)))
+            xs.append(self.spare.pop(0) if self.spare else choice(rng, len(q), q))
             qs.append(q)
         P = np.asarray(target(prefix, xs))
         for j, x in enumerate(xs):
             if not rng.random() < P[j, x] / qs[j][x]:
                 self.spare = xs[j + 1 :]  # still good drafts, do not waste them
                 self.expected_len = len(prefix) + j + 1
-                return xs[:j] + [int(rng.choice(P.shape[1], p=_residual(P[j], qs[j])))]
+                return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
         self.spare, self.expected_len = [], len(prefix) + gamma + 1
-        return xs + [int(rng.choice(P.shape[1], p=P[gamma]))]
+        return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
 cached_rows = CachedRowsStepper()
