@@ -73,6 +73,8 @@ class SequenceView:
         self._tables: dict[bool, npt.NDArray[np.float64]] | None = (
             {False: self.pair.target_table(s), True: self.pair.draft_table(s)} if tabled else None
         )
+        # raw logits of a tabled pair (--logits): a pass is one gather too
+        self._logits = getattr(self.pair, "target_logits", None) if self.mode == "logits" else None
 
     def _row(self, prefix: list[int], *, draft: bool) -> npt.NDArray[np.float64]:
         if self._tables is not None:
@@ -90,8 +92,9 @@ class SequenceView:
         pre, prop = list(prefix), [int(t) for t in proposed]
         self.asked = full = pre + prop
         self.passes.append(tuple(full))
-        if self._tables is not None:  # one gather of the pass's rows
-            rows = self._tables[False][self.pair.rows_along(full, len(pre), len(full) + 1)]
+        table = self._tables[False] if self._tables is not None else self._logits
+        if table is not None:  # one gather of the pass's rows
+            rows = table[self.pair.rows_along(full, len(pre), len(full) + 1)]
             rows.flags.writeable = False
             return rows
         rows = np.stack([self._row(pre + prop[:j], draft=False) for j in range(len(prop) + 1)])
@@ -143,10 +146,7 @@ class _Recorder:
         self.per_token_law = view.mode != "greedy" and (s.uses_history or not getattr(view.pair, "tabled", True))
 
     def emit(self, seq: list[int], out: list[int], seq_id: int, gamma: int, limit: int) -> None:
-        for j, t in enumerate(out):
-            if len(seq) < limit:
-                self._record(seq, t, j, seq_id)
-            seq.append(t)
+        self.record(seq, out, seq_id, limit)
         self.n_acc.append(len(out) - 1)
         nb = len(seq) - len(out)  # the true prefix before the round
         # The round's drafts: what the last verification pass held beyond the true prefix (a step
@@ -162,16 +162,39 @@ class _Recorder:
         self.draft_rows.append(rows[: len(d)] + pad)
         self.bonus_rows.append(rows[gamma] if len(d) == gamma else PAD)
 
-    def _record(self, seq: list[int], t: int, j: int, seq_id: int) -> None:
-        pair, s = self.view.pair, self.view.settings
+    def record(self, seq: list[int], out: list[int], seq_id: int, limit: int, *, positions: bool = True) -> None:
+        """Tokens ``out`` that follow ``seq`` (extended in place); those before ``limit`` are recorded,
+        at their round positions (``positions``) or all at position 0 (a black box's one stratum)."""
+        if not self.per_token_law:
+            self._record_rows(seq, out, seq_id, limit, positions)
+            return
+        for j, t in enumerate(out):
+            if len(seq) < limit:
+                self._record_law(seq, t, j if positions else 0, seq_id)
+            seq.append(t)
+
+    def _record_law(self, seq: list[int], t: int, j: int, seq_id: int) -> None:
+        """One token whose law is computed from its whole prefix (penalties, untabled models)."""
+        s = self.view.settings
         if seq_id not in self.prompts:
             self.prompts[seq_id] = list(seq)
-        if self.per_token_law:
-            self.rows.append(len(self.laws))
-            n_prompt = len(self.prompts[seq_id])
-            self.laws.append(pair.law_probs(seq, None if self.view.mode == "greedy" else s, n_prompt=n_prompt))
-        else:
-            self.rows.append(pair.row_of(seq))
+        self.rows.append(len(self.laws))
+        n_prompt = len(self.prompts[seq_id])
+        law = self.view.pair.law_probs(seq, None if self.view.mode == "greedy" else s, n_prompt=n_prompt)
+        self.laws.append(law)
+        self._note(t, j, seq_id)
+
+    def _record_rows(self, seq: list[int], out: list[int], seq_id: int, limit: int, positions: bool) -> None:
+        """Tokens of a tabled law: their rows read along the sequence at once."""
+        if seq_id not in self.prompts and out and len(seq) < limit:
+            self.prompts[seq_id] = list(seq)
+        n0, kept = len(seq), max(0, min(len(out), limit - len(seq)))
+        seq.extend(out)
+        self.rows.extend(self.view.pair.rows_along(seq, n0, n0 + kept))
+        for j in range(kept):
+            self._note(out[j], j if positions else 0, seq_id)
+
+    def _note(self, t: int, j: int, seq_id: int) -> None:
         self.tokens.append(t)
         self.pos.append(j)
         self.seq.append(seq_id)
@@ -308,10 +331,8 @@ def run_generator(
             out: list[int] = ids[:length].tolist()
             if len(out) < length or any(t < 0 or t >= v for t in out):
                 raise MalformedOutputError(f"{name} returned {out}; expected {length} ids in [0, {v})")
-            seq = list(prompt)
-            for t in out:
-                rec._record(seq, t, 0, i)  # a black box shows no round positions: one stratum
-                seq.append(t)
+            # a black box shows no round positions: one stratum
+            rec.record(list(prompt), out, i, len(prompt) + len(out), positions=False)
             rec.n_acc.append(0)
         return n
 
