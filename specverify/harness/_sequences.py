@@ -97,7 +97,8 @@ class SequenceView:
             rows = table[self.pair.rows_along(full, len(pre), len(full) + 1)]
             rows.flags.writeable = False
             return rows
-        rows = np.stack([self._row(pre + prop[:j], draft=False) for j in range(len(prop) + 1)])
+        # longest prefix first: an untabled model's one pass over it caches every shorter prefix's row
+        rows = np.stack([self._row(pre + prop[:j], draft=False) for j in range(len(prop), -1, -1)][::-1])
         rows.flags.writeable = False
         return rows
 
