@@ -309,3 +309,21 @@ def test_cli_full_rule_adds_the_white_box_strata(tmp_path):
     ]
     assert main(args + ["--kernel", f"{f}:bad", "--full-rule"]) == 1
     assert main(args + ["--kernel", f"{f}:kernel", "--full-rule", "--one-hot"]) == 2
+
+
+def test_subprocess_requests_keep_every_value_of_the_rows():
+    """The --cmd protocol writes rows with orjson (fast) where every value is finite, and with json
+    where one is not: orjson would write null for -inf, silently another law for the implementation."""
+    from specverify.audit.sources.adapters import _json_line
+
+    rng = np.random.default_rng(0)
+    P, X = rng.dirichlet(np.ones(64), size=(30, 5)), rng.integers(0, 64, size=(30, 4))
+    line = _json_line({"op": "verify", "draft_tokens": X, "target_probs": P[:, ::2], "draft_probs": None, "seed": 1})
+    back = json.loads(line)
+    assert line.endswith("\n") and back["draft_probs"] is None and back["seed"] == 1
+    assert np.array_equal(np.array(back["target_probs"]), P[:, ::2]) and np.array_equal(back["draft_tokens"], X)
+    L = np.log(P)
+    L[0, 0, 3] = -np.inf
+    line = _json_line({"op": "verify", "target_logits": L, "settings": {"logit_bias": {3: 1.0}}})
+    assert "-Infinity" in line and "null" not in line
+    assert np.array_equal(np.array(json.loads(line)["target_logits"]), L)

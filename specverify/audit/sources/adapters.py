@@ -593,7 +593,7 @@ class SubprocessAdapter(Adapter):
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         stdout = proc.stdout
         try:
-            proc.stdin.write(json.dumps(msg) + "\n")
+            proc.stdin.write(_json_line(msg))
             proc.stdin.flush()
         except OSError as exc:  # BrokenPipeError: the process is gone
             raise self._exited(proc) from exc
@@ -623,22 +623,22 @@ class SubprocessAdapter(Adapter):
         return reply
 
     def kernel(self, X: np.ndarray, Q: np.ndarray | None, P: np.ndarray, gen: np.random.Generator) -> np.ndarray:
-        rows = {"draft_probs": None if Q is None else Q.tolist(), "target_probs": P.tolist()}
+        rows = {"draft_probs": Q, "target_probs": P}
         return self._verify(X, rows, gen)
 
     def kernel_logits(
         self, X: np.ndarray, DL: ArrayLike, TL: ArrayLike, settings: SamplingSettings, gen: np.random.Generator
     ) -> np.ndarray:
         rows = {
-            "draft_logits": np.asarray(DL).tolist(),
-            "target_logits": np.asarray(TL).tolist(),
+            "draft_logits": np.asarray(DL),
+            "target_logits": np.asarray(TL),
             "settings": settings.to_dict(),
         }
         return self._verify(X, rows, gen)
 
     def _verify(self, X: np.ndarray, rows: dict[str, Any], gen: np.random.Generator) -> np.ndarray:
         """One ``verify`` request (the drafts, the rows in either mode, a seed) and its tokens."""
-        reply = self._ask({"op": "verify", "draft_tokens": X.tolist(), **rows, "seed": int(gen.integers(2**31))})
+        reply = self._ask({"op": "verify", "draft_tokens": X, **rows, "seed": int(gen.integers(2**31))})
         if "tokens" not in reply:
             raise MalformedOutputError(f"{self.cmd!r} reply has no 'tokens': {str(reply)[:200]}")
         return np.asarray(reply["tokens"])
@@ -670,3 +670,20 @@ class SubprocessAdapter(Adapter):
             except Exception:  # noqa: BLE001
                 self.proc.kill()
             self.proc = None
+
+
+def _json_line(msg: dict[str, Any]) -> str:
+    """A request as one JSON line, its arrays as nested lists. orjson writes a batch of rows about
+    20x faster than json, with the same shortest round-trip digits; json where an array holds a
+    value that is not finite (orjson would write null, json writes NaN or Infinity)."""
+    arrays = {k: np.asarray(v) for k, v in msg.items() if isinstance(v, np.ndarray)}
+    if all(a.dtype.kind in "iub" or np.isfinite(a).all() for a in arrays.values()):
+        try:
+            import orjson
+
+            opts = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
+            plain = {k: np.ascontiguousarray(a) for k, a in arrays.items()}
+            return orjson.dumps({**msg, **plain}, option=opts).decode()
+        except ImportError:  # an install without it: the standard library's, slower
+            pass
+    return json.dumps({**msg, **{k: a.tolist() for k, a in arrays.items()}}) + "\n"
