@@ -6,6 +6,8 @@ plainly a law, this runs numpy's own inverse CDF on the same uniform (``p.cumsum
 its last entry, ``searchsorted(rng.random(), side="right")``), so the token and the generator's
 state afterwards are identical; anything else goes to ``rng.choice`` itself, which raises its own
 error for an invalid ``p``. Only the tests' implementations use it; a verdict stays bit for bit.
+request_generators.py and stop_steppers.py keep rng.choice: tests copy them outside the repository,
+where a relative import has no package.
 """
 
 import numpy as np

@@ -15,8 +15,6 @@ import torch
 
 from specverify.dists import probs_from_logits
 
-from ._choice import choice
-
 GAMMA = 4
 
 
@@ -43,14 +41,14 @@ def _round(target, draft, ctx, s, rng, gamma=GAMMA):
     drafts, qs = [], []
     for _ in range(gamma):
         q = _rows(draft, ctx + drafts, 1, s)[0]
-        drafts.append(choice(rng, len(q), q))
+        drafts.append(int(rng.choice(len(q), p=q)))
         qs.append(q)
     ps = _rows(target, ctx + drafts, gamma + 1, s)
     for j, x in enumerate(drafts):
         if rng.random() * qs[j][x] >= ps[j][x]:
             r = np.maximum(ps[j] - qs[j], 0.0)
-            return drafts[:j] + [choice(rng, len(r), r / r.sum())], drafts, qs, ps
-    return drafts + [choice(rng, len(ps[-1]), ps[-1])], drafts, qs, ps
+            return drafts[:j] + [int(rng.choice(len(r), p=r / r.sum()))], drafts, qs, ps
+    return drafts + [int(rng.choice(len(ps[-1]), p=ps[-1]))], drafts, qs, ps
 
 
 def _cut_at_stop(out, s):
@@ -235,9 +233,9 @@ def draft_buffer_of_one_block(target, draft):
             drafts = []
             for _ in range(GAMMA):
                 q = _rows(draft, list(prompt) + out + drafts, 1, s)[0]
-                drafts.append(choice(rng, len(q), q))
+                drafts.append(int(rng.choice(len(q), p=q)))
             p = _rows(target, list(prompt) + out + drafts, 1, s)[0]
-            out += drafts + [choice(rng, len(p), p)]
+            out += drafts + [int(rng.choice(len(p), p=p))]
         return out[:n]
 
     return generate
@@ -289,7 +287,7 @@ def padded_vocab_recovery(target, draft):
                 v = len(ps[k])
                 tile = -(-v // 64) * 64
                 r = np.concatenate([np.maximum(ps[k] - qs[k], 0.0), np.full(tile - v, 1e-3)])
-                new = new[:k] + [choice(rng, tile, r / r.sum())]
+                new = new[:k] + [int(rng.choice(tile, p=r / r.sum()))]
                 if new[-1] >= v:  # returned as is; the next round's forward pass would fail on it
                     return (out + new)[:n]
             out += new

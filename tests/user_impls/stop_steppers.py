@@ -8,12 +8,10 @@ the stop ids: they are tokens like any other until one is emitted.
 
 import numpy as np
 
-from ._choice import choice
-
 
 def _sample(w, rng):
     w = np.asarray(w, dtype=np.float64)
-    return choice(rng, len(w), w / w.sum())
+    return int(rng.choice(len(w), p=w / w.sum()))
 
 
 def _verify(prefix, xs, qs, target, rng):
