@@ -17,23 +17,20 @@ Shapes: p [Bp, gamma + 1, V], q [Bq, gamma, V] (Bp, Bq in {1, B}), n_acc [B], u 
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 __all__ = ["AVAILABLE", "final_draw_fused", "fused_kernel_available", "numpy_fallback"]
 
-try:  # numba is a dependency; the pure-numpy path stays for platforms without a wheel
-    if os.environ.get("SPECVERIFY_NO_NUMBA"):
-        raise ImportError("disabled by SPECVERIFY_NO_NUMBA")
-    import numba
-
-    AVAILABLE = True
-except ImportError:  # pragma: no cover - exercised by the SPECVERIFY_NO_NUMBA test run
-    numba = None  # type: ignore[assignment]
-    AVAILABLE = False
+# numba is a dependency; the pure-numpy path stays for platforms without a wheel. It is imported
+# at the first compiled draw, not here: its import is a tenth of a second of every CLI start.
+AVAILABLE = not os.environ.get("SPECVERIFY_NO_NUMBA") and importlib.util.find_spec("numba") is not None
 
 
 def fused_kernel_available() -> bool:
@@ -142,7 +139,11 @@ def _kernel(  # noqa: C901  # pragma: no cover - compiled
         out[i] = tok
 
 
-_compiled = numba.njit(cache=True, nogil=True)(_kernel) if AVAILABLE else None
+@functools.cache
+def _compiled() -> Any:
+    import numba
+
+    return numba.njit(cache=True, nogil=True)(_kernel)
 
 
 def final_draw_fused(
@@ -154,8 +155,8 @@ def final_draw_fused(
     if q is None:
         q = p[:, :1]  # never read: every row takes the zero_tok or bonus branch
     zt = np.full(b, -1, dtype=np.int64) if zero_tok is None else np.asarray(zero_tok, dtype=np.int64)
-    assert _compiled is not None, "final_draw_fused needs numba (see AVAILABLE)"
-    _compiled(
+    assert AVAILABLE, "final_draw_fused needs numba (see AVAILABLE)"
+    _compiled()(
         p,
         q,
         np.asarray(n_acc, dtype=np.int64),

@@ -60,6 +60,9 @@ class SequenceView:
     mode: str = "probs"
     asked: list[int] = dataclasses.field(default_factory=list)  # prefix + proposed of the last target() call
     passes: list[tuple[int, ...]] = dataclasses.field(default_factory=list)  # every target() call of the round
+    # the last table pass's rows: those of asked[:t] for t from pass_start on (the recorder reuses them)
+    pass_rows: list[int] = dataclasses.field(default_factory=list)
+    pass_start: int = -1
     prompt_len: int = 0  # the current request's prompt: the first prompt_len tokens of every prefix
 
     @property
@@ -94,7 +97,8 @@ class SequenceView:
         self.passes.append(tuple(full))
         table = self._tables[False] if self._tables is not None else self._logits
         if table is not None:  # one gather of the pass's rows
-            rows = table[self.pair.rows_along(full, len(pre), len(full) + 1)]
+            self.pass_rows, self.pass_start = self.pair.rows_along(full, len(pre), len(full) + 1), len(pre)
+            rows = table[self.pass_rows]
             rows.flags.writeable = False
             return rows
         # longest prefix first: an untabled model's one pass over it caches every shorter prefix's row
@@ -159,7 +163,7 @@ class _Recorder:
         self.paths.append(_leaves(self.view.passes))
         # rows of base + d[:j] (and of base + d: the bonus row); asked begins with base + d, and
         # without drafts base is seq[:nb]
-        rows = self.view.pair.rows_along(asked if d else seq, nb, nb + len(d) + (len(d) == gamma))
+        rows = self._rows_along(asked if d else seq, nb, nb + len(d) + (len(d) == gamma))
         self.draft_rows.append(rows[: len(d)] + pad)
         self.bonus_rows.append(rows[gamma] if len(d) == gamma else PAD)
 
@@ -191,9 +195,17 @@ class _Recorder:
             self.prompts[seq_id] = list(seq)
         n0, kept = len(seq), max(0, min(len(out), limit - len(seq)))
         seq.extend(out)
-        self.rows.extend(self.view.pair.rows_along(seq, n0, n0 + kept))
+        self.rows.extend(self._rows_along(seq, n0, n0 + kept))
         for j in range(kept):
             self._note(out[j], j if positions else 0, seq_id)
+
+    def _rows_along(self, seq: list[int], start: int, stop: int) -> list[int]:
+        """Rows of ``seq[:t]`` for t in [start, stop): the last verification pass's where it read
+        the same prefixes (a chain's emitted tokens and drafts always), else read again."""
+        v = self.view
+        if v.pass_start == start and stop - start <= len(v.pass_rows) and v.asked[: stop - 1] == seq[: stop - 1]:
+            return v.pass_rows[: stop - start]
+        return v.pair.rows_along(seq, start, stop)
 
     def _note(self, t: int, j: int, seq_id: int) -> None:
         self.tokens.append(t)
@@ -294,7 +306,7 @@ def run_round_step(
             extra, kw = settings_arguments(settings_param, RequestSettings.of(view.settings, prompt_len=len(seq)))
             step_rng = np.random.default_rng(rng.integers(2**63))
             while len(seq) < limit:
-                view.asked, view.passes = [], []
+                view.asked, view.passes, view.pass_start = [], [], -1
                 tick()
                 out = _check_step_output(
                     step(list(seq), view.draft, view.target, gamma, step_rng, *extra, **kw), gamma, v, name

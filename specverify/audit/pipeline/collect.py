@@ -26,7 +26,7 @@ from ...stats import DEFAULT_BINS, MultinomialEProcess, StreamLaw
 from .plan import smallest_stratum
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Sequence
 
     from ...dists import SamplingSettings
     from ..sources.adapters import Adapter
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 #: what one batch gives: the tokens generated, or the finding that stopped it
 Batch = Union["Generation", ImplementationError]
 
-__all__ = ["UnitSample", "collect_unit", "WorkerPool"]
+__all__ = ["UnitSample", "collect_unit", "first_batches", "WorkerPool"]
 
 
 @dataclasses.dataclass
@@ -59,7 +59,14 @@ class UnitSample:
 
 
 class WorkerPool:
-    """Batches computed in forked worker processes, returned in batch order."""
+    """Batches computed in forked worker processes, kept busy across units.
+
+    A unit's batches are absorbed in batch order whichever process computed them, so what a unit
+    collects is the same for any number of workers. Only the scheduling looks ahead: while a unit
+    still needs batches the workers compute its next ones; once the batches in flight are expected
+    to meet its plan, idle workers start the next units' first batches instead of waiting. A batch
+    computed for nothing (the unit stopped sooner) costs time, never the verdict.
+    """
 
     _jobs: dict[str, Any] = {}
 
@@ -68,26 +75,47 @@ class WorkerPool:
         WorkerPool._jobs = {"adapter": adapter, "pairs": pairs}
         ctx = multiprocessing.get_context("fork")
         self.ex = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) if workers > 1 else None
+        self.inflight: dict[tuple[int, int], concurrent.futures.Future[Batch]] = {}
+        self.orphans: list[concurrent.futures.Future[Batch]] = []  # running batches no unit needs
 
-    def batches(self, unit: AuditUnit, cfg: AuditConfig, start: int, sizes: list[int]) -> Iterator[Batch]:
+    def get(self, unit: AuditUnit, cfg: AuditConfig, k: int, n: int) -> Batch:
+        """Batch ``k`` (of ``n`` rounds or sequences) of ``unit``: computed ahead, or now."""
+        fut = self.inflight.pop((unit.index, k), None)
+        if fut is None:
+            if self.ex is None:
+                return _batch(unit.index, unit.settings, cfg, k, n, unit.length)
+            fut = self.ex.submit(_batch, unit.index, unit.settings, cfg, k, n, unit.length)
+        return fut.result()
+
+    def keep_busy(self, cfg: AuditConfig, wanted: Iterable[tuple[AuditUnit, int, int]]) -> None:
+        """Start the first of ``wanted`` (unit, batch, size), in order, until every worker has one."""
         if self.ex is None:
-            for k, n in enumerate(sizes, start):
-                yield _batch(unit.index, unit.settings, cfg, k, n, unit.length)
             return
-        futs = [
-            self.ex.submit(_batch, unit.index, unit.settings, cfg, k, n, unit.length)
-            for k, n in enumerate(sizes, start)
-        ]
-        try:
-            for f in futs:
-                yield f.result()
-        finally:
-            for f in futs:
-                f.cancel()
+        for unit, k, n in wanted:
+            if sum(not f.done() for f in [*self.inflight.values(), *self.orphans]) >= self.workers:
+                return
+            if (unit.index, k) not in self.inflight:
+                self.inflight[unit.index, k] = self.ex.submit(_batch, unit.index, unit.settings, cfg, k, n, unit.length)
 
-    def close(self) -> None:
-        if self.ex is not None:
-            self.ex.shutdown(wait=False, cancel_futures=True)
+    def drop(self, unit: AuditUnit) -> None:
+        """``unit`` is collected: its batches still in flight are of no use."""
+        for key in [key for key in self.inflight if key[0] == unit.index]:
+            if not (f := self.inflight.pop(key)).cancel():
+                self.orphans.append(f)  # already running: it still occupies a worker
+
+    def close(self, *, grace: float = 60.0) -> None:
+        """Stop the workers. A batch still running (computed ahead for nothing) is waited for, up to
+        ``grace`` seconds, then its worker is ended: left running, it can block forever writing its
+        result to a pipe that the exiting parent no longer reads, holding the caller's stdout open."""
+        if self.ex is None:
+            return
+        running = [f for f in [*self.inflight.values(), *self.orphans] if not f.cancel()]
+        _, stuck = concurrent.futures.wait(running, timeout=grace)
+        if stuck:  # no public way to end a worker before Python 3.14
+            for proc in list(getattr(self.ex, "_processes", {}).values()):
+                proc.terminate()
+        # idle workers exit at once; joining them means none outlives the audit
+        self.ex.shutdown(wait=not stuck, cancel_futures=True)
 
 
 def _batch(
@@ -129,28 +157,44 @@ def collect_unit(
     *,
     deadline: float,
     on_batch: Callable[[UnitSample], None] | None = None,
+    ahead: Sequence[tuple[AuditUnit, int, int]] = (),
 ) -> UnitSample:
-    """Sample ``unit`` until a stop condition holds (module docstring); returns ``sample`` updated."""
+    """Sample ``unit`` until a stop condition holds (module docstring); returns ``sample`` updated.
+    ``ahead``: the next units' first batches, for workers the unit no longer needs."""
     # laws that depend on the history (penalties) or on the whole prefix are per token: no e-process
     tabled = getattr(pair, "tabled", True) and not unit.settings.uses_history
     law = StreamLaw(pair.target_table(unit.settings)) if tabled else None
     t0 = time.monotonic()
     while not (sample.complete or sample.stopped_early or sample.error or sample.unsupported):
-        sizes = _sizes(unit, cfg, sample, pool.workers)
+        sizes = _sizes(unit, cfg, sample, min(pool.workers, _batches_left(unit, sample, need)))
         if not sizes or (cfg.max_units and sample.units >= cfg.max_units):
             sample.complete = True
             break
         if time.monotonic() > deadline:
             break
-        for out in pool.batches(unit, cfg, sample.next_batch, sizes):
-            if _absorb(sample, out, unit, law, need, cfg):
-                break
-            if on_batch:
-                on_batch(sample)
-            if time.monotonic() > deadline:
-                break
+        k = sample.next_batch
+        pool.keep_busy(cfg, [*((unit, k + i, n) for i, n in enumerate(sizes)), *ahead])
+        if _absorb(sample, pool.get(unit, cfg, k, sizes[0]), unit, law, need, cfg):
+            break
+        if on_batch:
+            on_batch(sample)
+    pool.drop(unit)
     sample.seconds += time.monotonic() - t0
     return sample
+
+
+def _batches_left(unit: AuditUnit, sample: UnitSample, need: int) -> int:
+    """Batches the unit is expected to need still, from its thinnest stratum's yield so far (at
+    least 1; a guess that only steers which batches the workers compute first)."""
+    thin = smallest_stratum(sample.gen.position, unit.strata_rule) if sample.next_batch else 0
+    if thin <= 0:
+        return 1 << 30
+    return max(1, -(-(need - thin) * sample.next_batch // thin))
+
+
+def first_batches(units: Sequence[AuditUnit], cfg: AuditConfig, workers: int) -> list[tuple[AuditUnit, int, int]]:
+    """The first ``workers`` batches of each of ``units`` (not yet sampled), as (unit, batch, size)."""
+    return [(u, k, n) for u in units for k, n in enumerate(_sizes(u, cfg, UnitSample(), workers))]
 
 
 def _absorb(

@@ -24,7 +24,7 @@ from ...errors import ImplementationError, SpecVerifyError, UnsupportedSettingEr
 from ...stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED, CheckOutcome, Verdict
 from ..sources.adapters import Adapter
 from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
-from .collect import UnitSample, WorkerPool, collect_unit
+from .collect import UnitSample, WorkerPool, collect_unit, first_batches
 from .conclude import FINDING, SKIPPED, conclude_unit, fail_fast_skips, make_verdict
 from .config import AuditConfig
 from .exact_checks import EXACT_CHECKS
@@ -141,8 +141,9 @@ def _collect_all(
             save_checkpoint(cfg.checkpoint, fp, samples)
 
     try:
-        for unit in plan.units:
+        for i, unit in enumerate(plan.units):
             s = samples.setdefault(unit.index, UnitSample())
+            fresh = [u for u in plan.units[i + 1 : i + 3] if u.index not in samples]
             task = prog.add_task(unit.label, total=plan.need(unit)) if prog else None
             collect_unit(
                 unit,
@@ -153,6 +154,7 @@ def _collect_all(
                 pool,
                 deadline=deadline,
                 on_batch=functools.partial(on_batch, unit=unit, task=task),
+                ahead=first_batches(fresh, cfg, pool.workers),
             )
             if cfg.checkpoint:
                 save_checkpoint(cfg.checkpoint, fp, samples)
