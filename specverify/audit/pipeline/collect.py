@@ -103,19 +103,16 @@ class WorkerPool:
             if not (f := self.inflight.pop(key)).cancel():
                 self.orphans.append(f)  # already running: it still occupies a worker
 
-    def close(self, *, grace: float = 60.0) -> None:
-        """Stop the workers. A batch still running (computed ahead for nothing) is waited for, up to
-        ``grace`` seconds, then its worker is ended: left running, it can block forever writing its
+    def close(self) -> None:
+        """Stop the workers, none left behind. A batch still running was computed ahead for nothing:
+        its worker is ended rather than waited for. Left running, it could block forever writing its
         result to a pipe that the exiting parent no longer reads, holding the caller's stdout open."""
         if self.ex is None:
             return
-        running = [f for f in [*self.inflight.values(), *self.orphans] if not f.cancel()]
-        _, stuck = concurrent.futures.wait(running, timeout=grace)
-        if stuck:  # no public way to end a worker before Python 3.14
-            for proc in list(getattr(self.ex, "_processes", {}).values()):
+        if [f for f in [*self.inflight.values(), *self.orphans] if not f.cancel()]:
+            for proc in list(getattr(self.ex, "_processes", {}).values()):  # no public way before 3.14
                 proc.terminate()
-        # idle workers exit at once; joining them means none outlives the audit
-        self.ex.shutdown(wait=not stuck, cancel_futures=True)
+        self.ex.shutdown(wait=True, cancel_futures=True)  # idle workers exit at once
 
 
 def _batch(
