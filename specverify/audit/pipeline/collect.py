@@ -109,7 +109,9 @@ class WorkerPool:
         result to a pipe that the exiting parent no longer reads, holding the caller's stdout open."""
         if self.ex is None:
             return
-        if [f for f in [*self.inflight.values(), *self.orphans] if not f.cancel()]:
+        # cancel() drops a batch not yet started; what is left and not done is running
+        running = [f for f in [*self.inflight.values(), *self.orphans] if not f.cancel() and not f.done()]
+        if running:
             for proc in list(getattr(self.ex, "_processes", {}).values()):  # no public way before 3.14
                 proc.terminate()
         self.ex.shutdown(wait=True, cancel_futures=True)  # idle workers exit at once
