@@ -79,3 +79,24 @@ def test_fused_one_hot_draw_equals_every_other_form(v):
     tok_plain, _ = _fallback(CT.verify_one_hot_torch, t(x), t(p), t(ua), t(uf))
     np.testing.assert_array_equal(tok.numpy(), fused.tokens)
     np.testing.assert_array_equal(tok_plain.numpy(), fused.tokens)
+
+
+def test_a_numba_that_fails_to_import_leaves_the_numpy_path(tmp_path):
+    """numba is imported at the first batch draw (not at start-up); one that is installed but
+    fails to import (built against another numpy) must leave the pure-numpy path, as the eager
+    import did, not crash the audit."""
+    import subprocess
+    import sys
+
+    (tmp_path / "numba.py").write_text("raise ImportError('numba built against another numpy')\n")
+    code = (
+        "import numpy as np\n"
+        "from specverify.algorithms import fused_kernel_available, verify_chain_batch\n"
+        "rng = np.random.default_rng(0)\n"
+        "p = rng.dirichlet(np.ones(8), (4, 3)); q = rng.dirichlet(np.ones(8), (4, 2))\n"
+        "out = verify_chain_batch(np.zeros((4, 2), int), q, p, rng.random((4, 2)), rng.random(4))\n"
+        "print(fused_kernel_available(), out.tokens.shape)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(tmp_path)}, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "(4,", "3)"]

@@ -28,13 +28,17 @@ from numpy.typing import ArrayLike
 
 __all__ = ["AVAILABLE", "final_draw_fused", "fused_kernel_available", "numpy_fallback"]
 
-# numba is a dependency; the pure-numpy path stays for platforms without a wheel. It is imported
-# at the first compiled draw, not here: its import is a tenth of a second of every CLI start.
+# numba is a dependency; the pure-numpy path stays for platforms without a wheel (or where numba
+# fails to import). It is imported at the first batch draw, not here: its import is a tenth of a
+# second of every CLI start, and round steps never use it.
 AVAILABLE = not os.environ.get("SPECVERIFY_NO_NUMBA") and importlib.util.find_spec("numba") is not None
 
 
 def fused_kernel_available() -> bool:
-    """Whether the batch forms take the compiled final draw (numba installed and not switched off)."""
+    """Whether the batch forms take the compiled final draw (numba importable and not switched off)."""
+    global AVAILABLE
+    if AVAILABLE and _compiled() is None:
+        AVAILABLE = False
     return AVAILABLE
 
 
@@ -141,8 +145,10 @@ def _kernel(  # noqa: C901  # pragma: no cover - compiled
 
 @functools.cache
 def _compiled() -> Any:
-    import numba
-
+    try:
+        import numba
+    except Exception:  # noqa: BLE001 - a broken numba install (e.g. against another numpy): the numpy path
+        return None
     return numba.njit(cache=True, nogil=True)(_kernel)
 
 
@@ -155,7 +161,7 @@ def final_draw_fused(
     if q is None:
         q = p[:, :1]  # never read: every row takes the zero_tok or bonus branch
     zt = np.full(b, -1, dtype=np.int64) if zero_tok is None else np.asarray(zero_tok, dtype=np.int64)
-    assert AVAILABLE, "final_draw_fused needs numba (see AVAILABLE)"
+    assert fused_kernel_available(), "final_draw_fused needs numba (see fused_kernel_available)"
     _compiled()(
         p,
         q,

@@ -114,7 +114,7 @@ def _final_draw(
     With numba installed (a dependency) the compiled single pass of :mod:`._fused` does the same
     draw reading each stopping row once; this numpy path is the fallback and the cross-check.
     """
-    if _fused.AVAILABLE:
+    if _fused.fused_kernel_available():
         return _fused.final_draw_fused(p, q, n_acc, u_final, zero_tok=one_hot_x)
     b = n_acc.shape[0]
     v = p.shape[2]

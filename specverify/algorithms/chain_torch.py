@@ -59,7 +59,9 @@ def _rows(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 
 
 def _fused_ok(*ts: torch.Tensor) -> bool:
-    return _fused.AVAILABLE and all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) for t in ts)
+    return _fused.fused_kernel_available() and all(
+        t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) for t in ts
+    )
 
 
 def _fused_final(
