@@ -12,7 +12,12 @@ study keeps what it has):
   failed (a failure or an error);
 * ``tests``: per test that failed at least once, the runs it ran in, the runs it failed in, and the
   seeds of those runs (rerun one with ``pytest NODE --specverify-seed S --hypothesis-seed H``);
-* ``flaky``: tests that failed in some runs and passed in others; ``always_failing``: in all.
+* ``flaky``: tests that failed in some runs and passed in others; ``always_failing``: in all;
+* ``seen``: the runs each test ran in.
+
+``--resume`` continues an interrupted study in the same ``--out`` file (same ``--seed``): the runs
+there are kept and the next ones get the seeds an uninterrupted study would have given them, so a
+study of the whole suite can span several sittings.
 
 A statistical test at false-fail rate alpha is expected to fail about alpha * runs times; the
 audit tests use alpha = 1e-6, so any repeated failure there is a finding, not noise.
@@ -77,6 +82,19 @@ def summarise(runs: list[dict], seen: dict[str, list[int]]) -> dict:
     }
 
 
+def _resumed(a: argparse.Namespace) -> tuple[list[dict], dict[str, list[int]]]:
+    """The runs and the per-test run lists of the study in ``a.out``, checked against ``a``."""
+    if not a.out.exists():
+        sys.exit(f"flakiness: --resume: {a.out} does not exist; run without --resume to start a study there")
+    old = json.loads(a.out.read_text())
+    if "seen" not in old or old.get("seed") != a.seed:
+        sys.exit(
+            f"flakiness: --resume: {a.out} was written without the tests seen per run or with another --seed "
+            f"({old.get('seed')}); start a new study in another --out file"
+        )
+    return old["runs"], old["seen"]
+
+
 # long: a script: options, the repeated audits and the summary table
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -87,6 +105,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the seeds (default 0)")
     ap.add_argument("--out", type=Path, default=ROOT / "scripts" / "results" / "flakiness.json")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per run (default 3600)")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the study in --out (same --seed): runs already there are kept, the next ones get the seeds "
+        "an uninterrupted study would have given them",
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     a = ap.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
@@ -95,8 +119,8 @@ def main(argv=None) -> int:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     seeds = np.random.default_rng(a.seed).integers(0, 2**31, size=(a.runs, 2))
     base = [sys.executable, "-m", "pytest", *a.paths, "-p", "no:randomly", "-p", "no:cacheprovider", "-q", *extra]
-    runs, seen = [], {}
-    for i in range(a.runs):
+    runs, seen = _resumed(a) if a.resume else ([], {})
+    for i in range(len(runs), a.runs):
         sv, hy = int(seeds[i, 0]), int(seeds[i, 1])
         with tempfile.TemporaryDirectory() as tmp:
             junit = Path(tmp) / "junit.xml"
@@ -125,9 +149,11 @@ def main(argv=None) -> int:
         )
         report = {
             "command": base + ["--specverify-seed=S", "--hypothesis-seed=H"],
+            "seed": a.seed,
             "runs_requested": a.runs,
             "runs": runs,
             **summarise(runs, seen),
+            "seen": seen,  # the runs each test ran in (what --resume needs)
         }
         a.out.write_text(json.dumps(report, indent=1) + "\n")
         print(
