@@ -82,6 +82,21 @@ def summarise(runs: list[dict], seen: dict[str, list[int]]) -> dict:
     }
 
 
+def _run_once(base: list[str], sv: int, hy: int, timeout: float) -> tuple[int | str, float, dict[str, str]]:
+    """One pytest run with the two seeds: its exit code ('timeout' past ``timeout``), its seconds
+    and each test's outcome."""
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "junit.xml"
+        cmd = [*base, f"--specverify-seed={sv}", f"--hypothesis-seed={hy}", f"--junitxml={junit}"]
+        t = time.perf_counter()
+        rc: int | str
+        try:
+            rc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        return rc, time.perf_counter() - t, outcomes(junit)
+
+
 def _resumed(a: argparse.Namespace) -> tuple[list[dict], dict[str, list[int]]]:
     """The runs and the per-test run lists of the study in ``a.out``, checked against ``a``."""
     if not a.out.exists():
@@ -122,16 +137,7 @@ def main(argv=None) -> int:
     runs, seen = _resumed(a) if a.resume else ([], {})
     for i in range(len(runs), a.runs):
         sv, hy = int(seeds[i, 0]), int(seeds[i, 1])
-        with tempfile.TemporaryDirectory() as tmp:
-            junit = Path(tmp) / "junit.xml"
-            cmd = [*base, f"--specverify-seed={sv}", f"--hypothesis-seed={hy}", f"--junitxml={junit}"]
-            t = time.perf_counter()
-            try:
-                rc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=a.timeout).returncode
-            except subprocess.TimeoutExpired:
-                rc = "timeout"
-            seconds = time.perf_counter() - t
-            res = outcomes(junit)
+        rc, seconds, res = _run_once(base, sv, hy, a.timeout)
         for node, status in res.items():
             if status != "skipped":
                 seen.setdefault(node, []).append(i)

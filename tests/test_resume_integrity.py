@@ -71,7 +71,7 @@ def test_same_verdict_with_workers():
 
 
 def _round_step(prefix, draft, target, gamma, rng):
-    """A correct round step: the README's example, in the test so the test reads on its own."""
+    """A correct round step: docs/examples/round_step.py, in the test so the test reads on its own."""
 
     def sample(w):
         c = np.asarray(w, dtype=np.float64).cumsum()
