@@ -22,14 +22,18 @@ Families (options besides the rule, which each part keeps when no option pays fo
                  argmax kept without a coin; (p + c)/(q + c) and p / max(q, c), c on grids; typical
                  acceptance (Medusa's threshold min(eps, delta exp(-H(p))), eps and delta on a grid);
                  the kept count as the number of passed tests, to the second rejection, argmin of
-                 the tests, or one draft short (every test drawn, the count law enumerated); always
-                 keep; u = 0; ... (classes)
+                 the tests, or one draft short (every test drawn, the count law enumerated); Barker's
+                 p / (p + q); keep iff p/q >= t and min(1, p/t) (t on grids); a confident draft
+                 (q(x) >= t) kept untested; the ratio read at the draft row's or the target row's top
+                 token or at the previous draft; the block's product of ratios for every draft;
+                 relaxed top-k acceptance (k, delta on a grid); always keep; u = 0; ... (classes)
     replacement  p; q; (q - p)+; |p - q|; softmax((p - q)+); (p - q)+ unnormalised; p or q when the
                  residual mass is small / large (classes); the residual of the next / previous
                  position's target row or of the next / first / wrapped previous draft row; the
                  residual's argmax; p without the rejected draft; p / q renormalised; max(p - q, c);
-                 p of the next row at the last position
-    bonus        p of the previous row; q; argmax p (classes); the residual (p - q)+ at the bonus row
+                 p of the next row at the last position; the rank of the residual draw read as an id
+    bonus        p of the previous row; q; argmax p (classes); the residual (p - q)+ at the bonus row;
+                 softmax(p); the rank of the draw read as an id
 
 Class models that change one part only (no tables, no structure) are options of that part; the
 others (shared noise, float16 arithmetic, state, settings) stay whole classes.
@@ -274,6 +278,136 @@ class ClampedDenominator(_Family):
         return out
 
 
+class BarkerAcceptance(_Family):
+    name = "barker_acceptance"
+    words = "a draft is kept with probability p(x) / (p(x) + q(x)) (Barker's MCMC rule), not min(1, p(x) / q(x))"
+    check = "the acceptance probability: min(1, p(x) / q(x)) (Metropolis), not p / (p + q)"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        px, qx = c.at(c.P), c.at(c.Qr)
+        s = px + qx
+        out: np.ndarray = np.where(s > 0, px / np.where(s > 0, s, 1.0), 0.0)
+        return out
+
+
+class ConstantThreshold(_Family):
+    """Keep iff p(x) / q(x) >= t: a constant where the uniform belongs (t on a grid; t = 1 is the
+    family ``accept_iff_p_ge_q``)."""
+
+    VALUES = (0.1, 0.25, 0.5, 0.75, 0.9)
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+        self.name = f"constant_threshold(t={t:g})"
+        self.words = f"acceptance is deterministic: a draft is kept iff p(x) / q(x) >= {t:g} (no uniform)"
+        self.check = "the acceptance threshold: a fresh uniform per draft, not a constant"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        out: np.ndarray = (ratio(c.at(c.P), c.at(c.Qr)) >= self.t).astype(np.float64)
+        return out
+
+
+class AcceptOverThreshold(_Family):
+    """min(1, p(x) / t): the target-only rule with an acceptance threshold t < 1 (t on a grid)."""
+
+    VALUES = (0.25, 0.5, 0.75)
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+        self.name = f"accept_p_over_threshold(t={t:g})"
+        self.words = f"a draft is kept with probability min(1, p(x) / {t:g}) (the one-hot rule, its threshold below 1)"
+        self.check = "the acceptance threshold of the one-hot rule (exact only at 1) or the ratio p(x) / q(x)"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        out: np.ndarray = np.minimum(1.0, c.at(c.P) / self.t)
+        return out
+
+
+class ConfidentDraftKept(_Family):
+    """A draft with q(x) >= t is kept untested; the others take min(1, p/q) (t on a grid)."""
+
+    VALUES = (0.3, 0.4, 0.5, 0.7, 0.9)
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+        self.name = f"confident_draft_kept(t={t:g})"
+        self.words = f"a draft the draft model gives q(x) >= {t:g} is kept untested; the others take min(1, p/q)"
+        self.check = "a confidence shortcut before the acceptance test: every draft takes the coin"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        qx = c.at(c.Qr)
+        return np.where(qx >= self.t, 1.0, ratio(c.at(c.P), qx))
+
+
+class RatioAtOtherToken(_Family):
+    """min(1, p_j(t) / q_j(t)) at another token t than the draft x_j: the draft row's top token,
+    the target row's top token, or the previous draft (the verify pass's input ids, one behind)."""
+
+    TOKENS = {
+        "draft_top": "the draft row's most likely token",
+        "target_top": "the target row's most likely token",
+        "previous_draft": "the previous draft (the first position its own)",
+    }
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.name = f"ratio_at_{token}_token"
+        self.words = f"the acceptance ratio is read at {self.TOKENS[token]}, not at the drafted token"
+        self.check = "the token id the ratio gathers p and q at: the draft x_j itself"
+
+    def _tokens(self, c: Chunk) -> np.ndarray:
+        g = c.X.shape[1]
+        if self.token == "draft_top":
+            out: np.ndarray = np.argmax(c.Qr, -1)
+        elif self.token == "target_top":
+            out = np.argmax(c.P[:, :g], -1)
+        else:
+            out = np.concatenate([c.X[:, :1], c.X[:, :-1]], axis=1)
+        return out
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        t = self._tokens(c)
+        return ratio(_rows_at(c.P[:, : c.X.shape[1]], t), _rows_at(c.Qr, t))
+
+
+class BlockRatioEveryDraft(_Family):
+    name = "block_ratio_every_draft"
+    words = "every draft is tested against min(1, prod_j p_j(x_j) / q_j(x_j)), the whole block's ratio"
+    check = "the ratio each draft's coin compares with: its own p_j(x_j) / q_j(x_j), not the block's product"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        px, qx = c.at(c.P), c.at(c.Qr)
+        with np.errstate(divide="ignore", invalid="ignore"):  # inf * 0 (a forbidden and an impossible draft): 0
+            r = np.where(qx > 0, px / np.where(qx > 0, qx, 1.0), np.where(px > 0, np.inf, 0.0))
+            block = np.minimum(1.0, np.prod(r, -1, keepdims=True))
+        return np.broadcast_to(np.nan_to_num(block, nan=0.0), px.shape).copy()
+
+
+class RelaxedTopK(_Family):
+    """Keep deterministically iff x is among p's k most likely tokens and log p(x) >= log max p -
+    delta (TensorRT-LLM's relaxed acceptance, k and delta on a grid); a lossy rule."""
+
+    VALUES = tuple((k, d) for k in (1, 3, 10) for d in (0.3, 0.6, 1.0, 2.0))
+
+    def __init__(self, k: int, delta: float) -> None:
+        self.k, self.delta = k, delta
+        self.name = f"relaxed_topk(k={k},delta={delta:g})"
+        self.words = (
+            f"a draft is kept without a coin iff it is among the target's {k} most likely tokens and "
+            f"log p(x) >= log max p - {delta:g} (relaxed acceptance), which is not lossless"
+        )
+        self.check = "the acceptance test: the coin u < p(x) / q(x), not a top-k closeness rule"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        P = c.P[:, : c.X.shape[1]]
+        px = c.at(c.P)
+        rank = (px[..., None] < P).sum(-1)  # tokens strictly more likely than x
+        with np.errstate(divide="ignore"):
+            close = np.log(px) >= np.log(P.max(-1)) - self.delta
+        out: np.ndarray = ((rank < self.k) & close & (px > 0)).astype(np.float64)
+        return out
+
+
 def _count_laws(a: np.ndarray, count: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """[n, g] the continuation probabilities A_j = P(K > j | K >= j) of a count K = count(tests),
     the tests independent with pass probabilities a [n, g] (every test drawn, as batched kernels
@@ -407,6 +541,46 @@ class ResidualArgmax(_Family):
         return one
 
 
+def _rank_law(p: np.ndarray) -> np.ndarray:
+    """[n, V] the law of the *rank* of a token drawn from p (rank 0: the most likely), read as an
+    id: what a sort-then-sample draw returns when the sorted positions are not mapped back."""
+    out: np.ndarray = -np.sort(-p, axis=-1)
+    return out
+
+
+def _softmax(w: np.ndarray) -> np.ndarray:
+    z = np.exp(w - w.max(-1, keepdims=True))
+    out: np.ndarray = z / z.sum(-1, keepdims=True)
+    return out
+
+
+class ReplacementRankAsId(_Family):
+    name = "replacement_rank_as_id"
+    words = "the replacement is the position of the residual draw in the sorted row, not its token id"
+    check = "after a sort-then-sample draw: map the sorted position back to the token id"
+
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return _rank_law(residual(c.P[rows, j], c.Qr[rows, j]))
+
+
+class BonusRankAsId(_Family):
+    name = "bonus_rank_as_id"
+    words = "the bonus token is the position of the draw in the sorted row of p, not its token id"
+    check = "after a sort-then-sample draw: map the sorted position back to the token id"
+
+    def bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
+        return _rank_law(c.Pb[rows])
+
+
+class BonusSoftmaxOfProbs(_Family):
+    name = "bonus_softmax_of_probabilities"
+    words = "the bonus token is drawn from softmax(p): probabilities passed where logits belong"
+    check = "the bonus row handed to the sampler: probabilities sampled directly, or logits softmaxed once"
+
+    def bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
+        return _softmax(c.Pb[rows])
+
+
 class BonusResidual(_Family):
     name = "bonus_from_residual"
     words = "the bonus token is drawn from (p - q)+ at the bonus position, as if its draft had been rejected"
@@ -434,6 +608,13 @@ def family_models() -> list[RoundModel]:
         ArgmaxOrRatio(),
         *(SmoothedRatio(v) for v in SmoothedRatio.VALUES),
         *(ClampedDenominator(v) for v in ClampedDenominator.VALUES),
+        BarkerAcceptance(),
+        *(ConstantThreshold(t) for t in ConstantThreshold.VALUES),
+        *(AcceptOverThreshold(t) for t in AcceptOverThreshold.VALUES),
+        *(ConfidentDraftKept(t) for t in ConfidentDraftKept.VALUES),
+        *(RatioAtOtherToken(t) for t in RatioAtOtherToken.TOKENS),
+        BlockRatioEveryDraft(),
+        *(RelaxedTopK(k, d) for k, d in RelaxedTopK.VALUES),
         *(CountRule(r) for r in CountRule.RULES),
         ResidualShift("target"),
         ResidualShift("target", -1),
@@ -445,6 +626,9 @@ def family_models() -> list[RoundModel]:
         *(ResidualFloor(v) for v in ResidualFloor.VALUES),
         ReplacementNextRowAtLast(),
         ResidualArgmax(),
+        ReplacementRankAsId(),
+        BonusRankAsId(),
+        BonusSoftmaxOfProbs(),
         BonusResidual(),
     ]
 
