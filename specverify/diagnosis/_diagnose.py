@@ -310,6 +310,7 @@ class MechanismCandidate(Candidate):
         if self.mechanism is not None:
             out["mechanism"], out["check"] = self.mechanism.words(), self.mechanism.check()
             out["parts"] = {o.part: o.model.name for o, _ in self.mechanism.chosen}
+            out["as_likely"] = self.mechanism.alternatives()
         return out
 
 

@@ -408,6 +408,118 @@ class RelaxedTopK(_Family):
         return out
 
 
+class HoistedRatio(_Family):
+    name = "ratio_of_first_position_for_every_draft"
+    words = "every draft is tested against the first position's ratio min(1, p_0(x_0) / q_0(x_0)), computed once"
+    check = "where the ratio is computed: inside the loop over drafts, from draft j's own p_j(x_j) and q_j(x_j)"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        first = ratio(c.at(c.P), c.at(c.Qr))[:, :1]
+        return np.repeat(first, c.X.shape[1], axis=1)
+
+
+class AcceptMinPQ(_Family):
+    name = "accept_with_prob_min_p_q"
+    words = "a draft is kept with probability min(p(x), q(x)), not min(1, p(x) / q(x))"
+    check = "the acceptance probability: the ratio p(x) / q(x) capped at 1, not the smaller of the two"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        out: np.ndarray = np.minimum(c.at(c.P), c.at(c.Qr))
+        return out
+
+
+class AcceptRowRate(_Family):
+    name = "accept_with_row_acceptance_rate"
+    words = "every draft is kept with its position's acceptance rate sum_v min(p, q)(v), whatever the drafted token"
+    check = "the acceptance probability of draft j: min(1, p_j(x_j) / q_j(x_j)) at the drafted token, not a row average"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        out: np.ndarray = np.minimum(c.P[:, : c.X.shape[1]], c.Qr).sum(-1)
+        return out
+
+
+class ExponentialThresholdFlipped(_Family):
+    name = "exponential_test_flipped"
+    words = (
+        "the log-space test is written E < log(p(x) / q(x)) with E ~ Exp(1): a draft is kept with probability "
+        "1 - q(x) / p(x) where p > q, never otherwise (the exact form is E > log(q(x) / p(x)))"
+    )
+    check = "the log-space acceptance test: keep iff E > log(q(x) / p(x)), E ~ Exp(1) (or log u < log p - log q)"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        px, qx = c.at(c.P), c.at(c.Qr)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out: np.ndarray = np.where(px > 0, np.clip(1.0 - qx / np.where(px > 0, px, 1.0), 0.0, 1.0), 0.0)
+        return out
+
+
+class LastDraftUnverified(_Family):
+    name = "last_draft_unverified"
+    words = (
+        "the last draft is kept without its test (its rejection takes the all-accepted branch: the draft, then a bonus)"
+    )
+    check = "the all-accepted branch's condition: every one of the gamma drafts passed (n == gamma, not n >= gamma - 1)"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        a = ratio(c.at(c.P), c.at(c.Qr))
+        a[:, -1] = 1.0
+        return a
+
+
+def _rows_law(c: Chunk, j: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(p, q) rows [m, V] of the stopping position of the rounds ``rows``."""
+    return c.P[rows, j], c.Qr[rows, j]
+
+
+class ReplacementFromPWhenForbidden(_Family):
+    name = "replacement_from_p_after_a_forbidden_draft"
+    words = "a draft the target forbids (p(x) = 0) ends the block as if never drafted: its token is drawn from p"
+    check = "a draft with p(x) = 0: rejected by the test like any other, its replacement drawn from (p - q)+"
+
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        p, q = _rows_law(c, j, rows)
+        forbidden = p[np.arange(len(rows)), c.X[rows, j]] <= 0
+        out: np.ndarray = np.where(forbidden[:, None], p, residual(p, q))
+        return out
+
+
+class ReplacementOtherWeights(_Family):
+    """The replacement drawn from another weight of p and q than (p - q)+, normalised."""
+
+    LAWS: dict[str, tuple[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
+        "min_p_q": ("min(p, q) normalised (the overlap, not what p has beyond it)", np.minimum),
+        "p_times_one_minus_q": (
+            "p (1 - q) normalised, not (p - q)+ (tokens with p < q keep mass)",
+            lambda p, q: p * (1 - q),
+        ),
+    }
+
+    def __init__(self, law: str) -> None:
+        self.law = law
+        self.name = f"replacement_from_{law}"
+        words, self._weights = self.LAWS[law]
+        self.words = f"the replacement is drawn from {words}"
+        self.check = "the residual's weights: max(p - q, 0), normalised by their sum"
+
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        p, q = _rows_law(c, j, rows)
+        return normalise(self._weights(p, q), p)
+
+
+class ResidualSoftmaxOnSupport(_Family):
+    name = "replacement_softmax_on_residual_support"
+    words = (
+        "the replacement is softmax((p - q)+) on the residual's support: what argmax(w + Gumbel) gives, the noise "
+        "added to the weights, not to their logs"
+    )
+    check = "the Gumbel-max draw: argmax(log w + G), the noise added to log-weights; or a plain draw from (p - q)+"
+
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        p, q = _rows_law(c, j, rows)
+        w = np.maximum(p - q, 0.0)
+        return normalise(np.where(w > 0, np.exp(w), 0.0), p)
+
+
 def _count_laws(a: np.ndarray, count: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """[n, g] the continuation probabilities A_j = P(K > j | K >= j) of a count K = count(tests),
     the tests independent with pass probabilities a [n, g] (every test drawn, as batched kernels
@@ -615,6 +727,11 @@ def family_models() -> list[RoundModel]:
         *(RatioAtOtherToken(t) for t in RatioAtOtherToken.TOKENS),
         BlockRatioEveryDraft(),
         *(RelaxedTopK(k, d) for k, d in RelaxedTopK.VALUES),
+        HoistedRatio(),
+        AcceptMinPQ(),
+        AcceptRowRate(),
+        ExponentialThresholdFlipped(),
+        LastDraftUnverified(),
         *(CountRule(r) for r in CountRule.RULES),
         ResidualShift("target"),
         ResidualShift("target", -1),
@@ -626,6 +743,9 @@ def family_models() -> list[RoundModel]:
         *(ResidualFloor(v) for v in ResidualFloor.VALUES),
         ReplacementNextRowAtLast(),
         ResidualArgmax(),
+        ReplacementFromPWhenForbidden(),
+        *(ReplacementOtherWeights(w) for w in ReplacementOtherWeights.LAWS),
+        ResidualSoftmaxOnSupport(),
         ReplacementRankAsId(),
         BonusRankAsId(),
         BonusSoftmaxOfProbs(),
@@ -675,11 +795,18 @@ def options_by_part(models: Sequence[RoundModel]) -> dict[str, list[Option]]:
     return out
 
 
+#: options of a part whose log-likelihoods lie within this many nats of the best are reported beside
+#: it (a likelihood ratio under e^3 = 20: the evidence does not tell them apart), at most MAX_TIES
+TIE_NATS, MAX_TIES = 3.0, 3
+
+
 @dataclasses.dataclass(frozen=True)
 class Mechanism:
     """The fitted option of every part that left the rule: gain in nats net of its price."""
 
     chosen: tuple[tuple[Option, float], ...]  # (option, net gain in nats), in part order
+    #: per chosen part, the other options within TIE_NATS of it: the evidence does not tell them apart
+    ties: tuple[tuple[Option, ...], ...] = ()
 
     @property
     def name(self) -> str:
@@ -689,11 +816,21 @@ class Mechanism:
     def llr(self) -> float:
         return float(sum(g for _, g in self.chosen))
 
+    def alternatives(self) -> dict[str, list[str]]:
+        """{part: names of the options as likely as the chosen one on this evidence}."""
+        return {o.part: [t.model.name for t in tied] for (o, _), tied in zip(self.chosen, self.ties) if tied}
+
     def words(self) -> str:
-        return "; ".join(o.words for o, _ in self.chosen)
+        out = []
+        for i, (o, _) in enumerate(self.chosen):
+            tied = self.ties[i] if i < len(self.ties) else ()
+            alt = f" (or, as likely on this evidence: {'; or '.join(t.words for t in tied)})" if tied else ""
+            out.append(o.words + alt)
+        return "; ".join(out)
 
     def check(self) -> str:
-        return "; ".join(dict.fromkeys(o.check for o, _ in self.chosen if o.check))
+        tied = [t for ts in self.ties for t in ts]
+        return "; ".join(dict.fromkeys(o.check for o in [*(o for o, _ in self.chosen), *tied] if o.check))
 
 
 def fit_mechanism(options: dict[str, list[Option]], kind_ll: dict[int, np.ndarray], ref: np.ndarray) -> Mechanism:
@@ -701,14 +838,17 @@ def fit_mechanism(options: dict[str, list[Option]], kind_ll: dict[int, np.ndarra
     [len(KINDS)] summed over units; ``ref``: the rule's), kept when it pays log(options + 1)."""
     from ._score import KINDS
 
-    chosen = []
+    chosen, ties = [], []
     for part in PARTS:
         opts = options[part]
         if not opts:
             continue
         k = KINDS.index(part)
-        best = max(opts, key=lambda o: float(kind_ll[id(o.model)][k]))
-        gain = float(kind_ll[id(best.model)][k] - ref[k]) - math.log(len(opts) + 1)
+        ll = {id(o.model): float(kind_ll[id(o.model)][k]) for o in opts}
+        best = max(opts, key=lambda o: ll[id(o.model)])
+        gain = ll[id(best.model)] - float(ref[k]) - math.log(len(opts) + 1)
         if gain > 0:
             chosen.append((best, gain))
-    return Mechanism(tuple(chosen))
+            near = [o for o in opts if o is not best and ll[id(o.model)] >= ll[id(best.model)] - TIE_NATS]
+            ties.append(tuple(sorted(near, key=lambda o: -ll[id(o.model)])[:MAX_TIES]))
+    return Mechanism(tuple(chosen), tuple(ties))
