@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ._bug_models import _softmax_rows
 from ._models import Chunk, RoundModel, continuation, normalise, ratio, residual
 
 __all__ = ["Option", "Mechanism", "family_models", "options_by_part", "fit_mechanism", "PARTS", "HOOKS"]
@@ -660,12 +661,6 @@ def _rank_law(p: np.ndarray) -> np.ndarray:
     return out
 
 
-def _softmax(w: np.ndarray) -> np.ndarray:
-    z = np.exp(w - w.max(-1, keepdims=True))
-    out: np.ndarray = z / z.sum(-1, keepdims=True)
-    return out
-
-
 class ReplacementRankAsId(_Family):
     name = "replacement_rank_as_id"
     words = "the replacement is the position of the residual draw in the sorted row, not its token id"
@@ -690,7 +685,7 @@ class BonusSoftmaxOfProbs(_Family):
     check = "the bonus row handed to the sampler: probabilities sampled directly, or logits softmaxed once"
 
     def bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
-        return _softmax(c.Pb[rows])
+        return _softmax_rows(c.Pb[rows])
 
 
 class BonusResidual(_Family):
