@@ -801,7 +801,7 @@ class Mechanism:
 
     chosen: tuple[tuple[Option, float], ...]  # (option, net gain in nats), in part order
     #: per chosen part, the other options within TIE_NATS of it: the evidence does not tell them apart
-    ties: tuple[tuple[Option, ...], ...] = ()
+    ties: tuple[tuple[Option, ...], ...]
 
     @property
     def name(self) -> str:
@@ -817,8 +817,7 @@ class Mechanism:
 
     def words(self) -> str:
         out = []
-        for i, (o, _) in enumerate(self.chosen):
-            tied = self.ties[i] if i < len(self.ties) else ()
+        for (o, _), tied in zip(self.chosen, self.ties):
             alt = f" (or, as likely on this evidence: {'; or '.join(t.words for t in tied)})" if tied else ""
             out.append(o.words + alt)
         return "; ".join(out)
