@@ -103,6 +103,7 @@ def _named_by_scorers() -> dict[str, set[str]]:
         "lm": set(_lm.LM_FACTS),
         "exact/request": set(_lm.REQUEST_SIGNATURES),
         "stop": set(_stop.STOP_FACTS),
+        "serial": {_audit._SERIAL_SIGNATURE[0]},
     }
     for check_id, (name, _fact) in _audit._EXACT_SIGNATURES.items():
         out.setdefault(check_id, set()).add(name)

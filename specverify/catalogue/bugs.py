@@ -332,6 +332,22 @@ class SameUniformAllPositions(ChainSampler):
         return U
 
 
+class RandomnessSharedAcrossPositions(ChainSampler):
+    """Two positions of a round draw from one uniform: the bonus token is drawn by inverse CDF with
+    the uniform that drew the last draft. Every token's own law stays exact (the uniform is fresh for
+    each round); only the bonus depends on the last draft beyond its law. The class of
+    flashinfer-ai/flashinfer#424/#425 (uniform samples not unique per position), in the form a blind
+    study step took (tests/study_bugs4/RESULTS.md), which passed every per-token test."""
+
+    name, exact = "randomness_shared_across_positions", False
+    source = "flashinfer-ai/flashinfer#424, #425 (uniform samples not unique per position)"
+
+    def uniforms(self, rng: np.random.Generator, b: int, g: int) -> Uniforms:
+        U = super().uniforms(rng, b, g)
+        U.final = U.draft[:, -1].copy()  # the replacement / bonus uniform: the last draft's
+        return U
+
+
 class TemperatureTwice(ChainSampler):
     """Temperature applied twice to the target (once by the sampler, once in the verifier), so the
     verified law is sharper than the request's. A common class (lattice#388 forgot it instead)."""
@@ -636,6 +652,7 @@ BUGS = [
     ResidualNotNormalised,
     OffByOneTargetRow,
     SameUniformAllPositions,
+    RandomnessSharedAcrossPositions,
     TemperatureTwice,
     DraftSettingsNotForwarded,
     RejectOneLate,

@@ -58,6 +58,13 @@ _EXACT_SIGNATURES = {  # by check id (CheckOutcome.check_id)
         "requests with different seeds gave the same tokens: one random stream serves them all",
     ),
 }
+#: the stratum of the consecutive-pairs test (audit.pipeline.request_strata) and the class it signs
+SERIAL_STRATUM = "consecutive tokens"
+_SERIAL_SIGNATURE = (
+    "randomness_shared_across_positions",
+    "consecutive tokens of a round are dependent beyond their laws (the consecutive-pairs test), which fresh "
+    "randomness at every position rules out",
+)
 
 
 def _sequence_rounds(
@@ -154,6 +161,23 @@ def _from_exact(checks: Sequence[CheckOutcome]) -> Diagnosis | None:
     return None
 
 
+def _from_serial(checks: Sequence[CheckOutcome], *, only: bool, facts: Sequence[str] = ()) -> Diagnosis | None:
+    """The consecutive-pairs test's signature: every statistical FAIL leads with it (``only``: each
+    token's margin failed less, so only the pairs show the bug), or at least one does and no scorer
+    named a class (``facts``: what the scorers found, kept)."""
+    failed = [c for c in checks if c.status == FAIL and c.kind == "statistical"]
+    led = [c for c in failed if c.stratum == SERIAL_STRATUM]
+    if not led or (only and len(led) < len(failed)):
+        return None
+    name, fact = _SERIAL_SIGNATURE
+    cand = Candidate(name, float("inf"), 1.0, {}, [], {}, "")
+    method = (
+        f"signature of the consecutive-pairs test, the first failing stratum of {len(led)} of {len(failed)} "
+        "failing unit(s)"
+    )
+    return Diagnosis(name, [cand], [fact, *facts], method, 0.0, 1.0, 0)
+
+
 def _from_greedy(adapter: Adapter, cfg: AuditConfig, checks: Sequence[CheckOutcome]) -> Diagnosis | None:
     """A failed greedy check on raw rows: its run repeated with its seed, each token scored under
     the greedy classes (:mod:`._greedy`)."""
@@ -192,6 +216,9 @@ def diagnose_audit(record: AuditRecord) -> Diagnosis | None:
     )
     if not any(c.status == FAIL for c in checks):
         return None
+    serial = _from_serial(checks, only=True)
+    if serial is not None:
+        return serial
     units = _units(record)
     stat_failed = any(c.status == FAIL and c.kind == "statistical" for c in checks)
     d = diagnose_rounds(units) if units and stat_failed else None
@@ -218,6 +245,9 @@ def diagnose_audit(record: AuditRecord) -> Diagnosis | None:
     exact = _from_exact(checks)
     if exact is not None:
         return exact
+    serial = _from_serial(checks, only=False, facts=d.facts if d is not None else ())
+    if serial is not None:
+        return serial
     if d is not None:
         return d
     return Diagnosis(

@@ -48,6 +48,7 @@ Scorer = Literal[
     "exact/seeds",
     "exact/request",
     "stop",
+    "serial",
 ]
 #: builds a fresh round model (models carry fitted parameters, so each diagnosis gets its own)
 ModelFactory = Callable[[], RoundModel]
@@ -658,6 +659,21 @@ RECORDS: tuple[BugClass, ...] = (
             no_model_because=_REQUEST_ONLY + (f"; {_STOP_ONLY}" if name in _STOP_TOO else ""),
         )  # fmt: skip
         for name, mechanism, check, sources in _REQUEST_CLASSES
+    ),
+    _catalogue(
+        cat.RandomnessSharedAcrossPositions,
+        check=(
+            "that every draw of a round (each draft, each acceptance test, the replacement, the bonus) takes its own "
+            "uniform or noise: no index into the random buffer reused, no noise tensor shared between positions; "
+            "then that no position's test reads the previous position's token or row"
+        ),
+        kind="rule",
+        model=None,
+        named_by=("serial",),
+        no_model_because=(
+            "named by the consecutive-pairs test's signature (_audit): each token's margin can be exact, so no law "
+            "of single tokens shows it"
+        ),
     ),
     BugClass(
         name="stop_never_a_replacement",

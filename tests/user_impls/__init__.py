@@ -51,6 +51,8 @@ CASES = [
     _case("round_numpy:step_residual_abs", "round", True, "residual_unclipped", "any"),
     _case("round_numpy:step_reused_uniform", "round", True, "reused_uniform", "any"),
     _case("round_numpy:step_bonus_wrong_row", "round", True, "bonus_wrong_row", "high_overlap"),
+    # every token's margin exact: only the consecutive-pairs test sees it (full acceptances: high overlap)
+    _case("round_numpy:step_bonus_reuses_draft_uniform", "round", True, "bonus_reuses_draft_uniform", "high_overlap"),
     _case("round_numpy:step_bonus_from_q", "round", True, "bonus_from_q", "high_overlap"),
     _case("round_numpy:step_inverted_ratio", "round", True, "inverted_ratio", "any"),
     _case("round_numpy:step_continue_after_reject", "round", True, "continue_after_reject", "any"),

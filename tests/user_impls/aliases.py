@@ -17,6 +17,7 @@ CLASS_OF: dict[str, str] = {
     "reused_uniform": "draft_uniform_reused_for_acceptance",
     "continue_after_reject": "continue_after_rejection",
     "shared_uniform": "same_uniform_all_positions",
+    "bonus_reuses_draft_uniform": "randomness_shared_across_positions",
     "replacement_from_q_high_overlap": "replacement_from_q_when_close",
     "replacement_from_p_low_overlap": "replacement_from_p_when_far",
     "accepts_p_zero": "zero_guard_accepts",

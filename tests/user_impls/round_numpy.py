@@ -262,6 +262,23 @@ def step_reused_uniform(prefix, draft, target, gamma, rng):
     return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
+def step_bonus_reuses_draft_uniform(prefix, draft, target, gamma, rng):
+    """Bug: the bonus token is drawn by inverse CDF with the uniform that drew the last draft (one draw
+    "saved"). Each token's own law is right; the bonus depends on the last draft (flashinfer#424's class)."""
+    prefix = list(prefix)
+    xs, qs, us = [], [], []
+    for _ in range(gamma):
+        q = np.asarray(draft(prefix + xs))
+        us.append(rng.random())
+        xs.append(_icdf(q, us[-1]))
+        qs.append(q)
+    P = np.asarray(target(prefix, xs))
+    for j, x in enumerate(xs):
+        if rng.random() >= P[j][x] / qs[j][x]:
+            return xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
+    return xs + [_icdf(P[gamma], us[-1])]
+
+
 def step_bonus_wrong_row(prefix, draft, target, gamma, rng):
     """Bug: the bonus token is drawn from row gamma - 1 (the last draft's row) instead of row gamma."""
     xs, qs = _draft_tokens(prefix, draft, gamma, rng)

@@ -35,7 +35,7 @@ from ...theory import accepted_length_law_position_dependent, expected_tokens_po
 from .block_strata import block_whitebox
 from .collect import UnitSample
 from .plan import strata_of
-from .request_strata import RequestTest, request_tests
+from .request_strata import RequestTest, request_tests, serial_tests
 
 if TYPE_CHECKING:
     from ...dists import SamplingSettings
@@ -191,7 +191,7 @@ def conclude_unit(adapter: Adapter, unit: AuditUnit, pair: Any, sample: UnitSamp
         )
     law, rows = _law(unit, pair, gen)
     wb = _whitebox(adapter, unit, pair, gen, cfg)
-    extras = request_tests(unit, law, rows, gen, cfg)
+    extras = request_tests(unit, law, rows, gen, cfg) + serial_tests(unit, law, rows, gen, cfg)
     results, adj = stratified_stream_test(
         law,
         gen.tokens,
@@ -287,6 +287,8 @@ def _request_failure(x: RequestTest, adjusted: float) -> StratumFailure:
     """A failing offset bucket reads as any failing stream stratum; the stop count says what it counted."""
     if x.stream is not None:
         return failure_of(x.stratum, x.stream.worst, adjusted)
+    if x.gof is not None:
+        return failure_of(x.stratum, x.gof, adjusted)
     return StratumFailure(stratum=x.stratum, text=f"{x.text} (Holm-adjusted {adjusted:.3g})")
 
 

@@ -126,6 +126,7 @@ class TestFamily:
     whitebox: int = 0  # white-box strata in the same Holm family
     sequential: bool = True  # half of alpha goes to the e-process
     extra: int = 0  # FAIL-only tests in the same Holm family: a long unit's offset buckets, a stop unit's count
+    serial: int = 0  # the consecutive-pairs test in the same Holm family (1 for every table unit)
 
     @property
     def alpha_fixed(self) -> float:
@@ -137,7 +138,7 @@ class TestFamily:
 
     @property
     def size(self) -> int:
-        return self.strata + self.whitebox + self.extra
+        return self.strata + self.whitebox + self.extra + self.serial
 
     def tokens_per_stratum(self) -> int:
         """Tokens each stratum needs so that TV >= eps is detected w.p. >= 1 - beta (first Holm step)."""

@@ -295,7 +295,7 @@ def plan_audit(adapter: Adapter, cfg: AuditConfig) -> AuditPlan:
     stop_cell = _stop_cell(adapter, cfg, cells, kinds)
     cells += stop_cell
     vocab_units = adapter.harness == "kernel" and "low" in kinds and cells  # kernels only: tiles live there
-    fam = TestFamily(cfg.alpha / max(len(cells) + bool(vocab_units), 1), cfg.beta, cfg.eps, strata, whitebox)
+    fam = TestFamily(cfg.alpha / max(len(cells) + bool(vocab_units), 1), cfg.beta, cfg.eps, strata, whitebox, serial=1)
     batch = cfg.batch if adapter.harness != "context" else max(1, cfg.batch // 16)
     units = [
         AuditUnit(u, i, s, k, _family_of(fam, s, n, adapter), rule, _batch_of(batch, n, s, adapter), length=n)

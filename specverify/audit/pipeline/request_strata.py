@@ -1,7 +1,12 @@
-"""Request-level tests of a table unit: a long unit's offset buckets, a stop unit's stop count.
+"""FAIL-only tests of a table unit beside its strata: consecutive tokens, offset buckets, stop counts.
 
-Both join the unit's Holm family as FAIL-only tests (``TestFamily.extra``; the plan sizes the
-unit's sample with them in the family):
+Each joins the unit's Holm family (``TestFamily.serial`` and ``TestFamily.extra``; the plan sizes
+the unit's sample with them in the family):
+
+* every unit tests that consecutive tokens of a sequence are independent given their laws
+  (:func:`specverify.stats.serial_dependence_test`): randomness reused across the positions of a
+  round (flashinfer#424/#425; a bonus drawn with the last draft's uniform) keeps every token's
+  margin exact, so only the pairs show it.
 
 * a long unit (``AuditUnit.length``) tests the tokens of each offset bucket of its sequences on
   their own (:func:`~.plan.offset_buckets`: 0-63, 64-127, 128-255, 256-511), so a bug from some
@@ -22,16 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...stats import StreamLaw, default_stream_test, event_count_test
+from ...stats import StreamLaw, default_stream_test, event_count_test, serial_dependence_test
 from .plan import offset_buckets, offsets_in_sequence
 
 if TYPE_CHECKING:
     from ...harness import Generation
-    from ...stats import StreamTestResult
+    from ...stats import GofResult, StreamTestResult
     from .config import AuditConfig
     from .plan import AuditUnit
 
-__all__ = ["RequestTest", "request_tests"]
+__all__ = ["RequestTest", "request_tests", "serial_tests"]
 
 #: a bucket with fewer tokens is not tested (it cannot fail at the family's alpha anyway)
 MIN_BUCKET_TOKENS = 50
@@ -47,6 +52,19 @@ class RequestTest:
     facts: dict[str, Any]
     stream: StreamTestResult | None = None
     text: str = ""
+    gof: GofResult | None = None  # a single test's result (the consecutive-pairs table)
+
+
+def serial_tests(
+    unit: AuditUnit, law: StreamLaw, rows: np.ndarray, gen: Generation, cfg: AuditConfig
+) -> list[RequestTest]:
+    """The consecutive-pairs test (module docstring), when the unit's family holds it."""
+    if not unit.family.serial:
+        return []
+    rng = np.random.default_rng([cfg.seed, unit.index, 5])
+    r = serial_dependence_test(law, gen.tokens, rows, gen.sequence, gen.position, rng=rng)
+    facts = {"consecutive_pairs": {"n": r.n, "groups_df": r.df, "pvalue": r.pvalue}}
+    return [RequestTest("consecutive tokens", r.pvalue, facts, gof=r)]
 
 
 def request_tests(
