@@ -15,6 +15,10 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import multiprocessing
+import os
+import pickle
+import shutil
+import tempfile
 import time
 from typing import TYPE_CHECKING, Any, Union
 
@@ -75,8 +79,9 @@ class WorkerPool:
         WorkerPool._jobs = {"adapter": adapter, "pairs": pairs}
         ctx = multiprocessing.get_context("fork")
         self.ex = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) if workers > 1 else None
-        self.inflight: dict[tuple[int, int], concurrent.futures.Future[Batch]] = {}
-        self.orphans: list[concurrent.futures.Future[Batch]] = []  # running batches no unit needs
+        self.spool = tempfile.mkdtemp(prefix="specverify-batches-") if workers > 1 else ""
+        self.inflight: dict[tuple[int, int], concurrent.futures.Future[str]] = {}
+        self.orphans: list[concurrent.futures.Future[str]] = []  # running batches no unit needs
 
     def get(self, unit: AuditUnit, cfg: AuditConfig, k: int, n: int) -> Batch:
         """Batch ``k`` (of ``n`` rounds or sequences) of ``unit``: computed ahead, or now."""
@@ -84,8 +89,12 @@ class WorkerPool:
         if fut is None:
             if self.ex is None:
                 return _batch(unit.index, unit.settings, cfg, k, n, unit.length)
-            fut = self.ex.submit(_batch, unit.index, unit.settings, cfg, k, n, unit.length)
-        return fut.result()
+            fut = self._submit(unit, cfg, k, n)
+        return _unspool(fut.result())
+
+    def _submit(self, unit: AuditUnit, cfg: AuditConfig, k: int, n: int) -> concurrent.futures.Future[str]:
+        assert self.ex is not None
+        return self.ex.submit(_spooled_batch, self.spool, unit.index, unit.settings, cfg, k, n, unit.length)
 
     def keep_busy(self, cfg: AuditConfig, wanted: Iterable[tuple[AuditUnit, int, int]]) -> None:
         """Start the first of ``wanted`` (unit, batch, size), in order, until every worker has one."""
@@ -95,7 +104,7 @@ class WorkerPool:
             if sum(not f.done() for f in [*self.inflight.values(), *self.orphans]) >= self.workers:
                 return
             if (unit.index, k) not in self.inflight:
-                self.inflight[unit.index, k] = self.ex.submit(_batch, unit.index, unit.settings, cfg, k, n, unit.length)
+                self.inflight[unit.index, k] = self._submit(unit, cfg, k, n)
 
     def drop(self, unit: AuditUnit) -> None:
         """``unit`` is collected: its batches still in flight are of no use."""
@@ -106,7 +115,11 @@ class WorkerPool:
     def close(self) -> None:
         """Stop the workers, none left behind. A batch still running was computed ahead for nothing:
         its worker is ended rather than waited for. Left running, it could block forever writing its
-        result to a pipe that the exiting parent no longer reads, holding the caller's stdout open."""
+        result to a pipe that the exiting parent no longer reads, holding the caller's stdout open.
+        Ending a worker is safe because a result crosses the pipe as a file name (``_spooled_batch``):
+        one write shorter than PIPE_BUF, so it is never cut in half. A whole batch sent through the
+        pipe could be, and the executor then waited forever for the rest of it (seen in the suite:
+        ``--fail-fast`` ended a worker mid-write and ``shutdown`` never returned)."""
         if self.ex is None:
             return
         # cancel() drops a batch not yet started; what is left and not done is running
@@ -115,6 +128,7 @@ class WorkerPool:
             for proc in list(getattr(self.ex, "_processes", {}).values()):  # no public way before 3.14
                 proc.terminate()
         self.ex.shutdown(wait=True, cancel_futures=True)  # idle workers exit at once
+        shutil.rmtree(self.spool, ignore_errors=True)
 
 
 def _batch(
@@ -129,6 +143,22 @@ def _batch(
         return gen
     except ImplementationError as exc:
         return exc
+
+
+def _spooled_batch(spool: str, *args: Any) -> str:
+    """:func:`_batch` in a worker: the batch pickled into a file in ``spool``, its name returned
+    (short enough to cross the result pipe in one atomic write; :meth:`WorkerPool.close`)."""
+    fd, path = tempfile.mkstemp(dir=spool, suffix=".batch")
+    with os.fdopen(fd, "wb") as f:
+        pickle.dump(_batch(*args), f, protocol=pickle.HIGHEST_PROTOCOL)
+    return path
+
+
+def _unspool(path: str) -> Batch:
+    with open(path, "rb") as f:
+        batch: Batch = pickle.load(f)
+    os.unlink(path)
+    return batch
 
 
 def _sizes(unit: AuditUnit, cfg: AuditConfig, sample: UnitSample, wave: int) -> list[int]:
