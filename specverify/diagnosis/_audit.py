@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..harness import Generation, greedy_raw_run
-from ..stats import FAIL
+from ..stats import FAIL, SERIAL_STRATUM
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import round_evidence
 from ._greedy import diagnose_greedy
@@ -58,8 +58,7 @@ _EXACT_SIGNATURES = {  # by check id (CheckOutcome.check_id)
         "requests with different seeds gave the same tokens: one random stream serves them all",
     ),
 }
-#: the stratum of the consecutive-pairs test (audit.pipeline.request_strata) and the class it signs
-SERIAL_STRATUM = "consecutive tokens"
+#: the class the consecutive-pairs test's stratum (SERIAL_STRATUM) signs
 _SERIAL_SIGNATURE = (
     "randomness_shared_across_positions",
     "consecutive tokens of a round are dependent beyond their laws (the consecutive-pairs test), which fresh "

@@ -17,7 +17,7 @@ from ._power import (
 )
 from ._results import EXACT_FAILURE, Cell, GofResult
 from ._sequential import MultinomialEProcess
-from ._serial import serial_dependence_test
+from ._serial import SERIAL_STRATUM, serial_dependence_test
 from ._stratified import (
     WHITEBOX_CONTEXT_STRATA,
     WHITEBOX_STRATA_WITH_DRAFTS,
@@ -93,6 +93,7 @@ __all__ = [
     "default_stream_test",
     "stratified_stream_test",
     "serial_dependence_test",
+    "SERIAL_STRATUM",
     "loglik_score_test",
     "pit_test",
     "pit_values",

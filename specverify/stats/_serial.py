@@ -36,7 +36,10 @@ from ._gof import tv_interval
 from ._results import Cell, GofResult
 from ._stream import StreamLaw, pit_values
 
-__all__ = ["serial_dependence_test", "SERIAL_GROUPS", "SERIAL_CELLS"]
+__all__ = ["serial_dependence_test", "SERIAL_GROUPS", "SERIAL_CELLS", "SERIAL_STRATUM"]
+
+#: the stratum an audit reports this test under (the diagnosis reads it)
+SERIAL_STRATUM = "consecutive tokens"
 
 #: cells of the previous token's PIT that group the pairs, and cells of the next token's PIT
 SERIAL_GROUPS = 4

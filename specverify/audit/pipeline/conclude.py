@@ -19,6 +19,7 @@ from ...stats import (
     FAIL,
     INCONCLUSIVE,
     PASS,
+    SERIAL_STRATUM,
     SKIPPED,
     UNSUPPORTED,
     Cell,
@@ -217,7 +218,8 @@ def conclude_unit(adapter: Adapter, unit: AuditUnit, pair: Any, sample: UnitSamp
     detail.update({k: v for x in extras for k, v in x.facts.items()})
     ep_fail = sample.eprocess.rejects(fam.alpha_sequential) if fam.sequential else False
     # every failing stratum as (adjusted p, its failure), the smallest p leading; on a tie the narrower
-    # request-level stratum (an offset bucket) leads, as it says more about where
+    # request-level stratum (an offset bucket) leads, as it says more about where, and the consecutive
+    # pairs come last: a token law that is wrong is the plainer finding (both are often p = 0)
     failing = sorted(
         extra_failing
         + [(float(a), failure_of(r.stratum, r.worst, float(a))) for r, a in zip(results, adj) if a <= fam.alpha_fixed]
@@ -229,7 +231,7 @@ def conclude_unit(adapter: Adapter, unit: AuditUnit, pair: Any, sample: UnitSamp
             for w in wb
             if w.adjusted_pvalue <= fam.alpha_fixed
         ],
-        key=lambda x: x[0],
+        key=lambda x: (x[0], x[1].stratum == SERIAL_STRATUM),
     )
     if failing:
         p, f = failing[0]

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...stats import StreamLaw, default_stream_test, event_count_test, serial_dependence_test
+from ...stats import SERIAL_STRATUM, StreamLaw, default_stream_test, event_count_test, serial_dependence_test
 from .plan import offset_buckets, offsets_in_sequence
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def serial_tests(
     rng = np.random.default_rng([cfg.seed, unit.index, 5])
     r = serial_dependence_test(law, gen.tokens, rows, gen.sequence, gen.position, rng=rng)
     facts = {"consecutive_pairs": {"n": r.n, "groups_df": r.df, "pvalue": r.pvalue}}
-    return [RequestTest("consecutive tokens", r.pvalue, facts, gof=r)]
+    return [RequestTest(SERIAL_STRATUM, r.pvalue, facts, gof=r)]
 
 
 def request_tests(
