@@ -121,6 +121,8 @@ def test_tiny_transformers_context():
         rounds=40,
         exact_checks=False,
         gamma=3,
+        long_length=0,  # the 512-token unit and the stop unit have their own tests; this one is the context
+        stop_token_ids=(),
     )
     good = audit(RoundAdapter(_full_rule_step(), name="good"), **opts)
     assert good.status == "PASS", good.headline()

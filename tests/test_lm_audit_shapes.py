@@ -57,10 +57,11 @@ def test_common_shape_adapter_passes_a_correct_package(models):
 def test_a_bug_from_the_second_round_on_fails_at_the_default_length(models):
     t, d = models
     gen, s = common_shape_generator(realigns_badly, t, d), (SamplingSettings(temperature=0.8),)
-    v = audit_lm(gen, t, prompts=PROMPTS, gamma=3, greedy_check=False, eps=0.1, settings=s)
+    # no long unit: the FAIL must come from the default length itself, not from 512-token requests
+    v = audit_lm(gen, t, prompts=PROMPTS, gamma=3, greedy_check=False, eps=0.1, settings=s, long_length=0)
     assert v.status == "FAIL", v.headline()
     # the old default of 4 tokens per sequence stops before the bug (its first 4 tokens are exact)
-    short = audit_lm(gen, t, prompts=PROMPTS, length=4, greedy_check=False, eps=0.1, settings=s)
+    short = audit_lm(gen, t, prompts=PROMPTS, length=4, greedy_check=False, eps=0.1, settings=s, long_length=0)
     assert short.status == "PASS", short.headline()
 
 
