@@ -6,7 +6,7 @@ of the full table's fixed ``--rounds``, alpha 1e-6, beta 1e-3, eps 0.15) with
 every buggy one FAILs and every correct one PASSes. The verdicts are functions of the
 implementation, the seed and the options (the time budget is only a cap), so this is
 deterministic; each FAIL expected here has false-fail rate <= 1e-6 on a correct implementation,
-each PASS false-pass rate <= 1e-3 at eps 0.15 (74 of 74 as expected at that size, 502 s of audits:
+each PASS false-pass rate <= 1e-3 at eps 0.15 (75 of 75 as expected at that size, 414 s of audits:
 scripts/results/user_suite_ci.json).
 
 The full-size table (eps 0.05), with timings: ``python scripts/user_suite.py``
