@@ -66,7 +66,7 @@ def test_the_bonus_drawn_with_the_last_drafts_uniform_is_caught_and_located():
     assert r.worst_cells[0].observed > r.worst_cells[0].expected
 
 
-def test_shuffling_the_tokens_of_a_sequence_keeps_the_test_valid_only_in_order():
+def test_pairs_are_formed_within_each_sequence_whatever_order_the_sequences_come_in():
     """Pairs are formed in each sequence's emitted order, whatever order sequences come in."""
     pair = make_positional_pair(V, GAMMA, alpha=0.9, seed=1)
     g = run_sampler(SHARED(), pair, n=1000, gamma=GAMMA, rng=np.random.default_rng(0))
@@ -76,7 +76,7 @@ def test_shuffling_the_tokens_of_a_sequence_keeps_the_test_valid_only_in_order()
     b = serial_dependence_test(
         law, g.tokens[perm], g.row[perm], g.sequence[perm], g.position[perm], rng=np.random.default_rng(1)
     )
-    assert a.n == b.n and a.df == b.df and a.pvalue < 1e-12 and b.pvalue < 1e-12
+    assert (a.n, a.df, a.statistic) == (b.n, b.df, b.statistic) and a.pvalue < 1e-12
 
 
 def test_too_few_pairs_is_said_not_passed_silently():
