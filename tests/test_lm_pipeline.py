@@ -193,3 +193,45 @@ def test_requests_longer_than_the_targets_positions_are_refused_before_sampling(
     with pytest.raises(SpecVerifyError, match=r"target has 64 \(max_position_embeddings\); pass long_length <= 60"):
         audit_lm(generate, target, prompts=[[1, 2, 3, 4]], long_length=100)
     assert not calls
+
+
+def bonus_reuses_the_last_drafts_uniform(target, draft, gamma: int = 4):
+    """The full rule by inverse CDF, except that the bonus is drawn with the uniform that drew the last
+    draft (flashinfer-ai/flashinfer#424's class): each token's own law is exact, consecutive ones are not
+    independent."""
+    T, D = CausalLM(target), CausalLM(draft)
+
+    def icdf(row, u):
+        return int(min(np.searchsorted(np.cumsum(row), u * row.sum(), side="right"), len(row) - 1))
+
+    def generate(prompt, n, seed, s):
+        rng, out = np.random.default_rng(seed), []
+        while len(out) < n:
+            ctx, xs, qs, us = list(prompt) + out, [], [], []
+            for _ in range(gamma):
+                qs.append(probs_from_logits(D.logits(ctx + xs)[-1].double().numpy(), s))
+                us.append(rng.random())
+                xs.append(icdf(qs[-1], us[-1]))
+            P = probs_from_logits(T.logits(ctx + xs)[len(ctx) - 1 :].double().numpy(), s)
+            for j, x in enumerate(xs):
+                if rng.random() >= P[j][x] / qs[j][x]:
+                    out += xs[:j] + [icdf(np.maximum(P[j] - qs[j], 0.0), rng.random())]
+                    break
+            else:
+                out += xs + [icdf(P[gamma], us[-1])]
+        return out[:n]
+
+    return generate
+
+
+def test_randomness_shared_across_positions_fails_on_the_consecutive_pairs(pairs):
+    """Every token's own law passes; the pairs fail (on the high-overlap pair, where full acceptances
+    draw the bonus). At eps 0.2 (800 tokens) the pairs fill only four groups and p = 4e-6 stays above
+    the family's alpha; at 0.1 (3,200 tokens) p = 3e-24."""
+    high = [p for p in pairs if p.kind == "high"]
+    options = {**FAST, "eps": 0.1, "long_length": 0, "stop_token_ids": ()}
+    v = audit_lm_pairs(bonus_reuses_the_last_drafts_uniform, high, **options)
+    assert v.status == "FAIL", v.headline()
+    failed = [c for c in v.checks if c.status == "FAIL"]
+    assert [c.stratum for c in failed] == ["consecutive tokens"], [c.summary for c in failed]
+    assert failed[0].details["consecutive_pairs"]["pvalue"] < 1e-12

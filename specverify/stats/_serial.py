@@ -57,7 +57,7 @@ TEST_NAME = "consecutive tokens independent (fresh randomness per position)"
 
 
 def serial_dependence_test(
-    law: StreamLaw,
+    law: StreamLaw | ArrayLike,
     tokens: ArrayLike,
     rows: ArrayLike,
     sequence: ArrayLike,
@@ -70,8 +70,10 @@ def serial_dependence_test(
 ) -> GofResult:
     """Pearson's test of u_{t+1} against U(0, 1) within each group of the past (module docstring).
 
-    tokens, rows, sequence, position: [N] per emitted token (``rows`` index ``law.table``; tokens
-    of a sequence in the order emitted, sequences in any order)."""
+    law: a :class:`StreamLaw`, or the probability table [M, V] itself (only its id-order cumulative
+    sums are needed, so a table of one row per token need not pay for a StreamLaw's sorting);
+    tokens, rows, sequence, position: [N] per emitted token (``rows`` index the table; tokens of a
+    sequence in the order emitted, sequences in any order)."""
     tokens, rows, sequence, position = (np.asarray(a, dtype=np.int64) for a in (tokens, rows, sequence, position))
     lengths = {len(a) for a in (tokens, rows, sequence, position)}
     if len(lengths) > 1 or tokens.ndim != 1:
@@ -80,7 +82,7 @@ def serial_dependence_test(
             f"{[len(a) for a in (tokens, rows, sequence, position)]}: pass them flattened in the same order"
         )
     order = np.argsort(sequence, kind="stable")  # a sequence's tokens consecutive, in emitted order
-    u = pit_values(law, tokens[order], rows[order], rng, order="id")
+    u = _id_order_pit(law, tokens[order], rows[order], rng)
     seq, pos = sequence[order], position[order]
     follows = seq[1:] == seq[:-1]  # [N - 1] token i + 1 follows token i in its sequence
     n = int(follows.sum())
@@ -114,6 +116,18 @@ def serial_dependence_test(
         note=f"{n:,} consecutive pairs in {int(keep.sum())} groups (position in the round x the previous "
         f"token's PIT {_share(groups)}), the next token's PIT in {_share(cells)}s (id order)",
     )
+
+
+def _id_order_pit(
+    law: StreamLaw | ArrayLike, tokens: np.ndarray, rows: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """The randomised PIT in id order (:func:`pit_values` with ``order='id'``, the same draws)."""
+    if isinstance(law, StreamLaw):
+        return pit_values(law, tokens, rows, rng, order="id")
+    table = np.asarray(law, dtype=np.float64)
+    p = table[rows, tokens]
+    before = np.cumsum(table, axis=1)[rows, tokens] - p
+    return np.asarray(before + rng.random(len(tokens)) * p)
 
 
 def _share(k: int) -> str:

@@ -50,11 +50,13 @@ from ...stats import (
     FAIL,
     INCONCLUSIVE,
     PASS,
+    SERIAL_STRATUM,
     CheckOutcome,
     StreamLaw,
     Verdict,
     default_stream_test,
     event_count_test,
+    serial_dependence_test,
 )
 from ..pipeline.checkpoint import digest, load_json_checkpoint, save_json_checkpoint
 from ..pipeline.conclude import FINDING, UNSUPPORTED, fail_fast_skips, failed_outcome, failure_of, make_verdict
@@ -226,8 +228,9 @@ class LMUnit:
 
     @property
     def tests(self) -> int:
-        """Tests the unit runs: the stream test, plus the stop count or one per offset bucket."""
-        return 1 + (self.role == "stop") + (len(offset_buckets(self.length)) if self.role == "long" else 0)
+        """Tests the unit runs: the stream test and the consecutive pairs, plus the stop count or one per
+        offset bucket."""
+        return 2 + (self.role == "stop") + (len(offset_buckets(self.length)) if self.role == "long" else 0)
 
 
 def plan_lm(cfg: LMAuditConfig, pairs: Sequence[LMPair]) -> tuple[LMUnit, ...]:
@@ -568,6 +571,7 @@ def _conclude_sample(unit: LMUnit, cfg: LMAuditConfig, sample: LMSample) -> Chec
     rows = np.concatenate(sample.rows)
     res = _stream_test(rows, toks, keep, unit, cfg, stratum="all generated tokens")
     request = _request_tests(unit, cfg, sample, rows, toks, keep)
+    pairs = _serial_test(unit, cfg, sample, rows, toks, keep)
     detail: dict[str, Any] = {
         "setting": f"settings[{unit.setting_index}] {unit.settings.short()}",
         "pair_kind": unit.kind,
@@ -577,8 +581,11 @@ def _conclude_sample(unit: LMUnit, cfg: LMAuditConfig, sample: LMSample) -> Chec
         "logprobs_checked": sample.logprobs_checked,
     }
     detail.update(request.details)
+    detail.update(pairs.details)
     if res.pvalue > fam.alpha_fixed and request.failed is not None:
         return dataclasses.replace(request.failed, details=detail)
+    if res.pvalue > fam.alpha_fixed and pairs.failed is not None:
+        return dataclasses.replace(pairs.failed, details=detail)
     note = ""
     if stops := request.details.get("stops"):  # a PASS says where its requests ended
         note = f"; {stops['observed']:,} requests ended at a stop id, {stops['expected']:,.1f} expected"
@@ -656,6 +663,26 @@ def _request_tests(
             f = failure_of(stratum, res.worst, res.pvalue)
             return _RequestTests(failed_outcome(label, f, kind="statistical", pvalue=res.pvalue, n=int(inside.sum())))
     return _RequestTests(details={"buckets": [list(b) for b in offset_buckets(unit.length)]})
+
+
+def _serial_test(
+    unit: LMUnit, cfg: LMAuditConfig, sample: LMSample, rows: np.ndarray, toks: np.ndarray, keep: np.ndarray
+) -> _RequestTests:
+    """Consecutive tokens of a sequence independent given their laws (:func:`serial_dependence_test`,
+    grouped by the offset in the sequence: a package shows no rounds). Not run when tokens were left
+    out at filter boundaries: a token left out for its value would bias the pair it ends."""
+    if not len(toks) or not keep.all():
+        return _RequestTests()
+    lengths = [len(r) for r in sample.rows]
+    seq = np.repeat(np.arange(len(lengths)), lengths)
+    offset = np.concatenate([np.arange(n) for n in lengths])
+    rng = np.random.default_rng([cfg.seed, unit.index, 5])
+    r = serial_dependence_test(rows, toks, np.arange(len(toks)), seq, offset, rng=rng)
+    fact = {"consecutive_pairs": {"n": r.n, "groups_df": r.df, "pvalue": r.pvalue}}
+    if r.pvalue > unit.family.alpha_fixed:
+        return _RequestTests(details=fact)
+    f = failure_of(SERIAL_STRATUM, r, r.pvalue)
+    return _RequestTests(failed_outcome(unit.label, f, kind="statistical", pvalue=r.pvalue, n=len(toks)), fact)
 
 
 def _stream_outcome(
