@@ -203,36 +203,11 @@ def conclude_unit(adapter: Adapter, unit: AuditUnit, pair: Any, sample: UnitSamp
         beta=fam.beta,
         extra_family=len(wb) + len(extras),
     )
-    extra_failing: list[tuple[float, StratumFailure]] = []
-    if wb or extras:
-        adj_all = holm([r.pvalue for r in results] + [w.result.pvalue for w in wb] + [x.pvalue for x in extras])
-        adj = adj_all[: len(results)]
-        for w, a in zip(wb, adj_all[len(results) : len(results) + len(wb)]):
-            w.adjusted_pvalue = float(a)
-        after = adj_all[len(results) + len(wb) :]
-        extra_failing = [
-            (float(a), _request_failure(x, float(a))) for x, a in zip(extras, after) if a <= fam.alpha_fixed
-        ]
+    adj, failing = _failing_strata(results, adj, wb, extras, fam.alpha_fixed)
     eps_here = max(r.min_detectable_tv for r in results)
     detail = _detail(unit, pair, gen, sample, law, rows, results, adj, wb, cfg)
     detail.update({k: v for x in extras for k, v in x.facts.items()})
     ep_fail = sample.eprocess.rejects(fam.alpha_sequential) if fam.sequential else False
-    # every failing stratum as (adjusted p, its failure), the smallest p leading; on a tie the narrower
-    # request-level stratum (an offset bucket) leads, as it says more about where, and the consecutive
-    # pairs come last: a token law that is wrong is the plainer finding (both are often p = 0)
-    failing = sorted(
-        extra_failing
-        + [(float(a), failure_of(r.stratum, r.worst, float(a))) for r, a in zip(results, adj) if a <= fam.alpha_fixed]
-        + [
-            (
-                w.adjusted_pvalue,
-                StratumFailure(stratum=f"white-box {w.stratum}", text=_whitebox_text(w), whitebox=w.stratum),
-            )
-            for w in wb
-            if w.adjusted_pvalue <= fam.alpha_fixed
-        ],
-        key=lambda x: (x[0], x[1].stratum == SERIAL_STRATUM),
-    )
     if failing:
         p, f = failing[0]
         return failed_outcome(
@@ -283,6 +258,42 @@ def conclude_unit(adapter: Adapter, unit: AuditUnit, pair: Any, sample: UnitSamp
         n=len(gen.tokens),
         details=detail,
     )
+
+
+def _failing_strata(
+    results: list[StreamTestResult],
+    adj: np.ndarray,
+    wb: list[StratumResult],
+    extras: list[RequestTest],
+    alpha: float,
+) -> tuple[np.ndarray, list[tuple[float, StratumFailure]]]:
+    """Holm across the stream strata, the white-box strata and the FAIL-only tests: the strata's
+    adjusted p-values (the white-box ones are set on them) and every failing stratum as (adjusted p,
+    its failure), the smallest p leading. On a tie the narrower request-level stratum (an offset
+    bucket) leads, as it says more about where, and the consecutive pairs come last: a token law
+    that is wrong is the plainer finding (both are often p = 0)."""
+    extra_failing: list[tuple[float, StratumFailure]] = []
+    if wb or extras:
+        adj_all = holm([r.pvalue for r in results] + [w.result.pvalue for w in wb] + [x.pvalue for x in extras])
+        adj = adj_all[: len(results)]
+        for w, a in zip(wb, adj_all[len(results) : len(results) + len(wb)]):
+            w.adjusted_pvalue = float(a)
+        after = adj_all[len(results) + len(wb) :]
+        extra_failing = [(float(a), _request_failure(x, float(a))) for x, a in zip(extras, after) if a <= alpha]
+    failing = sorted(
+        extra_failing
+        + [(float(a), failure_of(r.stratum, r.worst, float(a))) for r, a in zip(results, adj) if a <= alpha]
+        + [
+            (
+                w.adjusted_pvalue,
+                StratumFailure(stratum=f"white-box {w.stratum}", text=_whitebox_text(w), whitebox=w.stratum),
+            )
+            for w in wb
+            if w.adjusted_pvalue <= alpha
+        ],
+        key=lambda x: (x[0], x[1].stratum == SERIAL_STRATUM),
+    )
+    return adj, failing
 
 
 def _request_failure(x: RequestTest, adjusted: float) -> StratumFailure:
