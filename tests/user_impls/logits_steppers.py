@@ -272,3 +272,27 @@ def step_logits_rep_penalty_prefix_only(prefix, draft, target, gamma, rng, setti
     prefix = list(prefix)
     f = lambda logits, h: probs(logits, prefix, settings)  # noqa: E731  (history = prefix, always)
     return speculate(prefix, draft, target, gamma, rng, f, f)
+
+
+def step_logits_q_reported_before_top_p(prefix, draft, target, gamma, rng, settings):
+    """Bug (huggingface/transformers#47932, narrowed to top-p): the drafter samples from its fully processed
+    row, but the q it keeps for the ratio and the residual is taken before top-p. Inside the top-p set the kept
+    q is smaller than the law the draft came from, so drafts are over-accepted; where draft and target rows are
+    equal (the high-overlap pair) the ratio is >= 1 for every draft and the output is exact, so only a
+    low-overlap pair under top-p shows it.
+    """
+    prefix = list(prefix)
+    before_top_p = ("temperature", "top_k", "min_p")
+    xs, qs = [], []
+    for _ in range(gamma):
+        h = prefix + xs
+        lg = draft(h)
+        q_drawn = probs(lg, h, settings)
+        xs.append(choice(rng, len(q_drawn), q_drawn))
+        qs.append(probs(lg, h, settings, steps=before_top_p))
+    L = np.asarray(target(prefix, xs))
+    for j, x in enumerate(xs):
+        p = probs(L[j], prefix + xs[:j], settings)
+        if rng.random() >= p[x] / qs[j][x]:
+            return xs[:j] + [choice(rng, len(p), _residual(p, qs[j]))]
+    return xs + [choice(rng, L.shape[1], probs(L[gamma], prefix + xs, settings))]

@@ -261,6 +261,13 @@ def _add_rule_options(grp: argparse._ArgumentGroup) -> None:
         action="store_true",
         help="the implementation takes raw logits plus the sampling settings and applies them itself",
     )
+    grp.add_argument(
+        "--parity-pairs",
+        choices=["alternate", "both"],
+        default="alternate",
+        help="with --logits: each setting after the first runs on one model pair, low and high overlap in turn "
+        "(default), or on both (every knob is shown rejections and full acceptances; about twice the time)",
+    )
     grp.add_argument("--greedy", action="store_true", help="the implementation decodes greedily (--round, --generator)")
 
 
@@ -692,12 +699,7 @@ def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
         )
     if args.one_hot and shape != "kernel":
         raise UsageError("--one-hot applies to --kernel only; drop it")
-    if args.logits and shape not in ("kernel", "round", "generator", "cmd"):
-        raise UsageError("--logits applies to --kernel, --round, --generator and --cmd; drop it")
-    if args.greedy and shape not in ("round", "generator"):
-        raise UsageError("--greedy applies to --round and --generator; drop it")
-    if args.greedy and args.logits:
-        raise UsageError("--greedy and --logits exclude each other (a greedy step takes raw probabilities); drop one")
+    _check_logits_options(args, shape)
     if args.context != "tables" and shape == "lm_generator":
         raise UsageError("--context does not apply to --lm-generator (it is audited on transformers pairs); drop it")
     if (args.workers or 1) > 1 and shape in ("cmd", "endpoint"):
@@ -714,6 +716,18 @@ def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
     if args.resume:
         _check_resumable(args.checkpoint)
     _check_lm_options(args, shape)
+
+
+def _check_logits_options(args: argparse.Namespace, shape: Shape) -> None:
+    """--logits, --parity-pairs and --greedy: what the implementation is handed."""
+    if args.logits and shape not in ("kernel", "round", "generator", "cmd"):
+        raise UsageError("--logits applies to --kernel, --round, --generator and --cmd; drop it")
+    if args.parity_pairs != "alternate" and not args.logits:
+        raise UsageError("--parity-pairs applies with --logits (without it every setting runs on both pairs); drop it")
+    if args.greedy and shape not in ("round", "generator"):
+        raise UsageError("--greedy applies to --round and --generator; drop it")
+    if args.greedy and args.logits:
+        raise UsageError("--greedy and --logits exclude each other (a greedy step takes raw probabilities); drop one")
 
 
 def _check_endpoint_options(args: argparse.Namespace, shape: Shape) -> None:
@@ -796,6 +810,7 @@ def _config(args: argparse.Namespace, settings: Settings) -> AuditConfig:
         resume=args.resume,
         progress=not args.no_progress and sys.stderr.isatty(),
         context=args.context,
+        parity_pairs=args.parity_pairs,
         greedy_ties=args.greedy_ties,
         diagnose=not args.no_diagnosis,
         fail_fast=args.fail_fast,

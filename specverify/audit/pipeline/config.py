@@ -39,6 +39,8 @@ Harness = Literal["kernel", "sequence", "context"]
 StrataRule = Literal["positions", "first-later", "pooled"]
 #: a unit's model pair: the catalogue's tuned pair, or a low- / high-overlap pair
 PairKind = Literal["default", "low", "high"]
+#: with ``--logits``, the pairs of every setting after the first: one, alternating low and high, or both
+ParityPairs = Literal["alternate", "both"]
 #: a declared verification rule: 'full' (min(1, p/q), (p - q)+ residual) enables the white-box strata;
 #: 'block' (block verification, Sun et al. ICLR 2025) enables the block rule's strata (specverify.stats._block)
 Rule = Literal["full", "block"]
@@ -59,6 +61,9 @@ class AuditConfig:
     vocab: int = 64
     # None: DEFAULT_SETTINGS, or PARITY_GRID for implementations given logits
     settings: tuple[SamplingSettings, ...] | None = None
+    # implementations given logits: each setting after the first on one pair, alternating the kinds
+    # (about half the time), or on both (every knob sees rejections and full acceptances)
+    parity_pairs: ParityPairs = "alternate"
     target_alpha: float = 0.7  # acceptance of the catalogue's pair
     batch: int = 4000  # rounds per batch (sequences: batch // 16)
     # rounds (or sequences) per unit: fixed sizes instead of the plan (long units: AuditUnit.rounds_cap)

@@ -10,9 +10,11 @@ its smallest stratum holds the tokens that detect a deviation of TV >= eps with 
 Pairs per setting (``Adapter.pair_kinds``): implementations written by users get a low-overlap
 pair (mean acceptance about 0.3, with zero-heavy and disjoint rows) and a high-overlap pair (about
 0.95, with draft == target rows), because bugs of the rejection path hide under high overlap and
-bugs of the all-accepted path under low overlap. Round steps and generators see whole prefixes on
-order-2, position-dependent context pairs (:mod:`specverify.harness`); kernels see positional
-rows; the catalogue keeps its one tuned pair per setting.
+bugs of the all-accepted path under low overlap. The parity grid (``--logits``) runs every setting
+after the first on one pair, the kinds in turn, unless ``parity_pairs='both'``. Round steps and
+generators see whole prefixes on order-2, position-dependent context pairs
+(:mod:`specverify.harness`); kernels see positional rows; the catalogue keeps its one tuned pair
+per setting.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ...stats import (
     WHITEBOX_STRATA_WITH_DRAFTS,
 )
 from ...stats._block import WHITEBOX_BLOCK_STRATA
-from .config import Harness, PairKind, StrataRule, TestFamily
+from .config import Harness, PairKind, ParityPairs, StrataRule, TestFamily
 
 if TYPE_CHECKING:
     from ..sources.adapters import Adapter
@@ -254,6 +256,8 @@ _STRATA = {"positions": None, "first-later": 3, "pooled": 1}
 
 def plan_audit(adapter: Adapter, cfg: AuditConfig) -> AuditPlan:
     """The units and their families for ``adapter`` under ``cfg`` (see the module docstring)."""
+    if cfg.parity_pairs not in ("alternate", "both"):
+        raise SpecVerifyError(f"parity_pairs={cfg.parity_pairs!r}: pass 'alternate' (the default) or 'both'")
     settings = tuple(cfg.settings) if cfg.settings else (PARITY_GRID if adapter.logits else DEFAULT_SETTINGS)
     skipped = []
     if adapter.greedy:  # a greedy implementation is audited by the exact greedy check only
@@ -287,7 +291,10 @@ def plan_audit(adapter: Adapter, cfg: AuditConfig) -> AuditPlan:
         whitebox = WHITEBOX_BLOCK_STRATA  # block verification's strata (specverify.stats._block)
     kinds = adapter.pair_kinds
     cells: list[tuple[int, SamplingSettings, PairKind, int | None]] = [
-        (i, s, k, None) for i, s in enumerate(settings) if s in keep for k in _kinds_for(adapter, kinds, i)
+        (i, s, k, None)
+        for i, s in enumerate(settings)
+        if s in keep
+        for k in _kinds_for(adapter, kinds, i, cfg.parity_pairs)
     ]
     if adapter.harness == "context" and cfg.long_length and cells:  # long outputs: block boundaries crossed
         i, s = cells[0][0], cells[0][1]
@@ -346,9 +353,12 @@ def _family_of(fam: TestFamily, s: SamplingSettings, length: int | None, adapter
     return fam
 
 
-def _kinds_for(adapter: Adapter, kinds: tuple[PairKind, ...], setting_index: int) -> tuple[PairKind, ...]:
-    """Parity grids are long: each of their settings runs on one pair, alternating the kinds."""
-    if adapter.logits and len(kinds) > 1 and setting_index > 0:
+def _kinds_for(
+    adapter: Adapter, kinds: tuple[PairKind, ...], setting_index: int, parity_pairs: ParityPairs
+) -> tuple[PairKind, ...]:
+    """Parity grids are long: unless ``parity_pairs`` is 'both', each setting after the first runs on
+    one pair, alternating the kinds (so a knob is shown rejections or full acceptances, not both)."""
+    if adapter.logits and len(kinds) > 1 and setting_index > 0 and parity_pairs == "alternate":
         return (kinds[setting_index % len(kinds)],)
     return kinds
 
