@@ -106,6 +106,7 @@ class CountBy(ChainSampler):
             "sum": coins.sum(-1),
             "second": ((~coins).cumsum(-1) <= 1).sum(-1),
             "argmin": np.argmin(coins, -1),
+            "cumsum_from_zero": (np.cumsum(coins, -1) == np.arange(g)).sum(-1),
         }[self.rule]
         return np.arange(g)[None, :] < np.minimum(count, g)[:, None]
 
@@ -326,6 +327,66 @@ class CompareAndReplaceFromP(AcceptIffPGeQ):
         return p_row
 
 
+class Log1pRatio(ChainSampler):
+    """Outside the catalogue (study_bugs5 numerics:log1p_used_for_log_probs): log u < log1p(p(x)) - log1p(q(x))."""
+
+    name = "log1p_ratio_sampler"
+
+    def accept(self, px, qx, U, ctx):
+        return U.accept < (1.0 + px) / (1.0 + qx)
+
+
+class SortedRowsRatio(ChainSampler):
+    """Outside the catalogue (study_bugs5 acceptance:ratio_gathered_from_sorted_rows): p and q sorted in
+    descending order, the ratio gathered at the draft's id."""
+
+    name = "sorted_rows_ratio_sampler"
+
+    def accept(self, px, qx, U, ctx):
+        X = ctx["X"]
+        ps = -np.sort(-ctx["P"][:, : X.shape[1]], axis=-1)
+        qs = -np.sort(-ctx["Q"], axis=-1)
+        at = lambda a: np.take_along_axis(a, X[:, :, None], axis=2)[:, :, 0]  # noqa: E731
+        return U.accept < _ratio(at(ps), at(qs))
+
+
+class DraftRowsOneBuffer(ChainSampler):
+    """Outside the catalogue (study_bugs5 rows:q_rows_alias_one_buffer): each draft row is copied into one
+    buffer and the buffer itself is kept, so every ratio and residual reads the last draft's row."""
+
+    name = "draft_rows_one_buffer_sampler"
+    _buf = None
+
+    def draft_rows_reported(self, pair, ridx, settings, sampled):
+        if self._buf is None or self._buf.shape != sampled.shape:
+            self._buf = np.empty_like(sampled)
+        self._buf[...] = sampled
+        return self._buf
+
+
+class DraftTruncatedReportsFullQ(ChainSampler):
+    """Outside the catalogue (tests/study_bugs5 rows:draft_top_k_sampling_reports_full_q): the drafter
+    samples from its row's top 5 ids (or its top-p 0.9 set) renormalised and reports the whole row as q."""
+
+    def __init__(self, kind):
+        self.kind, self.name = kind, f"draft_{kind}_reports_full_q"
+
+    def draft_rows_sampled(self, pair, ridx, settings):
+        q = super().draft_rows_sampled(pair, ridx, settings)
+        if self.kind == "top5":
+            keep = q >= -np.partition(-q, 4, axis=-1)[..., 4:5]
+        else:  # top-p 0.9: the smallest set of most likely ids holding 0.9
+            order = np.argsort(-q, axis=-1, kind="stable")
+            sq = np.take_along_axis(q, order, axis=-1)
+            keep = np.empty_like(q, dtype=bool)
+            np.put_along_axis(keep, order, np.cumsum(sq, axis=-1) - sq < 0.9, axis=-1)
+        w = np.where(keep, q, 0.0)
+        return w / w.sum(-1, keepdims=True)
+
+    def draft_rows_reported(self, pair, ridx, settings, sampled):
+        return super().draft_rows_sampled(pair, ridx, settings)
+
+
 @pytest.mark.parametrize(
     "sampler, parts, words",
     [
@@ -343,6 +404,14 @@ class CompareAndReplaceFromP(AcceptIffPGeQ):
         (lambda: CountBy("sum"), {"acceptance": "accepted_count_sum"}, "accepted.sum()"),
         (lambda: CountBy("second"), {"acceptance": "accepted_count_to_second_rejection"}, "second rejection"),
         (lambda: CountBy("argmin"), {"acceptance": "accepted_count_argmin"}, "argmin(accepted)"),
+        (lambda: CountBy("cumsum_from_zero"), {"acceptance": "accepted_count_cumsum_from_zero"}, "arange(gamma)"),
+        (Log1pRatio, {"acceptance": "smoothed_ratio(c=1)"}, "(p(x) + 1) / (q(x) + 1)"),
+        (SortedRowsRatio, {"acceptance": "ratio_of_sorted_rows"}, "sorted in descending order"),
+        (
+            DraftRowsOneBuffer,
+            {"acceptance": "draft_row_last", "replacement": "residual_draft_row_last"},
+            "last position's draft row",
+        ),
         (ReplaceWithoutDraft, {"replacement": "replacement_p_without_draft"}, "rejected draft zeroed"),
         (ReplaceFromRatio, {"replacement": "replacement_p_over_q"}, "p / q renormalised"),
         (ResidualFloor, {"replacement": "residual_floor(c=0.001)"}, "clamped at 0.001"),
@@ -374,6 +443,16 @@ class CompareAndReplaceFromP(AcceptIffPGeQ):
         (BonusSoftmaxOfProbs, {"bonus": "bonus_softmax_of_probabilities"}, "softmax(p)"),
         (lambda: RankAsId("bonus"), {"bonus": "bonus_rank_as_id"}, "sorted row of p"),
         (lambda: RankAsId("replacement"), {"replacement": "replacement_rank_as_id"}, "sorted row"),
+        (
+            lambda: DraftTruncatedReportsFullQ("top5"),
+            {"draft": "draft_sampled_top_k(5)_reports_full_q"},
+            "restricted to its top 5 ids",
+        ),
+        (
+            lambda: DraftTruncatedReportsFullQ("top_p_0.9"),
+            {"draft": "draft_sampled_top_p(0.9)_reports_full_q"},
+            "restricted to its top-p 0.9 set",
+        ),
     ],
     ids=lambda x: getattr(x, "name", None) or str(x)[:20],
 )

@@ -13,7 +13,8 @@ the target law by ``min_llr`` nats and explains ``min_explained`` of the deviati
 
 Families (options besides the rule, which each part keeps when no option pays for itself):
 
-    draft        argmax q; q of the first position's row; left-over drafts proposed again (classes)
+    draft        argmax q; q of the first position's row; left-over drafts proposed again (classes);
+                 q truncated to its top k ids or top-p set while the ratio uses the whole q
     acceptance   the target row of the next / previous position (before position 0: the row of the
                  token before the round); the draft row of the next / previous (clamped or wrapped
                  as qs[i - 1] wraps) / first position, q(x) = 0 keeping or rejecting; the draft row's
@@ -79,13 +80,16 @@ def _rows_at(A: np.ndarray, X: np.ndarray) -> np.ndarray:
     return out
 
 
-def _draft_rows_shifted(c: Chunk, shift: int | None, *, wrap: bool = False) -> np.ndarray:
+def _draft_rows_shifted(c: Chunk, shift: int | str | None, *, wrap: bool = False) -> np.ndarray:
     """[n, g, V] the draft rows of position j + shift (clamped at the first row, or with ``wrap``
     taken modulo gamma as Python's ``qs[i - 1]`` does; the bonus position's draft row after the
-    last); ``shift=None``: the first position's row everywhere."""
+    last); ``shift=None``: the first position's row everywhere; ``'last'``: the last draft's row
+    everywhere (every row appended as one reused buffer)."""
     full = np.concatenate([c.Qr, c.Qb[:, None]], axis=1)
     g = c.X.shape[1]
-    if shift is None:
+    if isinstance(shift, str):  # 'last'
+        idx = np.full(g, g - 1, dtype=np.int64)
+    elif shift is None:
         idx = np.zeros(g, dtype=np.int64)
     else:
         idx = (np.arange(g) + shift) % g if wrap else np.clip(np.arange(g) + shift, 0, g)
@@ -93,7 +97,7 @@ def _draft_rows_shifted(c: Chunk, shift: int | None, *, wrap: bool = False) -> n
     return out
 
 
-_WHICH = {1: "next", -1: "previous", None: "first"}
+_WHICH: dict[int | str | None, str] = {1: "next", -1: "previous", None: "first", "last": "last"}
 
 
 def _target_rows_previous(c: Chunk) -> np.ndarray:
@@ -102,6 +106,40 @@ def _target_rows_previous(c: Chunk) -> np.ndarray:
     before = c.P[:, :1] if c.Pm1 is None else c.Pm1[:, None]
     out: np.ndarray = np.concatenate([before, c.P[:, : c.X.shape[1] - 1]], axis=1)
     return out
+
+
+class DraftTruncated(_Family):
+    """Drafts drawn from q truncated to its top k ids (or its top-p set), renormalised, while the
+    ratio and the residual use the whole q: the drafter reports the row before its own truncation
+    (huggingface/transformers#47932: top-k / top-p drafters returning raw logits as q)."""
+
+    VALUES = (("top_k", 2), ("top_k", 3), ("top_k", 5), ("top_k", 10), ("top_k", 20), ("top_p", 0.8), ("top_p", 0.9))
+
+    def __init__(self, kind: str, value: float) -> None:
+        self.kind, self.value = kind, value
+        self.name = f"draft_sampled_{kind}({value:g})_reports_full_q"
+        where = f"its top {value:g} ids" if kind == "top_k" else f"its top-p {value:g} set"
+        self.words = (
+            f"drafts are drawn from q restricted to {where} and renormalised, but the ratio and the residual "
+            "use the whole q"
+        )
+        self.check = (
+            "the q the drafter returns: the law it sampled from (after its own top-k / top-p), not the row before"
+        )
+
+    def draft_law(self, c: Chunk) -> np.ndarray:
+        q = c.Qs
+        if self.kind == "top_k":
+            k = min(int(self.value), q.shape[-1])  # a vocabulary of k ids or fewer: the whole row
+            keep = q >= -np.partition(-q, k - 1, axis=-1)[..., k - 1 : k]  # ties at the k-th kept
+        else:
+            order = np.argsort(-q, axis=-1, kind="stable")
+            sq = np.take_along_axis(q, order, axis=-1)
+            keep = np.empty_like(q, dtype=bool)
+            np.put_along_axis(keep, order, np.cumsum(sq, axis=-1) - sq < self.value, axis=-1)  # mass before < p
+        w = np.where(keep & (q > 0), q, 0.0)
+        out: np.ndarray = w / w.sum(-1, keepdims=True)
+        return out
 
 
 class TargetRowPrevious(_Family):
@@ -117,11 +155,11 @@ class DraftRowShift(_Family):
     """The ratio reads another position's draft row: a draft that row could not have drawn (q = 0)
     is kept (p / 0 = inf) or rejected (a guard ``q > 0 and ...``), as the code happens to treat it."""
 
-    def __init__(self, shift: int | None, *, zero_keeps: bool, wrap: bool = False) -> None:
+    def __init__(self, shift: int | str | None, *, zero_keeps: bool, wrap: bool = False) -> None:
         self.shift, self.zero_keeps, self.wrap = shift, zero_keeps, wrap
         which = _WHICH[shift]
         self.name = f"draft_row_{which}" + ("_wrapped" if wrap else "") + ("" if zero_keeps else "_guarded")
-        row = "q_0" if shift is None else f"q_{{j{shift:+d}}}"
+        row = {None: "q_0", "last": "q_{gamma-1}"}.get(shift) if not isinstance(shift, int) else f"q_{{j{shift:+d}}}"
         self.words = f"the acceptance test reads the {which} position's draft row: min(1, p_j(x_j) / {row}(x_j))"
         if wrap:
             self.words += ", the first position reading the last row (a negative index)"
@@ -248,7 +286,7 @@ class ArgmaxOrRatio(_Family):
 class SmoothedRatio(_Family):
     """min(1, (p + c) / (q + c)): additive smoothing of the ratio (c on a grid)."""
 
-    VALUES = (1e-4, 1e-3, 1e-2)
+    VALUES = (1e-4, 1e-3, 1e-2, 1.0)  # c = 1: log1p(p) - log1p(q) taken for log p - log q
 
     def __init__(self, c: float) -> None:
         self.c = c
@@ -369,6 +407,20 @@ class RatioAtOtherToken(_Family):
     def accept(self, c: Chunk) -> np.ndarray:
         t = self._tokens(c)
         return ratio(_rows_at(c.P[:, : c.X.shape[1]], t), _rows_at(c.Qr, t))
+
+
+class RatioOfSortedRows(_Family):
+    """min(1, p_sorted(x) / q_sorted(x)): p and q sorted in descending order, then gathered at the
+    draft's id (the x-th largest of each, not p(x) and q(x))."""
+
+    name = "ratio_of_sorted_rows"
+    words = "the ratio is gathered from the rows sorted in descending order: the x-th largest p over the x-th largest q"
+    check = "the rows the ratio gathers at x: the rows in id order, not after a sort (top-p / top-k's sorted copy)"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        g = c.X.shape[1]
+        ps, qs = -np.sort(-c.P[:, :g], axis=-1), -np.sort(-c.Qr, axis=-1)
+        return ratio(_rows_at(ps, c.X), _rows_at(qs, c.X))
 
 
 class BlockRatioEveryDraft(_Family):
@@ -556,6 +608,11 @@ class CountRule(_Family):
             lambda t: np.argmin(t, -1),
         ),
         "one_short": ("the verify loop stops one draft short: the last draft is never tested nor emitted", _one_short),
+        "cumsum_from_zero": (
+            "the kept count is sum(cumsum(accepted) == arange(gamma)), off by one (arange from 1 is the prefix): 0 "
+            "after a full acceptance",
+            lambda t: (np.cumsum(t, -1) == np.arange(t.shape[-1])).sum(-1),
+        ),
     }
 
     def __init__(self, rule: str) -> None:
@@ -624,7 +681,7 @@ class ReplacementNextRowAtLast(_Family):
 class ResidualShift(_Family):
     """The replacement's residual built from another position's target or draft row."""
 
-    def __init__(self, side: str, shift: int | None = 1, *, wrap: bool = False) -> None:
+    def __init__(self, side: str, shift: int | str | None = 1, *, wrap: bool = False) -> None:
         self.side, self.shift, self.wrap = side, shift, wrap
         which = _WHICH[shift]
         self.name = f"residual_{side}_row_{which}" + ("_wrapped" if wrap else "")
@@ -702,9 +759,10 @@ def family_models() -> list[RoundModel]:
     """Fresh family members (scored with the classes, named only through a mechanism)."""
     return [
         TargetRowPrevious(),
+        *(DraftTruncated(kind, v) for kind, v in DraftTruncated.VALUES),
         FirstDraftUnverified(),
         GuardedRatio(),
-        *(DraftRowShift(s, zero_keeps=z) for s in (1, -1, None) for z in (True, False)),
+        *(DraftRowShift(s, zero_keeps=z) for s in (1, -1, None, "last") for z in (True, False)),
         *(DraftRowShift(-1, zero_keeps=z, wrap=True) for z in (True, False)),
         DraftMaxRatio(),
         DeterministicAccept(),
@@ -720,6 +778,7 @@ def family_models() -> list[RoundModel]:
         *(AcceptOverThreshold(t) for t in AcceptOverThreshold.VALUES),
         *(ConfidentDraftKept(t) for t in ConfidentDraftKept.VALUES),
         *(RatioAtOtherToken(t) for t in RatioAtOtherToken.TOKENS),
+        RatioOfSortedRows(),
         BlockRatioEveryDraft(),
         *(RelaxedTopK(k, d) for k, d in RelaxedTopK.VALUES),
         HoistedRatio(),
@@ -732,6 +791,7 @@ def family_models() -> list[RoundModel]:
         ResidualShift("target", -1),
         ResidualShift("draft"),
         ResidualShift("draft", None),
+        ResidualShift("draft", "last"),
         ResidualShift("draft", -1, wrap=True),
         ReplacementWithoutDraft(),
         ReplacementRatio(),
