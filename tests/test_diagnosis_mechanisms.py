@@ -354,8 +354,16 @@ class DraftRowsOneBuffer(ChainSampler):
     """Outside the catalogue (study_bugs5 rows:q_rows_alias_one_buffer): each draft row is copied into one
     buffer and the buffer itself is kept, so every ratio and residual reads the last draft's row."""
 
-    name = "draft_rows_one_buffer_sampler"
     _buf = None
+
+    def __init__(self, nan_keeps=False):
+        # nan_keeps: min(1.0, p / q) in Python, where 0 / 0 = nan reads as 1 (the study's step); else numpy's u < nan
+        self.nan_keeps, self.name = nan_keeps, "draft_rows_one_buffer" + ("_nan_kept" if nan_keeps else "")
+
+    def accept(self, px, qx, U, ctx):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            keep = U.accept < px / qx
+        return keep | ((px <= 0) & (qx <= 0)) if self.nan_keeps else keep
 
     def draft_rows_reported(self, pair, ridx, settings, sampled):
         if self._buf is None or self._buf.shape != sampled.shape:
@@ -411,6 +419,11 @@ class DraftTruncatedReportsFullQ(ChainSampler):
             DraftRowsOneBuffer,
             {"acceptance": "draft_row_last", "replacement": "residual_draft_row_last"},
             "last position's draft row",
+        ),
+        (
+            lambda: DraftRowsOneBuffer(nan_keeps=True),
+            {"acceptance": "draft_row_last_nan_kept", "replacement": "residual_draft_row_last"},
+            "min(1, 0 / 0) reads as 1",
         ),
         (ReplaceWithoutDraft, {"replacement": "replacement_p_without_draft"}, "rejected draft zeroed"),
         (ReplaceFromRatio, {"replacement": "replacement_p_over_q"}, "p / q renormalised"),

@@ -153,21 +153,31 @@ class TargetRowPrevious(_Family):
 
 class DraftRowShift(_Family):
     """The ratio reads another position's draft row: a draft that row could not have drawn (q = 0)
-    is kept (p / 0 = inf) or rejected (a guard ``q > 0 and ...``), as the code happens to treat it."""
+    is kept (p / 0 = inf) or rejected (a guard ``q > 0 and ...``), as the code happens to treat it;
+    with ``nan_keeps`` a draft the target forbids too (0 / 0) is kept, as Python's min(1.0, nan) does
+    (the unit's own convention cannot tell: its right rows never give 0 / 0)."""
 
-    def __init__(self, shift: int | str | None, *, zero_keeps: bool, wrap: bool = False) -> None:
-        self.shift, self.zero_keeps, self.wrap = shift, zero_keeps, wrap
+    def __init__(
+        self, shift: int | str | None, *, zero_keeps: bool, wrap: bool = False, nan_keeps: bool = False
+    ) -> None:
+        self.shift, self.zero_keeps, self.wrap, self.nan_keeps = shift, zero_keeps, wrap, nan_keeps
         which = _WHICH[shift]
         self.name = f"draft_row_{which}" + ("_wrapped" if wrap else "") + ("" if zero_keeps else "_guarded")
+        self.name += "_nan_kept" if nan_keeps else ""
         row = {None: "q_0", "last": "q_{gamma-1}"}.get(shift) if not isinstance(shift, int) else f"q_{{j{shift:+d}}}"
         self.words = f"the acceptance test reads the {which} position's draft row: min(1, p_j(x_j) / {row}(x_j))"
         if wrap:
             self.words += ", the first position reading the last row (a negative index)"
+        if nan_keeps:
+            self.words += "; where both are 0 the draft is kept (min(1, 0 / 0) reads as 1)"
         self.check = "the index of the draft row the ratio reads for draft j (the row that drew it)"
 
     def accept(self, c: Chunk) -> np.ndarray:
         qx = _rows_at(_draft_rows_shifted(c, self.shift, wrap=self.wrap), c.X)
-        r = ratio(c.at(c.P), qx)
+        px = c.at(c.P)
+        r = ratio(px, qx)
+        if self.nan_keeps:
+            r = np.where((qx <= 0) & (px <= 0), 1.0, r)
         return r if self.zero_keeps else np.where(qx > 0, r, 0.0)
 
 
@@ -763,6 +773,7 @@ def family_models() -> list[RoundModel]:
         FirstDraftUnverified(),
         GuardedRatio(),
         *(DraftRowShift(s, zero_keeps=z) for s in (1, -1, None, "last") for z in (True, False)),
+        *(DraftRowShift(s, zero_keeps=True, nan_keeps=True) for s in (1, -1, None, "last")),
         *(DraftRowShift(-1, zero_keeps=z, wrap=True) for z in (True, False)),
         DraftMaxRatio(),
         DeterministicAccept(),
