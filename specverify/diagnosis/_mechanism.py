@@ -304,6 +304,8 @@ class SmoothedRatio(_Family):
         self.words = (
             f"the ratio is smoothed: min(1, (p(x) + {c:g}) / (q(x) + {c:g})), so forbidden drafts are kept at times"
         )
+        if c == 1.0:
+            self.words += " (log1p(p) - log1p(q) taken for log p - log q)"
         self.check = "the acceptance ratio: p(x) / q(x) exactly, no additive constant"
 
     def accept(self, c: Chunk) -> np.ndarray:
@@ -424,7 +426,10 @@ class RatioOfSortedRows(_Family):
     draft's id (the x-th largest of each, not p(x) and q(x))."""
 
     name = "ratio_of_sorted_rows"
-    words = "the ratio is gathered from the rows sorted in descending order: the x-th largest p over the x-th largest q"
+    words = (
+        "the ratio is gathered at index x of the rows sorted in descending order: the (x + 1)-th largest p over "
+        "the (x + 1)-th largest q, not p(x) / q(x)"
+    )
     check = "the rows the ratio gathers at x: the rows in id order, not after a sort (top-p / top-k's sorted copy)"
 
     def accept(self, c: Chunk) -> np.ndarray:
