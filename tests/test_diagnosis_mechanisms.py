@@ -354,7 +354,7 @@ class DraftRowsOneBuffer(ChainSampler):
     """Outside the catalogue (study_bugs5 rows:q_rows_alias_one_buffer): each draft row is copied into one
     buffer and the buffer itself is kept, so every ratio and residual reads the last draft's row."""
 
-    _buf = None
+    name, _buf = "draft_rows_one_buffer", None
 
     def __init__(self, nan_keeps=False):
         # nan_keeps: min(1.0, p / q) in Python, where 0 / 0 = nan reads as 1 (the study's step); else numpy's u < nan

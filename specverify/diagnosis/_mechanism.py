@@ -17,20 +17,23 @@ Families (options besides the rule, which each part keeps when no option pays fo
                  q truncated to its top k ids or top-p set while the ratio uses the whole q
     acceptance   the target row of the next / previous position (before position 0: the row of the
                  token before the round); the draft row of the next / previous (clamped or wrapped
-                 as qs[i - 1] wraps) / first position, q(x) = 0 keeping or rejecting; the draft row's
+                 as qs[i - 1] wraps) / first / last position (one reused buffer), q(x) = 0 keeping
+                 or rejecting, 0 / 0 keeping or not; the draft row's
                  maximum for q(x); a guard rejecting q(x) = 0; min(1, q/p); keep iff p >= q; keep
                  with probability p(x); the first draft untested; u < log p - log q; the target's
-                 argmax kept without a coin; (p + c)/(q + c) and p / max(q, c), c on grids; typical
+                 argmax kept without a coin; (p + c)/(q + c) (c = 1: log1p) and p / max(q, c), c on
+                 grids; the ratio of the rows sorted in descending order, read at x; typical
                  acceptance (Medusa's threshold min(eps, delta exp(-H(p))), eps and delta on a grid);
                  the kept count as the number of passed tests, to the second rejection, argmin of
-                 the tests, or one draft short (every test drawn, the count law enumerated); Barker's
+                 the tests, sum(cumsum(tests) == arange(gamma)), or one draft short (every test
+                 drawn, the count law enumerated); Barker's
                  p / (p + q); keep iff p/q >= t and min(1, p/t) (t on grids); a confident draft
                  (q(x) >= t) kept untested; the ratio read at the draft row's or the target row's top
                  token or at the previous draft; the block's product of ratios for every draft;
                  relaxed top-k acceptance (k, delta on a grid); always keep; u = 0; ... (classes)
     replacement  p; q; (q - p)+; |p - q|; softmax((p - q)+); (p - q)+ unnormalised; p or q when the
                  residual mass is small / large (classes); the residual of the next / previous
-                 position's target row or of the next / first / wrapped previous draft row; the
+                 position's target row or of the next / first / last / wrapped previous draft row; the
                  residual's argmax; p without the rejected draft; p / q renormalised; max(p - q, c);
                  p of the next row at the last position; the rank of the residual draw read as an id
     bonus        p of the previous row; q; argmax p (classes); the residual (p - q)+ at the bonus row;
@@ -423,7 +426,7 @@ class RatioAtOtherToken(_Family):
 
 class RatioOfSortedRows(_Family):
     """min(1, p_sorted(x) / q_sorted(x)): p and q sorted in descending order, then gathered at the
-    draft's id (the x-th largest of each, not p(x) and q(x))."""
+    draft's id (the (x + 1)-th largest of each, not p(x) and q(x))."""
 
     name = "ratio_of_sorted_rows"
     words = (
