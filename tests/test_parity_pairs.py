@@ -48,7 +48,8 @@ def test_a_q_kept_before_top_p_needs_the_low_overlap_pair_under_top_p():
     adapter = RoundAdapter(step_logits_q_reported_before_top_p, logits=True)
     missed = audit(adapter, settings=GRID, **SIZE)
     caught = audit(adapter, settings=GRID, parity_pairs="both", **SIZE)
-    assert missed.status == "PASS", missed.headline()  # the gap the alternation leaves: stated, not hidden
+    # the gap the alternation leaves, stated rather than hidden (if the default becomes 'both', this must FAIL)
+    assert missed.status == "PASS", missed.headline()
     assert caught.status == "FAIL", caught.headline()
     failed = [c.name for c in caught.checks if c.status == "FAIL"]
     assert failed and all("top_p=0.8" in n and "low-overlap" in n for n in failed), failed
