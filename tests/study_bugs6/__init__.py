@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (the STUDY entries are long one-line strings; pyproject.toml has no per-file entry for this set)
 """Round steps for a sixth blind generalisation study of specverify's automatic diagnosis.
 
 Written blind: without reading specverify's diagnosis code (``specverify/diagnosis/``), its

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from study_bugs._util import draft_chain, residual, sample, sample_or, target_rows
+
 from study_bugs6._common import verify
 
 

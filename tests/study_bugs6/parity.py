@@ -9,10 +9,10 @@ import dataclasses
 
 import numpy as np
 from study_bugs._util import counts, probs, sample
-from study_bugs6._common import verify
 
 from specverify import SamplingSettings
 from specverify.dists import process_logits, softmax
+from study_bugs6._common import verify
 
 
 def _chain(prefix, draft, target, gamma, rng, settings, law):
