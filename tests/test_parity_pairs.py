@@ -59,15 +59,16 @@ def test_a_q_kept_before_top_p_needs_the_low_overlap_pair_under_top_p():
 
 def test_a_parity_pairs_value_that_is_not_one_of_the_two_names_the_choices():
     with pytest.raises(SpecVerifyError, match="parity_pairs='Both': pass 'alternate' \\(the default\\) or 'both'"):
-        plan_audit(RoundAdapter(step_logits_correct, logits=True), AuditConfig(parity_pairs="Both"))  # type: ignore[arg-type]
+        cfg = AuditConfig(parity_pairs="Both")  # type: ignore[arg-type]
+        plan_audit(RoundAdapter(step_logits_correct, logits=True), cfg)
 
 
 def test_the_cli_takes_parity_pairs_with_logits_only():
     cli = Path(sys.executable).parent / "specverify"
     env = {**os.environ, "PYTHONPATH": str(HERE), "COLUMNS": "80"}
     spec = "user_impls.logits_steppers:step_logits_correct"
-    r = subprocess.run([str(cli), "audit", "--round", spec, "--parity-pairs", "both"], capture_output=True, text=True,
-                       env=env)  # fmt: skip
+    argv = [str(cli), "audit", "--round", spec, "--parity-pairs", "both"]
+    r = subprocess.run(argv, capture_output=True, text=True, env=env)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "--parity-pairs applies with --logits (without it every setting runs on both pairs); drop it" in r.stderr
     h = subprocess.run([str(cli), "audit", "--help"], capture_output=True, text=True, env=env)
