@@ -47,6 +47,51 @@ class SquaredRatio(ChainSampler):
             return U.accept < np.minimum(1.0, px / qx) ** 2
 
 
+def _ratio_inf(px, qx):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(qx > 0, px / np.where(qx > 0, qx, 1.0), np.inf)
+
+
+class RatioAtNextId(ChainSampler):
+    """Outside every family: the ratio gathered one id beyond the draft (an offset in a gather)."""
+
+    name = "ratio_at_next_id_sampler"
+
+    def accept(self, px, qx, U, ctx):
+        X, P, Q = ctx["X"], ctx["P"][:, : ctx["X"].shape[1]], ctx["Q"]
+        t = (X + 1) % Q.shape[-1]
+        pt = np.take_along_axis(P, t[..., None], -1)[..., 0]
+        qt = np.take_along_axis(Q, t[..., None], -1)[..., 0]
+        return U.accept < _ratio_inf(pt, qt)
+
+
+class OddIdsKept(ChainSampler):
+    """Outside every family: drafts with an odd id are kept without their test."""
+
+    name = "odd_ids_kept_sampler"
+
+    def accept(self, px, qx, U, ctx):
+        return (ctx["X"] % 2 == 1) | (U.accept < _ratio_inf(px, qx))
+
+
+class OddIdsWeighted(ChainSampler):
+    """Outside every family: the residual's odd ids weighted three times."""
+
+    name = "odd_ids_weighted_residual_sampler"
+
+    def residual_weights(self, p_row, q_row, x):
+        w = super().residual_weights(p_row, q_row, x)
+        w[:, 1::2] *= 3.0
+        return w
+
+
+#: bugs outside every class and every mechanism family (fixed or fitted): "not a known class".
+#: Tried and not used, because a class was named for them: the ratio read 3 or 16 ids beyond the draft
+#: (inverted_ratio, always_accept) and the residual rolled by 1 or 3 ids (residual_softmax), each
+#: explaining 93-97% of the deviation: the classes' 90% rule misnames them (issue 25's note)
+OUTSIDE_EVERY_FAMILY = [RatioAtNextId, OddIdsKept, OddIdsWeighted]
+
+
 class ThresholdHalf(ChainSampler):
     """Outside the catalogue: a deterministic test, keep iff p/q >= 0.5 (no uniform)."""
 
@@ -107,26 +152,33 @@ def test_a_bonus_bug_is_located_where_every_draft_was_accepted():
     assert "only positions after the first" in d.facts
 
 
-@pytest.mark.parametrize("sampler", [MixedResidual, SquaredRatio])
+@pytest.mark.parametrize("sampler", OUTSIDE_EVERY_FAMILY)
 def test_a_bug_outside_the_catalogue_is_not_a_known_class(sampler):
+    # (the half-uniform residual and the squared ratio were outside it until the fitted families:
+    # test_diagnosis_fitted.py names them now)
     d = _diagnose(sampler())
     assert d.verdict == NOT_KNOWN, [(c.name, c.llr_vs_target, c.explained) for c in d.candidates[:3]]
     assert "not a known class" in d.lead()
 
 
 def test_a_bug_outside_the_catalogue_is_located_by_the_cells_it_departs_in():
-    # min(1, (p/q)^2): no class fits, but the acceptance cells reject the target law and say where;
-    # the strata the bug leaves alone are still said to match (their cells do)
-    d = _diagnose(SquaredRatio())
+    # the ratio read one id beyond the draft: no class fits, but the acceptance cells reject the target
+    # law and say where; the strata the bug leaves alone are still said to match (their cells do)
+    d = _diagnose(RatioAtNextId())
     assert d.verdict == NOT_KNOWN
-    where = "acceptances do not match min(1, p/q) given the draft; at position "
-    assert any(f.startswith(where) and "drafts kept" in f and "the rule keeps" in f for f in d.facts), d.facts
+    where = "acceptances do not match min(1, p/q) given the draft; "  # then the closest tried, if any
+    assert any(
+        f.startswith(where) and "at position " in f and "drafts kept" in f and "the rule keeps" in f for f in d.facts
+    ), d.facts
     assert "Where it departs: " + where in d.lead()
     assert "replacements match (p - q)+" in d.facts and "bonus tokens match p" in d.facts
 
 
-def test_replacements_where_p_le_q_are_said_to_be_impossible_under_the_rule():
-    # half the replacements uniform: some land on tokens with p <= q, which (p - q)+ never gives
+def test_replacements_where_p_le_q_are_said_to_be_impossible_under_the_rule(monkeypatch):
+    # half the replacements uniform: some land on tokens with p <= q, which (p - q)+ never gives. A
+    # fitted family names this bug now (a mixture with the uniform row), and a named diagnosis says
+    # which law they match instead: the fitted families are left out here to read the unnamed wording
+    monkeypatch.setattr("specverify.diagnosis._fitted.fitted_family_models", lambda: [])
     d = _diagnose(MixedResidual())
     fact = next(f for f in d.facts if f.startswith("replacements do not match"))
     assert "outside the residual's support" in fact and "is never a replacement under the rule" in fact, fact

@@ -75,9 +75,10 @@ def _kind_sentence(kind: str, ranked: Sequence[Candidate], min_llr: float, away:
     if moved:
         best = max(moved, key=lambda c: c.llr_by_kind[kind])
         alt = _ALT_WORDS.get(best.name)
-        # "they match" only when a class is the diagnosis: a class that moves one stratum of a bug it
-        # does not explain is only the closest tried there
-        out += f"; they match {alt}" if alt and known else f"; closest: {alt or best.name}"
+        # "they match" only when a class or a mechanism is the diagnosis: one that moves one stratum
+        # of a bug it does not explain is only the closest tried there
+        named = known and (alt is not None or best is ranked[0])
+        out += f"; they match {alt or best.name}" if named else f"; closest: {alt or best.name}"
     return out + (f"; {away[kind]}" if kind in away and not (known and moved) else "")
 
 

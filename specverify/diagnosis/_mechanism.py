@@ -39,8 +39,10 @@ Families (options besides the rule, which each part keeps when no option pays fo
     bonus        p of the previous row; q; argmax p (classes); the residual (p - q)+ at the bonus row;
                  softmax(p); the rank of the draw read as an id
 
-Class models that change one part only (no tables, no structure) are options of that part; the
-others (shared noise, float16 arithmetic, state, settings) stay whole classes.
+Shapes with a fitted parameter (a scale, a floor or a power on the ratio, mixtures and tempered
+laws) are in ``_fitted``; each pays log(grid size) nats besides the part's price. Class models that
+change one part only (no tables, no structure) are options of that part; the others (shared noise,
+float16 arithmetic, state, settings) stay whole classes.
 """
 
 from __future__ import annotations
@@ -774,7 +776,10 @@ class BonusResidual(_Family):
 
 
 def family_models() -> list[RoundModel]:
-    """Fresh family members (scored with the classes, named only through a mechanism)."""
+    """Fresh family members (scored with the classes, named only through a mechanism); the fitted
+    ones (``_fitted``) before their fit."""
+    from ._fitted import fitted_family_models  # it builds on this module's helpers
+
     return [
         TargetRowPrevious(),
         *(DraftTruncated(kind, v) for kind, v in DraftTruncated.VALUES),
@@ -824,6 +829,7 @@ def family_models() -> list[RoundModel]:
         BonusRankAsId(),
         BonusSoftmaxOfProbs(),
         BonusResidual(),
+        *fitted_family_models(),
     ]
 
 
@@ -917,7 +923,8 @@ def fit_mechanism(options: dict[str, list[Option]], kind_ll: dict[int, np.ndarra
         if not opts:
             continue
         k = KINDS.index(part)
-        ll = {id(o.model): float(kind_ll[id(o.model)][k]) for o in opts}
+        # a fitted member's log-likelihood is net of its grid's price (``_fitted``)
+        ll = {id(o.model): float(kind_ll[id(o.model)][k]) - getattr(o.model, "price", 0.0) for o in opts}
         best = max(opts, key=lambda o: ll[id(o.model)])
         gain = ll[id(best.model)] - float(ref[k]) - math.log(len(opts) + 1)
         if gain > 0:

@@ -331,3 +331,55 @@ def g_statistic(obs: np.ndarray, exp: np.ndarray) -> float:
     """2 sum O log(O / E) over cells with O > 0 (E floored at EPS)."""
     m = obs > 0
     return float(2 * np.sum(obs[m] * np.log(obs[m] / np.maximum(exp[m], EPS))))
+
+
+def fit_on_grid(models: Sequence[Any], units: Sequence[tuple[RoundEvidence, Any, Any]], *, max_rounds: int) -> None:
+    """Set each fitted family member (``_fitted``: ``FIT_GRID``, ``set_value``) to the grid value
+    under which its own part's events, pooled over the units, are likeliest (ties: the first)."""
+    part_of = {m_id: part for m_id, part in ((id(m), _only_part(m)) for m in models)}
+    totals = {id(m): np.zeros(len(m.FIT_GRID)) for m in models}
+    for ev, pair, settings in units:
+        base = Tables(
+            pair.target_table(settings),
+            pair.target_table(settings),
+            pair.draft_table(settings),
+            pair.draft_table(settings),
+        )
+        idx_all = np.nonzero(ev.usable)[0][:max_rounds]
+        NAN_KEEP[0] = _nan_convention(base, ev, idx_all)
+        for s in range(0, len(idx_all), CHUNK):
+            c = _gather(base, ev, idx_all[s : s + CHUNK])
+            y = ev.y[idx_all[s : s + CHUNK]]
+            for m in models:
+                part = part_of[id(m)]
+                if part == "draft" and not ev.drafted_by_impl:
+                    continue
+                for i, v in enumerate(m.FIT_GRID):
+                    m.set_value(v)
+                    totals[id(m)][i] += _part_ll(m, c, y, part)
+    for m in models:
+        m.settle(totals[id(m)])
+
+
+def _part_ll(model: RoundModel, c: Chunk, y: np.ndarray, part: str) -> float:
+    """The log-likelihood of one part's events of a chunk under a model (``_chunk_events``'s,
+    without the cells: what a fit needs, at a fraction of the cost)."""
+    n, g = c.X.shape
+    if part == "acceptance":
+        A = np.clip(model.accept(c), 0.0, 1.0)
+        pos = np.arange(g)[None, :]
+        reached = pos <= np.minimum(c.k, g - 1)[:, None]
+        return float(np.where(pos < c.k[:, None], _log(A), _log(1 - A))[reached].sum())
+    if part == "draft":
+        return float(_log(np.take_along_axis(model.draft_law(c), c.X[:, :, None], 2)).sum())
+    rows = np.nonzero(c.k < g if part == "replacement" else c.k == g)[0]
+    if not len(rows):
+        return 0.0
+    law = model.replaced(c, c.k[rows], rows) if part == "replacement" else model.bonus(c, rows)
+    return float(_log(law[np.arange(len(rows)), y[rows]]).sum())
+
+
+def _only_part(model: RoundModel) -> str:
+    parts = _own_parts(model)
+    assert len(parts) == 1, f"a fitted member changes one part ({model.name}: {sorted(parts)})"
+    return next(iter(parts))

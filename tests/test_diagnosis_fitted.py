@@ -1,0 +1,230 @@
+"""Fitted mechanism families (issue 25, ``specverify/diagnosis/_fitted.py``): a part's law of a
+shape with one parameter is named with the parameter fitted (bugs outside every shape:
+test_diagnosis.py's ``OUTSIDE_EVERY_FAMILY``).
+
+Each claim is backed by a seeded buggy sampler (vectorised rounds on a positional pair, a few
+seconds each). The laws come from the sixth blind set's misses (tests/study_bugs6: the floor, the
+envelope constant, the linearised ratio, the normal coin, best of two, the uniform-smoothed and
+ensembled bonus, ...) written again here as samplers, with other parameters than the study's where
+the family has one, so that the fit, not a memorised value, is what names them.
+"""
+
+import numpy as np
+import pytest
+from scipy import stats
+from test_diagnosis import MixedResidual, SquaredRatio, _diagnose
+
+from specverify.catalogue import ChainSampler
+from specverify.diagnosis import NOT_KNOWN, round_evidence
+from specverify.diagnosis._fitted import Fitted, fitted_family_models
+from specverify.diagnosis._mechanism import part_of
+from specverify.diagnosis._models import Tables
+from specverify.diagnosis._score import KINDS, _gather, _part_ll, fit_on_grid, score_unit
+from specverify.harness import run_sampler
+from specverify.lm.synthetic import make_positional_pair
+
+
+def _ratio(px, qx):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(qx > 0, px / np.where(qx > 0, qx, 1.0), np.inf)
+
+
+class Accept(ChainSampler):
+    """Outside the catalogue: a draft kept with probability law(p(x), q(x), ctx)."""
+
+    def __init__(self, name, law):
+        self.name, self.law = name, law
+
+    def accept(self, px, qx, U, ctx):
+        return U.accept < self.law(px, qx, ctx)
+
+
+def _envelope(px, qx, ctx):
+    g = ctx["X"].shape[1]
+    P, Q = ctx["P"][:, :g], ctx["Q"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = np.where(Q > 0, P / np.where(Q > 0, Q, 1.0), 0.0).max(-1)
+    return np.minimum(1.0, _ratio(px, qx)) / m
+
+
+ACCEPTANCE = {
+    # (the study's M was the rows' own; a constant M = 2.5 here: the scale family's)
+    "scaled": (lambda px, qx, ctx: _ratio(px, qx) / 2.5, "ratio_scaled(a=0.4)", "min(1, a p(x)/q(x))"),
+    "floor": (
+        lambda px, qx, ctx: np.maximum(0.2, _ratio(px, qx)),
+        "acceptance_floor(t=0.2)",
+        "a floor on the acceptance",
+    ),
+    "floor_supported": (
+        lambda px, qx, ctx: np.where(px > 0, np.maximum(0.4, _ratio(px, qx)), 0.0),
+        "acceptance_floor(t=0.4, p>0)",
+        "one it forbids is rejected",
+    ),
+    "linearised": (
+        lambda px, qx, ctx: 1 - 2 * np.maximum(qx - px, 0),
+        "acceptance_linearised(b=2)",
+        "a difference of the probabilities",
+    ),
+    "branch": (lambda px, qx, ctx: np.where(px >= qx, 1.0, px), "ratio_branch_without_division", "lost its division"),
+    "normal_coin": (
+        lambda px, qx, ctx: stats.norm.cdf(np.minimum(1.0, _ratio(px, qx))),
+        "acceptance_coin_normal",
+        "standard normal",
+    ),
+    "exp_difference": (lambda px, qx, ctx: np.exp(px - qx), "acceptance_exp_of_difference", "exp(p(x) - q(x))"),
+    "envelope": (_envelope, "acceptance_envelope_constant", "envelope"),
+    "squared": (lambda px, qx, ctx: np.minimum(1.0, _ratio(px, qx)) ** 2, "ratio_powered(b=2)", "min(1, p(x)/q(x))^b"),
+}
+
+
+class Residual(ChainSampler):
+    """Outside the catalogue: the replacement drawn from weights(p, q, x) (the harness normalises)."""
+
+    def __init__(self, name, weights):
+        self.name, self.weights = name, weights
+
+    def residual_weights(self, p_row, q_row, x):
+        return self.weights(p_row, q_row, x)
+
+
+def _top3(p, q, x):
+    w = np.maximum(p - q, 0.0)
+    return np.where(w >= -np.partition(-w, 2, -1)[:, 2:3], w, 0.0)
+
+
+def _normalised(w):
+    return w / np.maximum(w.sum(-1, keepdims=True), 1e-300)
+
+
+REPLACEMENT = {
+    "weighted": (lambda p, q, x: np.maximum(p - 0.5 * q, 0.0), "residual_weighted(c=0.5)", "(p - c q)+ with c ="),
+    "top3": (_top3, "residual_top_k(k=3)", "3 largest entries"),
+    "tempered": (lambda p, q, x: np.maximum(p - q, 0.0) ** 2, "replacement_tempered(tau=2)", "^tau / Z"),
+    "mixed_q": (
+        lambda p, q, x: 0.7 * _normalised(np.maximum(p - q, 0.0)) + 0.3 * q,
+        "replacement_mixed_with_q(w=0.3)",
+        "the draft row q (w fitted)",
+    ),
+    "half_uniform": (None, "replacement_mixed_with_uniform(w=0.5)", "the uniform row 1/V (w fitted)"),
+}
+
+
+class BonusRow(ChainSampler):
+    """Outside the catalogue: the bonus drawn from row(p, q) of the bonus position (the verified
+    positions keep their rows)."""
+
+    overlap = 0.8  # bonus bugs need rounds that keep every draft
+
+    def __init__(self, name, row):
+        self.name, self.row = name, row
+
+    def target_rows(self, pair, ridx, settings, *, bonus):
+        p = pair.target_table(settings)[ridx]
+        return self.row(p, pair.draft_table(settings)[ridx]) if bonus else p
+
+
+class BestOfThreeBonus(ChainSampler):
+    """Outside the catalogue (study_bugs6 bonus:bonus_best_of_two_draws, with three draws): the bonus
+    is the likeliest of three draws from p."""
+
+    name, overlap = "bonus_best_of_three_sampler", 0.8
+
+    def draw(self, weights, u):
+        # three uniforms from one: u and two scrambles of its low digits (independent enough here)
+        w = _normalised(weights)
+        draws = np.stack([ChainSampler.draw(self, w, (u * m) % 1.0) for m in (1, 7919, 104729)], 1)
+        pw = np.take_along_axis(w, draws, 1)
+        return draws[np.arange(len(u)), np.argmax(pw, 1)]
+
+    def draw_residual(self, weights, u):
+        return ChainSampler.draw(self, weights, u)
+
+
+class SharpenedDraft(ChainSampler):
+    """Outside the catalogue (study_bugs6 state:adaptive_sharpening_reports_raw_q, at a constant
+    power): drafts drawn from q^2 / Z, q itself reported for the ratio and the residual."""
+
+    name = "draft_sharpened_reports_raw_q"
+
+    def draft_rows_sampled(self, pair, ridx, settings):
+        return _normalised(super().draft_rows_sampled(pair, ridx, settings) ** 2)
+
+    def draft_rows_reported(self, pair, ridx, settings, sampled):
+        return super().draft_rows_sampled(pair, ridx, settings)
+
+
+CASES = [
+    *((lambda v=v, k=k: Accept(f"accept_{k}", v[0]), {"acceptance": v[1]}, v[2]) for k, v in ACCEPTANCE.items()),
+    *(
+        (lambda v=v, k=k: Residual(f"replace_{k}", v[0]) if v[0] else MixedResidual(), {"replacement": v[1]}, v[2])
+        for k, v in REPLACEMENT.items()
+    ),
+    (
+        lambda: BonusRow("bonus_smoothed_sampler", lambda p, q: 0.7 * p + 0.3 / p.shape[-1]),
+        {"bonus": "bonus_mixed_with_uniform(w=0.3)"},
+        "the uniform row 1/V (w fitted)",
+    ),
+    (
+        lambda: BonusRow("bonus_ensembled_sampler", lambda p, q: _normalised(p * q)),
+        {"bonus": "bonus_times_draft(b=1)"},
+        "multiplied by the draft's",
+    ),
+    (BestOfThreeBonus, {"bonus": "bonus_best_of(n=3)"}, "likelier of 3 draws"),
+    (SharpenedDraft, {"draft": "draft_tempered(tau=2)"}, "drafts are drawn from q^tau / Z"),
+]
+
+
+@pytest.mark.parametrize("sampler, parts, words", CASES, ids=lambda x: getattr(x, "__name__", str(x))[:30])
+def test_a_bug_of_a_fitted_shape_is_named_with_its_parameter(sampler, parts, words):
+    s = sampler()
+    d = _diagnose(s, alpha=getattr(s, "overlap", 0.3))
+    assert d.known and d.verdict.startswith("mechanism("), (s.name, d.verdict, d.lead())
+    top = d.to_dict()["candidates"][0]
+    named = {k: [v, *top["as_likely"].get(k, [])] for k, v in top["parts"].items()}
+    assert named.keys() == parts.keys(), named
+    # a fitted member is named by its family; its true value lies among those that fit as well, the
+    # interval widened by a third (a 95% interval misses 1 time in 20: seed 0's bonus mixture gives
+    # 0.35 to 0.4 for 0.3, seeds 1 and 2 give 0.3 to 0.35 and 0.25 to 0.3)
+    family = {k: v.split("=")[0] for k, v in parts.items()}
+    assert all(any(n.startswith(v) for n in named[k]) for k, v in family.items()), (named, parts)
+    for opt, _ in d.candidates[0].mechanism.chosen:
+        truth = parts[opt.part].partition("=")[2].rstrip(")").split(",")[0]
+        if isinstance(opt.model, Fitted) and truth:
+            lo, hi = min(opt.model.likely) / 4 * 3, max(opt.model.likely) / 3 * 4
+            assert lo <= float(truth) <= hi, (opt.model.name, opt.model.likely)
+    assert words in d.lead() and "no catalogued class fits" in d.lead(), d.lead()
+
+
+def test_the_reference_is_fitted_to_no_shape():
+    # a correct sampler's events: every fitted member is scored, none beats the rule by its price
+    d = _diagnose(ChainSampler())
+    assert d.verdict == NOT_KNOWN and not any(c.name.startswith("mechanism(") for c in d.candidates), d.top(3)
+
+
+def test_a_fitted_value_is_stated_with_the_values_that_fit_as_well():
+    # min(1, p/q)^2 on 3,000 rounds: the power is loosely pinned; the lead gives the interval
+    d = _diagnose(SquaredRatio())
+    assert "fit as well)" in d.lead(), d.lead()
+
+
+def test_every_fitted_member_changes_one_part_and_pays_for_its_grid():
+    for m in fitted_family_models():
+        assert part_of(m) is not None, m.name
+        if isinstance(m, Fitted):
+            assert m.price == pytest.approx(np.log(len(m.FIT_GRID))) and len(set(m.FIT_GRID)) == len(m.FIT_GRID)
+
+
+def test_the_fit_scores_a_part_as_the_diagnosis_does():
+    # the fit's lean log-likelihood (no cells) equals the one score_unit gives the same member
+    pair = make_positional_pair(32, 4, alpha=0.8, seed=0)
+    gen = run_sampler(MixedResidual(), pair, n=600, gamma=4, rng=np.random.default_rng(0))
+    ev = round_evidence(gen, pair, 4, label="unit")
+    members = [m for m in fitted_family_models() if isinstance(m, Fitted)]
+    fit_on_grid(members, [(ev, pair, None)], max_rounds=600)
+    idx = np.nonzero(ev.usable)[0][:600]
+    tables = Tables(pair.target_table(None), pair.target_table(None), pair.draft_table(None), pair.draft_table(None))
+    c = _gather(tables, ev, idx)
+    for m in members:
+        part = part_of(m)
+        ll = score_unit(ev, pair, None, [m], max_rounds=600)[0][m.name].ll[KINDS.index(part)].sum()
+        assert _part_ll(m, c, ev.y[idx], part) == pytest.approx(ll, rel=1e-9), m.name
