@@ -47,7 +47,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "draft_rows",
-        "truth": (
+        "mechanism": (
             "every draft is sampled i.i.d. from q(. | prefix) (row 0), but the verifier is given the chained "
             "rows q(. | prefix + xs[:i]) as q_i for the ratio and the residual; position 0 is right, later "
             "positions test drafts against rows they were not drawn from."
@@ -62,7 +62,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "target_rows",
-        "truth": (
+        "mechanism": (
             "the [gamma + 1, V] verification output is reshaped to [V, gamma + 1] and transposed, so row j "
             "entry v is the flat entry v * (gamma + 1) + j of the pass (values of several rows, not a "
             "distribution); ratio, residual and bonus use these rows (replacement and bonus drawn by the "
@@ -78,7 +78,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "target_rows",
-        "truth": (
+        "mechanism": (
             "the target's rows are rotated: position i (and the bonus, i = gamma) uses row (len(prefix) + i) "
             "mod (gamma + 1) of the pass, right only when len(prefix) is a multiple of gamma + 1."
         ),
@@ -92,7 +92,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "draft_rows",
-        "truth": (
+        "mechanism": (
             "a draft row whose peak exceeds 0.5 is replaced, for the ratio and the residual, by the one-hot of "
             "its argmax although the draft was sampled from the full row: a non-argmax draft there has q = 0 "
             "and is accepted outright, the argmax draft is accepted with probability p(x), and the residual is "
@@ -109,7 +109,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "acceptance_test",
-        "truth": (
+        "mechanism": (
             "the residual (p - q)+ is written in place over the target row before the test, so a draft is "
             "accepted with probability min(1, (p(x) - q(x))+ / q(x)) (never when p(x) <= q(x)); the replacement"
             " is drawn from the right residual (from q when it is empty, i.e. p == q)."
@@ -121,7 +121,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "acceptance_test",
-        "truth": (
+        "mechanism": (
             "the acceptance probability at position i is min(1, p_i(i) / q_i(i)), the ratio at token id i (the "
             "loop index) instead of at the draft x_i (NaN, when both are 0, rejects); replacement and bonus are"
             " standard."
@@ -136,7 +136,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "acceptance_test",
-        "truth": (
+        "mechanism": (
             "a draft is accepted without the test whenever the target row's entropy exceeds 2 nats; otherwise "
             "min(1, p/q). Replacement and bonus are standard."
         ),
@@ -151,7 +151,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "accepted_count",
-        "truth": (
+        "mechanism": (
             "when some draft is rejected, the number kept is n = argmax(accept), the index of the first "
             "accepted draft (0 when x_0 is accepted or none is): xs[:n] are emitted (rejected drafts when n > "
             "0) and the replacement is drawn from (p_n - q_n)+; every draft accepted is handled right."
@@ -166,7 +166,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "accepted_count",
-        "truth": (
+        "mechanism": (
             "the number kept is one past the last accepted draft (the mask with its trailing rejections "
             "trimmed), not the number of leading accepts: rejected drafts before an accepted one are emitted, "
             "and the replacement is drawn at that later position."
@@ -178,7 +178,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "accepted_count",
-        "truth": (
+        "mechanism": (
             "n = argmin(accept) guarded by accept.any() instead of not accept.all(): when every draft is "
             "rejected, all gamma rejected drafts are emitted with a bonus from p_gamma; when every draft is "
             "accepted, n = 0 and the round emits one replacement from (p_0 - q_0)+; mixed masks are right."
@@ -191,7 +191,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "replacement_law",
-        "truth": (
+        "mechanism": (
             "a rejection at position k replaces from the sum over i <= k of (p_i - q_i)+ (the residuals of the "
             "accepted positions before k are added in); position 0 is right, test and bonus are standard."
         ),
@@ -202,7 +202,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "replacement_law",
-        "truth": (
+        "mechanism": (
             "the replacement is drawn from p restricted to {p > q} and renormalised (torch.where(p > q, p, 0)) "
             "instead of (p - q)+."
         ),
@@ -216,7 +216,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "replacement_law",
-        "truth": (
+        "mechanism": (
             "the replacement is drawn by the exponential race argmax(w / E) with E ~ Exp(scale=w) instead of "
             "Exp(1), so the weights cancel and the replacement is uniform over the residual's support {p > q} "
             "instead of proportional to (p - q)+."
@@ -233,7 +233,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "replacement_law",
-        "truth": (
+        "mechanism": (
             "the replacement is drawn from (p - q) - min(p - q) (a shift to non-negative values) instead of "
             "max(p - q, 0): every token, those with p <= q included, gets mass."
         ),
@@ -245,7 +245,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "bonus",
-        "truth": (
+        "mechanism": (
             "the verification pass is fed xs[:gamma - 1] + [0]: rows 0 .. gamma - 1 are right, but the bonus is"
             " drawn from p(. | prefix + xs[:gamma - 1] + [0]) instead of p(. | prefix + xs)."
         ),
@@ -256,7 +256,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "bonus",
-        "truth": (
+        "mechanism": (
             "drafts are drawn by inverse CDF; the bonus is drawn by inverse CDF from p_gamma with the uniform "
             "that drew x_{gamma-1}, so given the last draft the bonus is confined to the CDF interval that "
             "draft occupied under q_{gamma-1}."
@@ -268,7 +268,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "bonus",
-        "truth": (
+        "mechanism": (
             "the bonus is drawn as a rank k of p_gamma sorted descending and emitted as argsort(order)[k] (the "
             "rank of token id k) instead of order[k]: the bonus's law is p_gamma's sorted masses placed on a "
             "permutation of the ids."
@@ -281,7 +281,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "numerics",
-        "truth": (
+        "mechanism": (
             "the target's rows are used as exp(log2 p) = p ** (1 / ln 2) (sharpened, unnormalised) for the "
             "ratio, the residual and the bonus (the bonus sampler renormalises: temperature ln 2 there)."
         ),
@@ -294,7 +294,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "numerics",
-        "truth": (
+        "mechanism": (
             "the target's rows are divided by their maximum instead of their sum: the ratio is min(1, p(x) / "
             "(max p q(x))) and the residual (p / max p - q)+; the bonus is unaffected."
         ),
@@ -305,7 +305,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "numerics",
-        "truth": (
+        "mechanism": (
             "the verifier uses softmax(q) (exp of probabilities, close to uniform) as the draft row for the "
             "ratio and the residual, while the drafts were sampled from q."
         ),
@@ -319,7 +319,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "numerics",
-        "truth": (
+        "mechanism": (
             "the replacement is drawn from (p + q) on {p > q} (np.logaddexp used for log(p - q)) instead of (p "
             "- q)+; test and bonus are standard."
         ),
@@ -331,7 +331,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "rng_state",
-        "truth": (
+        "mechanism": (
             "the acceptance coins come from one unseeded generator created at import, not from the request's "
             "rng: the law is exact, but a seeded request does not reproduce (the coins depend on everything the"
             " process drew before)."
@@ -346,7 +346,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "rng_state",
-        "truth": (
+        "mechanism": (
             "every round's coins come from default_rng(0) (the seed int(rng.random()) * 2**32 is always 0): "
             "position i of every round is tested against the same fixed coin c_i, so a draft is accepted iff "
             "c_i < min(1, p/q)."
@@ -361,7 +361,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "draft_cache",
-        "truth": (
+        "mechanism": (
             "from the first round with a rejection on, the drafter's own context holds rejected proposals "
             "(never trimmed; only each round's final token is appended), so the request's later proposals are "
             "sampled from q(. | stale context) while the verifier uses fresh rows q(. | prefix + xs[:i]) for "
@@ -377,7 +377,7 @@ STUDY = [
         "buggy": True,
         "flags": [],
         "family": "target_cache",
-        "truth": (
+        "mechanism": (
             "after a round that accepts every draft, del ctx[-0:] empties the target's context cache, which "
             "then holds only the bonus token: every later round of the request is verified against rows "
             "conditioned on that truncated context (ratio, residual and bonus)."
@@ -393,7 +393,7 @@ STUDY = [
         "buggy": True,
         "flags": ["--logits"],
         "family": "parity_top_k",
-        "truth": (
+        "mechanism": (
             "the target's top-k keeps every logit >= the k-th smallest (V - k + 1 tokens) instead of >= the "
             "k-th largest; the drafts are cut to the top k, so the target is not truncated at top_k = 2 or 5."
         ),
@@ -407,7 +407,7 @@ STUDY = [
         "buggy": True,
         "flags": ["--logits"],
         "family": "parity_greedy",
-        "truth": (
+        "mechanism": (
             "at temperature 0 the target's one-hot is at the highest id among exactly tied maximal logits (the "
             "draft's at the lowest), so at a tie the round emits the highest tied id; sampled settings are "
             "right."
@@ -419,7 +419,7 @@ STUDY = [
         "buggy": True,
         "flags": ["--logits"],
         "family": "parity_min_p",
-        "truth": (
+        "mechanism": (
             "at drafted positions the target's min-p removes tokens with p < min_p * max(q) (the draft row's "
             "peak; the target's top token kept) instead of min_p * max(p); the bonus row uses its own peak, the"
             " drafts are right."
@@ -434,7 +434,7 @@ STUDY = [
         "buggy": True,
         "flags": ["--logits"],
         "family": "parity_penalties",
-        "truth": (
+        "mechanism": (
             "the target's row j (j < gamma) is penalised over prefix + xs[:j + 1], counting the draft under "
             "test at its own position (repetition, presence and frequency penalties); the bonus row and the "
             "drafts are right."
@@ -449,7 +449,7 @@ STUDY = [
         "buggy": True,
         "flags": ["--logits"],
         "family": "parity_settings_object",
-        "truth": (
+        "mechanism": (
             "the drafter's settings object (the request's with top-k capped at 8) is used for the target's rows"
             " too, so the target is cut to its top 8 tokens in every setting without a smaller top-k; the "
             "drafts are consistent."
@@ -465,7 +465,7 @@ STUDY = [
         "buggy": False,
         "flags": [],
         "family": "correct",
-        "truth": (
+        "mechanism": (
             "exact: ratio exp2(log2 p - log2 q), residual (exp2 log2 p - exp2 log2 q)+, bonus from exp2(log2 "
             "p): the bases match."
         ),
@@ -478,7 +478,7 @@ STUDY = [
         "buggy": False,
         "flags": [],
         "family": "correct",
-        "truth": "exact: each coin is (u1 + u2) mod 1, which is uniform on [0, 1); the standard rule otherwise.",
+        "mechanism": "exact: each coin is (u1 + u2) mod 1, which is uniform on [0, 1); the standard rule otherwise.",
         "source": "written for the study: a 'dithered' coin that looks like a wrong coin law",
     },
     {
@@ -486,7 +486,7 @@ STUDY = [
         "buggy": False,
         "flags": [],
         "family": "correct",
-        "truth": (
+        "mechanism": (
             "exact: gamma drafts are sent to the target but only those before the first draft row with max q < "
             "0.3 are verified, and the bonus is drawn from the middle row p(. | prefix + xs[:k]); the cut "
             "depends only on the draft rows of the emitted context."
@@ -501,7 +501,7 @@ STUDY = [
         "buggy": False,
         "flags": ["--logits"],
         "family": "correct",
-        "truth": (
+        "mechanism": (
             "exact: the drafter samples under the request's settings with top-k capped at 8 and reports those "
             "rows; the target is processed with the request's settings."
         ),
@@ -515,7 +515,7 @@ STUDY = [
         "buggy": False,
         "flags": [],
         "family": "correct",
-        "truth": (
+        "mechanism": (
             "exact (stateful, resets per request): adaptive draft length k (last round's output length, capped "
             "at gamma), the pass padded to gamma tokens with last round's stale drafts; only rows 0 .. k are "
             "read, the bonus from row k."
@@ -530,7 +530,7 @@ STUDY = [
         "buggy": False,
         "flags": [],
         "family": "correct",
-        "truth": (
+        "mechanism": (
             "exact (stateful, resets per request): at a request's first round a seed is drawn from the audit's "
             "rng and every random number of the request comes from the forked generator."
         ),
