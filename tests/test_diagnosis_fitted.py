@@ -73,6 +73,12 @@ ACCEPTANCE = {
     ),
     "exp_difference": (lambda px, qx, ctx: np.exp(px - qx), "acceptance_exp_of_difference", "exp(p(x) - q(x))"),
     "envelope": (_envelope, "acceptance_envelope_constant", "envelope"),
+    # (study_bugs7 acceptance:residual_prepared_in_place_before_test)
+    "residual_over_q": (
+        lambda px, qx, ctx: _ratio(np.maximum(px - qx, 0.0), qx),
+        "acceptance_residual_over_q",
+        "overwritten by the residual",
+    ),
     "squared": (lambda px, qx, ctx: np.minimum(1.0, _ratio(px, qx)) ** 2, "ratio_powered(b=2)", "min(1, p(x)/q(x))^b"),
 }
 
@@ -105,6 +111,19 @@ REPLACEMENT = {
         "replacement_mixed_with_q(w=0.3)",
         "the draft row q (w fitted)",
     ),
+    # (study_bugs7 replacement: p where p > q, the race with weights as scale, logaddexp, the shift by min)
+    "p_on_support": (lambda p, q, x: np.where(p > q, p, 0.0), "replacement_p_on_residual_support", "restricted to"),
+    "uniform_on_support": (
+        lambda p, q, x: (p > q).astype(float),
+        "replacement_uniform_on_residual_support",
+        "uniform over the residual's support",
+    ),
+    "p_plus_q_on_support": (
+        lambda p, q, x: np.where(p > q, p + q, 0.0),
+        "replacement_p_plus_q_on_residual_support",
+        "logaddexp",
+    ),
+    "shifted": (lambda p, q, x: (p - q) - (p - q).min(-1, keepdims=True), "residual_shifted_by_minimum", "a shift"),
     "half_uniform": (None, "replacement_mixed_with_uniform(w=0.5)", "the uniform row 1/V (w fitted)"),
 }
 

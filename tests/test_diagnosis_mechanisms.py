@@ -107,6 +107,10 @@ class CountBy(ChainSampler):
             "second": ((~coins).cumsum(-1) <= 1).sum(-1),
             "argmin": np.argmin(coins, -1),
             "cumsum_from_zero": (np.cumsum(coins, -1) == np.arange(g)).sum(-1),
+            # (study_bugs7 counting: argmax of the accepts; one past the last accept; the any() guard)
+            "argmax_of_accepts": np.where(coins.all(-1), g, np.argmax(coins, -1)),
+            "past_last_accept": np.array([len(np.trim_zeros(c.astype(int), "b")) for c in coins]),
+            "guard_any": np.where(coins.any(-1), np.argmin(coins, -1), g),
         }[self.rule]
         return np.arange(g)[None, :] < np.minimum(count, g)[:, None]
 
@@ -180,7 +184,10 @@ class RatioAt(ChainSampler):
 
     def accept(self, px, qx, U, ctx):
         X, P, Q = ctx["X"], ctx["P"][:, : ctx["X"].shape[1]], ctx["Q"]
-        t = np.argmax(Q, -1) if self.token == "draft_top" else np.concatenate([X[:, :1], X[:, :-1]], 1)
+        if self.token == "position":  # (study_bugs7 acceptance:ratio_row_indexed_by_position)
+            t = np.broadcast_to(np.arange(X.shape[1]), X.shape)
+        else:
+            t = np.argmax(Q, -1) if self.token == "draft_top" else np.concatenate([X[:, :1], X[:, :-1]], 1)
         pt = np.take_along_axis(P, t[..., None], -1)[..., 0]
         qt = np.take_along_axis(Q, t[..., None], -1)[..., 0]
         return U.accept < _ratio(pt, qt)
@@ -413,6 +420,10 @@ class DraftTruncatedReportsFullQ(ChainSampler):
         (lambda: CountBy("second"), {"acceptance": "accepted_count_to_second_rejection"}, "second rejection"),
         (lambda: CountBy("argmin"), {"acceptance": "accepted_count_argmin"}, "argmin(accepted)"),
         (lambda: CountBy("cumsum_from_zero"), {"acceptance": "accepted_count_cumsum_from_zero"}, "arange(gamma)"),
+        (lambda: CountBy("argmax_of_accepts"), {"acceptance": "accepted_count_argmax_of_accepts"}, "argmax(accepted)"),
+        (lambda: CountBy("past_last_accept"), {"acceptance": "accepted_count_past_last_accept"}, "one past the last"),
+        (lambda: CountBy("guard_any"), {"acceptance": "accepted_count_guard_any"}, "accepted.any()"),
+        (lambda: RatioAt("position"), {"acceptance": "ratio_at_position_token"}, "position index j"),
         (Log1pRatio, {"acceptance": "smoothed_ratio(c=1)"}, "(p(x) + 1) / (q(x) + 1)"),
         (SortedRowsRatio, {"acceptance": "ratio_of_sorted_rows"}, "sorted in descending order"),
         (

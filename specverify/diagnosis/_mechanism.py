@@ -25,12 +25,14 @@ Families (options besides the rule, which each part keeps when no option pays fo
                  grids; the ratio of the rows sorted in descending order, read at x; typical
                  acceptance (Medusa's threshold min(eps, delta exp(-H(p))), eps and delta on a grid);
                  the kept count as the number of passed tests, to the second rejection, argmin of
-                 the tests, sum(cumsum(tests) == arange(gamma)), or one draft short (every test
+                 the tests, sum(cumsum(tests) == arange(gamma)), argmax of the tests (the first
+                 kept), one past the last kept, argmin guarded by any() for all(), or one draft short (every test
                  drawn, the count law enumerated); Barker's
                  p / (p + q); keep iff p/q >= t and min(1, p/t) (t on grids); a confident draft
                  (q(x) >= t) kept untested; the ratio read at the draft row's or the target row's top
                  token or at the previous draft; the block's product of ratios for every draft;
-                 relaxed top-k acceptance (k, delta on a grid); always keep; u = 0; ... (classes)
+                 relaxed top-k acceptance (k, delta on a grid); the ratio read at the token id j
+                 (the loop index); always keep; u = 0; ... (classes)
     replacement  p; q; (q - p)+; |p - q|; softmax((p - q)+); (p - q)+ unnormalised; p or q when the
                  residual mass is small / large (classes); the residual of the next / previous
                  position's target row or of the next / first / last / wrapped previous draft row; the
@@ -403,6 +405,7 @@ class RatioAtOtherToken(_Family):
         "draft_top": "the draft row's most likely token",
         "target_top": "the target row's most likely token",
         "previous_draft": "the previous draft (the first position its own)",
+        "position": "the token id equal to the position index j (the loop index used as the token)",
     }
 
     def __init__(self, token: str) -> None:
@@ -417,6 +420,8 @@ class RatioAtOtherToken(_Family):
             out: np.ndarray = np.argmax(c.Qr, -1)
         elif self.token == "target_top":
             out = np.argmax(c.P[:, :g], -1)
+        elif self.token == "position":
+            out = np.broadcast_to(np.minimum(np.arange(g), c.Qr.shape[-1] - 1), c.X.shape)
         else:
             out = np.concatenate([c.X[:, :1], c.X[:, :-1]], axis=1)
         return out
@@ -628,6 +633,20 @@ class CountRule(_Family):
             lambda t: np.argmin(t, -1),
         ),
         "one_short": ("the verify loop stops one draft short: the last draft is never tested nor emitted", _one_short),
+        "argmax_of_accepts": (
+            "the kept count is argmax(accepted), the first accepted draft, not the first rejected one",
+            lambda t: np.where(t.all(-1), t.shape[-1], np.argmax(t, -1)),
+        ),
+        "past_last_accept": (
+            "the kept count is one past the last accepted draft (trailing rejections trimmed), not the accepted "
+            "prefix: rejected drafts before an accepted one are kept",
+            lambda t: np.where(t.any(-1), t.shape[-1] - np.argmax(t[..., ::-1], -1), 0),
+        ),
+        "guard_any": (
+            "the first rejection is argmin(accepted) guarded by accepted.any() where not accepted.all() belongs: "
+            "a block of rejections is kept whole, a block of acceptances gives 0",
+            lambda t: np.where(t.any(-1), np.argmin(t, -1), t.shape[-1]),
+        ),
         "cumsum_from_zero": (
             "the kept count is sum(cumsum(accepted) == arange(gamma)), off by one (arange from 1 is the prefix): 0 "
             "after a full acceptance",
