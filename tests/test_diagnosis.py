@@ -88,7 +88,7 @@ class OddIdsWeighted(ChainSampler):
 #: bugs outside every class and every mechanism family (fixed or fitted): "not a known class".
 #: Tried and not used, because a class was named for them: the ratio read 3 or 16 ids beyond the draft
 #: (inverted_ratio, always_accept) and the residual rolled by 1 or 3 ids (residual_softmax), each
-#: explaining 93-97% of the deviation: the classes' 90% rule misnames them (issue 25's note)
+#: explaining 93% of the deviation or more: the classes' share rule (93%) does not stop them (issue 25's note)
 OUTSIDE_EVERY_FAMILY = [RatioAtNextId, OddIdsKept, OddIdsWeighted]
 
 

@@ -333,10 +333,17 @@ def g_statistic(obs: np.ndarray, exp: np.ndarray) -> float:
     return float(2 * np.sum(obs[m] * np.log(obs[m] / np.maximum(exp[m], EPS))))
 
 
+#: rounds per unit a fitted member's grid is scored on: a shape's parameter is pinned by far fewer
+#: events than a diagnosis scores, and the grid costs (grid size) passes over them
+FIT_ROUNDS = 1_000
+
+
 def fit_on_grid(models: Sequence[Any], units: Sequence[tuple[RoundEvidence, Any, Any]], *, max_rounds: int) -> None:
     """Set each fitted family member (``_fitted``: ``FIT_GRID``, ``set_value``) to the grid value
-    under which its own part's events, pooled over the units, are likeliest (ties: the first)."""
-    part_of = {m_id: part for m_id, part in ((id(m), _only_part(m)) for m in models)}
+    under which its own part's events, pooled over the units (the first ``min(max_rounds,
+    FIT_ROUNDS)`` usable rounds of each), are likeliest (ties: the first)."""
+    max_rounds = min(max_rounds, FIT_ROUNDS)
+    part_of = {id(m): _only_part(m) for m in models}
     totals = {id(m): np.zeros(len(m.FIT_GRID)) for m in models}
     for ev, pair, settings in units:
         base = Tables(
@@ -364,7 +371,7 @@ def fit_on_grid(models: Sequence[Any], units: Sequence[tuple[RoundEvidence, Any,
 def _part_ll(model: RoundModel, c: Chunk, y: np.ndarray, part: str) -> float:
     """The log-likelihood of one part's events of a chunk under a model (``_chunk_events``'s,
     without the cells: what a fit needs, at a fraction of the cost)."""
-    n, g = c.X.shape
+    g = c.X.shape[1]
     if part == "acceptance":
         A = np.clip(model.accept(c), 0.0, 1.0)
         pos = np.arange(g)[None, :]
