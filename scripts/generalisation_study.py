@@ -383,7 +383,12 @@ def main() -> None:
         ap.error("--rediagnose reads the records of an earlier run: pass --records DIR")
     rows = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else []
     done = {r["spec"] for r in rows} if not args.rediagnose else set()
-    for case in importlib.import_module(args.study).STUDY:
+    study = importlib.import_module(args.study).STUDY
+    # checked before any audit: a key missing from one entry once cost a run at its first row
+    missing = sorted({k for c in study for k in ("spec", "buggy", "flags", "mechanism") if k not in c})
+    if missing:
+        ap.error(f"{args.study}.STUDY entries lack {missing}: each needs spec, buggy, flags and mechanism")
+    for case in study:
         if args.table and not args.rediagnose:
             break  # the table of the rows on record, nothing run
         if not case["buggy"] or case["spec"] in done or (only and not any(s in case["spec"] for s in only)):

@@ -26,9 +26,10 @@ rows it named a bug that keeps odd ids untested, explaining 99% of its deviation
 mimics any rule that skips the test on some of them.)
 
 A parameter is fitted on a grid (``FIT_GRID``) to the pooled events of its own part over the units
-(``_score.fit_on_grid``), and the choice pays log(len(grid)) nats, as a class's grid parameter
-does. Fitting on the events it is then scored on is what the price pays for; a mechanism must still
-beat the target law by ``min_llr`` nats and explain 99% of the deviation on the cells.
+(``_score.fit_on_grid``, the first ``FIT_ROUNDS`` = 1,000 usable rounds of each), and the choice
+pays log(len(grid)) nats, as a class's grid parameter does. Fitting on the events it is then
+scored on is what the price pays for; a mechanism must still beat the target law by ``min_llr``
+nats and explain 99% of the deviation on the cells.
 """
 
 from __future__ import annotations
