@@ -35,6 +35,7 @@ nats and explain 99% of the deviation on the cells.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
@@ -183,30 +184,28 @@ class LinearisedRatio(Fitted):
 
 
 class _Fixed(_Family):
-    """An acceptance shape without a parameter: its law from (p(x), q(x)) and the rows."""
+    """An acceptance shape without a parameter: ``law(c, p(x), q(x))`` [n, g]."""
 
-    def __init__(self, name: str, words: str, check: str, law: str) -> None:
+    def __init__(self, name: str, words: str, check: str, law: Callable[[Chunk, np.ndarray, np.ndarray], np.ndarray]):
         self.name, self.words, self.check, self.law = name, words, check, law
 
     def accept(self, c: Chunk) -> np.ndarray:
-        px, qx = c.at(c.P), c.at(c.Qr)
-        if self.law == "branch_p":
-            return np.where(px >= qx, 1.0, px)
-        if self.law == "normal_coin":
-            out: np.ndarray = stats.norm.cdf(ratio(px, qx))
-            return out
-        if self.law == "residual_over_q":
-            return ratio(np.maximum(px - qx, 0.0), qx)
-        if self.law == "exp_difference":
-            return np.minimum(1.0, np.exp(px - qx))
-        if self.law == "envelope":
-            with np.errstate(divide="ignore", invalid="ignore"):
-                env = np.where(c.Qr[:, : c.X.shape[1]] > 0, c.P[:, : c.X.shape[1]] / c.Qr[:, : c.X.shape[1]], 0.0)
-            return np.minimum(1.0, ratio(px, qx) / np.maximum(env.max(-1), 1e-300))
-        # 'first_q_from_target': q_0 read from the target's row 0: kept iff p(x) > 0 there
-        a = ratio(px, qx)
-        a[:, 0] = (px[:, 0] > 0).astype(float)
-        return a
+        return self.law(c, c.at(c.P), c.at(c.Qr))
+
+
+def _envelope(c: Chunk, px: np.ndarray, qx: np.ndarray) -> np.ndarray:
+    """(p/q) / max_v p(v)/q(v) over the draft row's support: textbook rejection sampling."""
+    g = c.X.shape[1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        env = np.where(c.Qr[:, :g] > 0, c.P[:, :g] / c.Qr[:, :g], 0.0)
+    return np.minimum(1.0, ratio(px, qx) / np.maximum(env.max(-1), 1e-300))
+
+
+def _first_q_from_target(c: Chunk, px: np.ndarray, qx: np.ndarray) -> np.ndarray:
+    """q_0 read from the target's row 0 (a ratio p/p): kept iff p(x) > 0 there; the rule after."""
+    a = ratio(px, qx)
+    a[:, 0] = (px[:, 0] > 0).astype(float)
+    return a
 
 
 FIXED_ACCEPTANCE = (
@@ -215,40 +214,40 @@ FIXED_ACCEPTANCE = (
         "a draft is kept surely when p(x) >= q(x), else with probability p(x): the branch of min(1, p/q) that "
         "divides by q(x) lost its division",
         "the branch p(x) < q(x) of the acceptance: keep with probability p(x)/q(x)",
-        "branch_p",
+        lambda c, px, qx: np.where(px >= qx, 1.0, px),
     ),
     (
         "acceptance_coin_normal",
         "the acceptance coin is a standard normal, not a uniform: kept with probability Phi(min(1, p(x)/q(x))), "
         "never below 0.5",
         "the coin of the acceptance test: a uniform on [0, 1) (rand, not randn)",
-        "normal_coin",
+        lambda c, px, qx: stats.norm.cdf(ratio(px, qx)),
     ),
     (
         "acceptance_exp_of_difference",
         "a draft is kept with probability min(1, exp(p(x) - q(x))): probabilities fed to a log-space ratio",
         "the ratio's inputs: exp(log p - log q) needs log-probabilities, or p/q on probabilities",
-        "exp_difference",
+        lambda c, px, qx: np.minimum(1.0, np.exp(px - qx)),
     ),
     (
         "acceptance_envelope_constant",
         "a draft is kept with probability (p(x)/q(x)) / M with M = max_v p(v)/q(v) of its rows: textbook "
         "rejection sampling's envelope, where speculative decoding's min(1, p/q) belongs",
         "the acceptance probability: min(1, p(x)/q(x)), no envelope constant M",
-        "envelope",
+        _envelope,
     ),
     (
         "acceptance_residual_over_q",
         "a draft is kept with probability min(1, (p(x) - q(x))+ / q(x)): the target row overwritten by the residual "
         "before the test (never kept where p(x) <= q(x))",
         "the target row the test reads: p itself, not a buffer the residual was written into",
-        "residual_over_q",
+        lambda c, px, qx: ratio(np.maximum(px - qx, 0.0), qx),
     ),
     (
         "first_draft_q_from_target",
         "the first draft's q is read from the target's row (a ratio p/p): it is kept whenever p(x) > 0",
         "the q row handed to the verifier for the first draft: the draft model's row, not the target pass's",
-        "first_q_from_target",
+        _first_q_from_target,
     ),
 )
 
@@ -416,83 +415,100 @@ class BestOf(Fitted):
 
 
 class ResidualSpecial(_Family):
-    """Residual shapes without a parameter."""
+    """A residual shape without a parameter: ``law(c, j, rows, p, q)`` [m, V] from the stopping rows."""
 
-    def __init__(self, name: str, words: str, check: str) -> None:
-        self.name, self.words, self.check = name, words, check
+    def __init__(self, name: str, words: str, check: str, law: Callable[..., np.ndarray]) -> None:
+        self.name, self.words, self.check, self.law = name, words, check, law
 
     def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        p, q = c.P[rows, j], c.Qr[rows, j]
-        if self.name == "residual_block_mean_draft_row":
-            return residual(p, _draft_rows_shifted(c, 0)[rows, : c.X.shape[1]].mean(1))
-        if self.name == "residual_weighted_by_acceptance":
-            a = ratio(_rows_at(c.P[:, : c.X.shape[1]], c.X), _rows_at(c.Qr, c.X))[rows, j]
-            return residual(p, a[:, None] * q)
-        # inverse CDF on weights divided by another norm than their sum: both norms are at most the
-        # sum, so the cumulative weights reach 1 and u in [0, 1) never falls past the last id
-        if self.name in _ON_SUPPORT:
-            return normalise(np.where(p > q, _ON_SUPPORT[self.name](p, q), 0.0), p)
-        if self.name == "residual_shifted_by_minimum":
-            d = p - q
-            return normalise(d - d.min(-1, keepdims=True), p)
+        return self.law(c, j, rows, c.P[rows, j], c.Qr[rows, j])
+
+
+def _block_mean(c: Chunk, j: np.ndarray, rows: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return residual(p, _draft_rows_shifted(c, 0)[rows, : c.X.shape[1]].mean(1))
+
+
+def _weighted_by_acceptance(c: Chunk, j: np.ndarray, rows: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    a = ratio(_rows_at(c.P[:, : c.X.shape[1]], c.X), _rows_at(c.Qr, c.X))[rows, j]
+    return residual(p, a[:, None] * q)
+
+
+def _other_norm(l2: bool) -> Callable[..., np.ndarray]:
+    """Inverse CDF on (p - q)+ divided by its L2 norm or its maximum instead of its sum: both are at
+    most the sum, so the cumulative weights reach 1 and u in [0, 1) never falls past the last id."""
+
+    def law(c: Chunk, j: np.ndarray, rows: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
         w = np.maximum(p - q, 0.0)
-        norm = np.sqrt((w**2).sum(-1)) if self.name == "residual_l2_normalised" else w.max(-1)
+        norm = np.sqrt((w**2).sum(-1)) if l2 else w.max(-1)
         w = w / np.where(norm > 0, norm, 1.0)[:, None]
         hi = np.cumsum(w, -1)
         return interval_law(hi - w, hi, np.zeros(len(rows)), np.ones(len(rows)))
 
+    return law
 
-#: replacement weights on the residual's support {p > q} other than p - q
-_ON_SUPPORT = {
-    "replacement_p_on_residual_support": lambda p, q: p,
-    "replacement_uniform_on_residual_support": lambda p, q: np.ones_like(p),
-    "replacement_p_plus_q_on_residual_support": lambda p, q: p + q,
-}
+
+def _on_support(weights: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
+    """Replacement weights other than p - q on the residual's support {p > q}."""
+    return lambda c, j, rows, p, q: normalise(np.where(p > q, weights(p, q), 0.0), p)
+
+
+def _shifted(c: Chunk, j: np.ndarray, rows: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    d = p - q
+    return normalise(d - d.min(-1, keepdims=True), p)
+
 
 SPECIAL_RESIDUALS = (
     (
         "replacement_p_on_residual_support",
         "the replacement is drawn from p restricted to {p > q} (where(p > q, p, 0)), not from p - q there",
         "the residual's weights: p - q on {p > q}, not p",
+        _on_support(lambda p, q: p),
     ),
     (
         "replacement_uniform_on_residual_support",
         "the replacement is uniform over the residual's support {p > q}: its weights cancel in the draw (an "
         "exponential race or Gumbel noise scaled by the weights)",
         "the draw from (p - q)+: E ~ Exp(1) in argmax(w / E), the weights not in the noise's scale",
+        _on_support(lambda p, q: np.ones_like(p)),
     ),
     (
         "replacement_p_plus_q_on_residual_support",
         "the replacement is drawn from p + q on {p > q}: logaddexp where a log-space subtraction belongs",
         "log(p - q) in log space: log p + log1p(-exp(log q - log p)), not logaddexp",
+        _on_support(lambda p, q: p + q),
     ),
     (
         "residual_shifted_by_minimum",
         "the replacement is drawn from (p - q) - min(p - q), a shift to non-negative values where max(p - q, 0) "
         "belongs: every token gets mass",
         "the residual's clamp: max(p - q, 0), not a shift by its minimum",
+        _shifted,
     ),
     (
         "residual_block_mean_draft_row",
         "the replacement is drawn from (p - qbar)+ with qbar the mean of the block's draft rows, not the rejected "
         "position's row",
         "the draft row of the residual: the rejected draft's own q row, not an average over the block",
+        _block_mean,
     ),
     (
         "residual_weighted_by_acceptance",
         "the replacement is drawn from (p - a q)+ with a = min(1, p(x)/q(x)) of the rejected draft, not (p - q)+",
         "the residual: max(p - q, 0), q not multiplied by the acceptance probability",
+        _weighted_by_acceptance,
     ),
     (
         "residual_l2_normalised",
         "the replacement's weights (p - q)+ are divided by their L2 norm, not their sum, before an inverse-CDF draw: "
         "the cumulative weights pass 1 early and low ids take the mass",
         "the normalisation of the residual before the draw: divide by the sum of its weights",
+        _other_norm(l2=True),
     ),
     (
         "residual_max_normalised",
         "the replacement's weights (p - q)+ are divided by their maximum, not their sum, before an inverse-CDF draw",
         "the normalisation of the residual before the draw: divide by the sum of its weights",
+        _other_norm(l2=False),
     ),
 )
 
