@@ -57,6 +57,10 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     """Numerically stable softmax along the last axis; -inf logits get probability 0."""
     x = np.asarray(logits, dtype=np.float64)
     # ufunc reductions, not np.max / ndarray.sum: their Python wrappers cost more than a row of 64
+    if x.ndim == 1:  # one row (per-token callers): scalar reductions, no keepdims
+        e1 = np.exp(x - np.maximum.reduce(x))
+        one: np.ndarray = e1 / np.add.reduce(e1)
+        return one
     e = np.exp(x - np.maximum.reduce(x, axis=-1, keepdims=True))
     out: np.ndarray = e / np.add.reduce(e, axis=-1, keepdims=True)
     return out

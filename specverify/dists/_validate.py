@@ -7,6 +7,7 @@ a silent wrong verdict.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,8 @@ SUM_TOLERANCE = 1e-5
 
 def as_float64(x: Any, *, name: str) -> np.ndarray:
     """Convert a list, numpy array or torch tensor (any device, any float dtype) to float64 numpy."""
+    if type(x) is np.ndarray and x.dtype == np.float64:
+        return x  # the common case, as np.asarray would return it (per-row callers pay for the checks below)
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor without importing torch
         x = x.detach().cpu().double().numpy()
     try:
@@ -108,6 +111,8 @@ def validate_logits(logits: Any, *, name: str = "logits") -> np.ndarray:
         raise ShapeError(f"{name} must have a non-empty last (vocabulary) axis; got shape {arr.shape}")
     # one reduction settles the common case: a row's max is finite only when the row holds no NaN
     # (max propagates it), no +inf and at least one finite entry; the checks below say which failed
+    if arr.ndim == 1 and arr.shape[0] and math.isfinite(np.maximum.reduce(arr)):
+        return arr  # one row (the per-token caller's case), without an array of one maximum
     if np.isfinite(np.maximum.reduce(arr, axis=-1)).all():
         return arr
     nan = np.isnan(arr)

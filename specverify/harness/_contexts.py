@@ -65,6 +65,7 @@ class ContextPair(TablePair):
         # small key spaces: every window's row of one length, hashed at once (row_of's fast path)
         dense = (self._v + 1) ** self.order <= _DENSE_WINDOWS
         self._dense: dict[int, list[int]] | None = {} if dense else None
+        self._order2_dense = dense and self.order == 2  # the default pairs: row_of's inline path
 
     # the base methods are lru_cache wrappers, which mypy cannot match a plain method against
     def target_table(self, settings: SamplingSettings | None = None) -> npt.NDArray[np.float64]:  # type: ignore[override]
@@ -89,31 +90,42 @@ class ContextPair(TablePair):
     def row_of(self, prefix: Sequence[int]) -> int:
         """Row of the law of the token that follows ``prefix`` (a sequence of ids)."""
         n = len(prefix)
+        if self._order2_dense and n >= 2:  # the hot path, inline (a call per token costs as much)
+            a, b, v = prefix[n - 2], prefix[n - 1], self._v
+            table = self._dense.get(n if self.positional else 0)  # type: ignore[union-attr]
+            if table is not None and type(a) is int and type(b) is int and 0 <= a < v and 0 <= b < v:
+                return table[a * (v + 1) + b]
+        return self._row_at(prefix, n)
+
+    def rows_along(self, seq: Sequence[int], start: int, stop: int) -> list[int]:
+        """Rows of the prefixes ``seq[:t]`` for t in [start, stop)."""
+        out: list[int] = []
+        fast, dense, v, positional = self._order2_dense, self._dense, self._v, self.positional
+        for t in range(start, stop):
+            if fast and t >= 2:  # row_of's hot path, inline
+                a, b = seq[t - 2], seq[t - 1]
+                table = dense.get(t if positional else 0)  # type: ignore[union-attr]
+                if table is not None and type(a) is int and type(b) is int and 0 <= a < v and 0 <= b < v:
+                    out.append(table[a * (v + 1) + b])
+                    continue
+            out.append(self._row_at(seq, t))
+        return out
+
+    def _row_at(self, seq: Sequence[int], n: int) -> int:
+        """Row of ``seq[:n]``: from the dense table of its length where the window's ids allow,
+        else hashed (and remembered)."""
         if self._dense is not None:
-            row = self._dense_row(prefix, n)
+            row = self._dense_row(seq, n)
             if row is not None:
                 return row
-        key = (n, tuple(prefix[-self.order :]) if self.order else ())
+        k = self.order
+        key = (n, tuple(seq[max(0, n - k) : n]) if k else ())
         row = self._rows.get(key)
         if row is None:
             if len(self._rows) > 1_000_000:
                 self._rows.clear()
             row = self._rows[key] = self._row_of(key[0], key[1])
         return row
-
-    def rows_along(self, seq: Sequence[int], start: int, stop: int) -> list[int]:
-        """Rows of the prefixes ``seq[:t]`` for t in [start, stop)."""
-        k, rows, get = self.order, self._rows, self._rows.get
-        out: list[int] = []
-        for t in range(start, stop):
-            row = self._dense_row(seq, t) if self._dense is not None else None
-            if row is None:
-                key = (t, tuple(seq[max(0, t - k) : t]) if k else ())
-                row = get(key)
-                if row is None:
-                    row = rows[key] = self._row_of(t, key[1])
-            out.append(row)
-        return out
 
     def _dense_row(self, seq: Sequence[int], n: int) -> int | None:
         """Row of ``seq[:n]`` from the dense table of its length; None when a window id is not a

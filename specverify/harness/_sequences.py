@@ -59,7 +59,7 @@ class SequenceView:
     settings: SamplingSettings
     mode: str = "probs"
     asked: list[int] = dataclasses.field(default_factory=list)  # prefix + proposed of the last target() call
-    passes: list[tuple[int, ...]] = dataclasses.field(default_factory=list)  # every target() call of the round
+    passes: list[list[int]] = dataclasses.field(default_factory=list)  # every target() call of the round
     # the last table pass's rows: those of asked[:t] for t from pass_start on (the recorder reuses them)
     pass_rows: list[int] = dataclasses.field(default_factory=list)
     pass_start: int = -1
@@ -89,20 +89,22 @@ class SequenceView:
         return _readonly(self.pair.law_probs(prefix, s, draft=draft, n_prompt=self.prompt_len))
 
     def draft(self, prefix: Iterable[int]) -> npt.NDArray[np.float64]:
-        return self._row(list(prefix), draft=True)
+        # a list is read at once and not kept: no copy (a long prefix costs one per draft otherwise)
+        return self._row(prefix if type(prefix) is list else list(prefix), draft=True)
 
     def target(self, prefix: Iterable[int], proposed: Iterable[int]) -> npt.NDArray[np.float64]:
-        pre, prop = list(prefix), [int(t) for t in proposed]
-        self.asked = full = pre + prop
-        self.passes.append(tuple(full))
+        prop = [int(t) for t in proposed]
+        self.asked = full = [*prefix, *prop]  # the view's own copy: the step may mutate its lists
+        n_pre = len(full) - len(prop)
+        self.passes.append(full)
         table = self._tables[False] if self._tables is not None else self._logits
         if table is not None:  # one gather of the pass's rows
-            self.pass_rows, self.pass_start = self.pair.rows_along(full, len(pre), len(full) + 1), len(pre)
+            self.pass_rows, self.pass_start = self.pair.rows_along(full, n_pre, len(full) + 1), n_pre
             rows = table[self.pass_rows]
             rows.flags.writeable = False
             return rows
         # longest prefix first: an untabled model's one pass over it caches every shorter prefix's row
-        rows = np.stack([self._row(pre + prop[:j], draft=False) for j in range(len(prop), -1, -1)][::-1])
+        rows = np.stack([self._row(full[: n_pre + j], draft=False) for j in range(len(prop), -1, -1)][::-1])
         rows.flags.writeable = False
         return rows
 
@@ -196,8 +198,11 @@ class _Recorder:
         n0, kept = len(seq), max(0, min(len(out), limit - len(seq)))
         seq.extend(out)
         self.rows.extend(self._rows_along(seq, n0, n0 + kept))
-        for j in range(kept):
-            self._note(out[j], j if positions else 0, seq_id)
+        # _note's four columns, a round's tokens at once
+        self.tokens.extend(out[:kept])
+        self.pos.extend(range(kept) if positions else [0] * kept)
+        self.seq.extend([seq_id] * kept)
+        self.round_id.extend([len(self.n_acc)] * kept)
 
     def _rows_along(self, seq: list[int], start: int, stop: int) -> list[int]:
         """Rows of ``seq[:t]`` for t in [start, stop): the last verification pass's where it read
@@ -248,9 +253,11 @@ class _Recorder:
         return out
 
 
-def _leaves(passes: list[tuple[int, ...]]) -> int:
+def _leaves(passes: list[list[int]]) -> int:
     """How many of a round's target passes extend no other: 1 for a chain, the leaves for a tree."""
-    distinct = set(passes)
+    if len(passes) <= 1:
+        return len(passes)  # a chain's one pass (the common case, without hashing the prefix)
+    distinct = {tuple(p) for p in passes}
     return sum(not any(len(o) > len(p) and o[: len(p)] == p for o in distinct) for p in distinct)
 
 
