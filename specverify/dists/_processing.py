@@ -102,15 +102,18 @@ def _top_p(x: np.ndarray, top_p: float, keep: int) -> np.ndarray:
     # Ascending by logit; among ties the higher id first (stable sort of the reversed row).
     v = x.shape[-1]
     order = (v - 1) - np.argsort(x[..., ::-1], axis=-1, kind="stable")
-    sorted_x = x[order] if x.ndim == 1 else np.take_along_axis(x, order, axis=-1)  # one row: plain indexing
+    if x.ndim == 1:  # one row: the removed tokens are a prefix of the ascending order, cut at one search
+        cum1 = np.cumsum(softmax(x[order]))
+        cut = min(int(cum1.searchsorted(1.0 - top_p, side="right")), max(v - keep, 0))
+        out1 = x.copy()
+        out1[order[:cut]] = -np.inf
+        return out1
+    sorted_x = np.take_along_axis(x, order, axis=-1)
     cum = np.cumsum(softmax(sorted_x), axis=-1)
     remove_sorted = cum <= (1.0 - top_p)
     remove_sorted[..., -keep:] = False
     remove = np.empty_like(remove_sorted)
-    if x.ndim == 1:
-        remove[order] = remove_sorted
-    else:
-        np.put_along_axis(remove, order, remove_sorted, axis=-1)
+    np.put_along_axis(remove, order, remove_sorted, axis=-1)
     return np.where(remove, -np.inf, x)
 
 
