@@ -91,7 +91,7 @@ class Diagnosis:
             return (
                 f"Diagnosis: most likely this mechanism (fitted part by part; no catalogued class fits): "
                 f"{c.mechanism.words()} (likelihood ratio e^{c.llr_vs_target:.1f} against the target law, its "
-                f"choices paid for; {how}). Check {c.mechanism.check()}."
+                f"choices paid for; {how}{_misfit(c)}). Check {c.mechanism.check()}."
             )
         cls = CLASSES[self.verdict]
         if math.isinf(c.llr_vs_target) and self.rounds_scored == 0:  # named by an exact check, not by scoring
@@ -109,7 +109,7 @@ class Diagnosis:
         fitted = f", {c.parameter}" if c.parameter else ""
         return (
             f"Diagnosis: most likely {self.verdict} (likelihood ratio e^{c.llr_vs_target:.1f} against the "
-            f"target law{vs}{fitted}; {how}). Check {cls.check}."
+            f"target law{vs}{fitted}; {how}{_misfit(c)}). Check {cls.check}."
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -203,6 +203,17 @@ def _add_pos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     n = max(len(a), len(b))
     out: np.ndarray = np.pad(a, (0, n - len(a))) + np.pad(b, (0, n - len(b)))
     return out
+
+
+def _misfit(c: Candidate) -> str:
+    """A caveat for a named candidate that leaves a significant deviation on the cells: the share rule
+    names it, but a relative of it (a bug outside the catalogue) may be what the evidence shows."""
+    if c.cells_fit_p != c.cells_fit_p or c.fits_cells:  # nan (not scored on cells) or a fit
+        return ""
+    return (
+        f"; it still leaves a significant deviation on the cells (p = {c.cells_fit_p:.2g}): the bug may be "
+        "a relative of it rather than it"
+    )
 
 
 def diagnose_rounds(
