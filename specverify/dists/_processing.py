@@ -105,7 +105,7 @@ def _top_p(x: np.ndarray, top_p: float, keep: int) -> np.ndarray:
     if x.ndim == 1:  # one row: the removed tokens are a prefix of the ascending order, cut at one search
         cum1 = np.cumsum(softmax(x[order]))
         cut = min(int(cum1.searchsorted(1.0 - top_p, side="right")), max(v - keep, 0))
-        out1 = x.copy()
+        out1: np.ndarray = x.copy()
         out1[order[:cut]] = -np.inf
         return out1
     sorted_x = np.take_along_axis(x, order, axis=-1)
