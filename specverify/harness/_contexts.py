@@ -54,6 +54,7 @@ class ContextPair(TablePair):
     positional: bool = True
     kind: str = "custom"
     salt: int = 0
+    _order2_dense = False  # (not a field) set in __post_init__; a pair pickled before it reads the general path
 
     def __post_init__(self) -> None:
         for t in (self.target_logits, self.draft_logits):
