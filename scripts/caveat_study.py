@@ -22,7 +22,7 @@ from generalisation_study import JUDGED  # noqa: E402
 
 from specverify.diagnosis import diagnose_audit  # noqa: E402
 
-CAVEAT = "significant deviation on the cells (p ="
+CAVEAT = "significant deviation on the cells (p "
 
 
 def main(records: str, judged_file: str | None) -> None:

@@ -210,10 +210,9 @@ def _misfit(c: Candidate) -> str:
     names it, but a relative of it (a bug outside the catalogue) may be what the evidence shows."""
     if c.cells_fit_p != c.cells_fit_p or c.fits_cells:  # nan (not scored on cells) or a fit
         return ""
-    return (
-        f"; it still leaves a significant deviation on the cells (p = {c.cells_fit_p:.2g}): the bug may be "
-        "a relative of it rather than it"
-    )
+    p = f"p = {c.cells_fit_p:.2g}" if c.cells_fit_p > 0 else "p < 1e-300"  # 0: below double precision
+    tail = "the bug may be a relative of it rather than it"
+    return f"; it still leaves a significant deviation on the cells ({p}): {tail}"
 
 
 def diagnose_rounds(
