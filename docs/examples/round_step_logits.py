@@ -20,6 +20,8 @@ def _counts(ids, v):
 
 
 def _probs(logits, settings, history):
+    if not settings.uses_history:  # no penalty in this request: the counts would go unread
+        return probs_from_logits(np.asarray(logits, dtype=np.float64), settings)
     seen, generated = _counts(history, len(logits)), _counts(history[settings.prompt_len :], len(logits))
     return probs_from_logits(np.asarray(logits, dtype=np.float64), settings, seen_counts=seen, output_counts=generated)
 
