@@ -69,11 +69,15 @@ class ContextPair(TablePair):
         self._order2_dense = dense and self.order == 2  # the default pairs: row_of's inline path
 
     # the base methods are lru_cache wrappers, which mypy cannot match a plain method against
-    def target_table(self, settings: SamplingSettings | None = None) -> npt.NDArray[np.float64]:  # type: ignore[override]
+    def target_table(  # type: ignore[override]
+        self, settings: SamplingSettings | None = None
+    ) -> npt.NDArray[np.float64]:
         """[M, V] processed target probabilities, read-only (rows handed over are views of it)."""
         return _frozen(super().target_table(settings))
 
-    def draft_table(self, settings: SamplingSettings | None = None) -> npt.NDArray[np.float64]:  # type: ignore[override]
+    def draft_table(  # type: ignore[override]
+        self, settings: SamplingSettings | None = None
+    ) -> npt.NDArray[np.float64]:
         return _frozen(super().draft_table(settings))
 
     @property
