@@ -337,10 +337,10 @@ class Tempered(Fitted):
         return _tempered(residual(p, c.Qr[rows, j]), self.value, p)
 
     def _bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
-        return _tempered(c.Pb[rows], self.value, c.Pb[rows])
+        return c.mapped("Pb", lambda w: _tempered(w, self.value, w))[rows]
 
     def _draft_law(self, c: Chunk) -> np.ndarray:
-        return _tempered(c.Qs, self.value, c.Qs)
+        return c.mapped("Qs", lambda w: _tempered(w, self.value, w))
 
 
 class MixedWith(Fitted):

@@ -135,7 +135,9 @@ class DraftTruncated(_Family):
         )
 
     def draft_law(self, c: Chunk) -> np.ndarray:
-        q = c.Qs
+        return c.mapped("Qs", self._truncated)
+
+    def _truncated(self, q: np.ndarray) -> np.ndarray:
         if self.kind == "top_k":
             k = min(int(self.value), q.shape[-1])  # a vocabulary of k ids or fewer: the whole row
             keep = q >= -np.partition(-q, k - 1, axis=-1)[..., k - 1 : k]  # ties at the k-th kept

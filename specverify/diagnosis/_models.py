@@ -19,6 +19,7 @@ whose weights vanish fall back to p, as the textbook code does.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -61,6 +62,18 @@ class Chunk:
     spare: np.ndarray  # [n, g]
     extra: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # gathered like P (names 'P...') or Qr
     Pm1: np.ndarray | None = None  # [n, V] target row of the token before position 0 (row 0 where unknown)
+    # the tables Qs and Pb were gathered from, with their row ids ([n, g], [n]); None: not known
+    source: tuple[Tables, np.ndarray, np.ndarray] | None = None
+
+    def mapped(self, name: str, f: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """``f(self.Qs)`` or ``f(self.Pb)`` for a row-wise ``f``, computed on the table's rows and
+        gathered when the rows' source is known: a table has far fewer rows than a chunk."""
+        if self.source is None:
+            out: np.ndarray = f(getattr(self, name))
+            return out
+        tab, qrow, pbrow = self.source
+        out = f(getattr(tab, name))[qrow if name == "Qs" else pbrow]
+        return out
 
     def at(self, A: np.ndarray, j: np.ndarray | None = None) -> np.ndarray:
         """A[i, j_i, x_i] for the position j_i of each round (default: every position)."""

@@ -107,6 +107,7 @@ def _gather(tab: Tables, ev: RoundEvidence, idx: np.ndarray) -> Chunk:
         ev.spare[idx],
         extra,
         tab.P[before],
+        (tab, qr, pr[:, g]),
     )
 
 
@@ -142,30 +143,50 @@ def _chunk_events(
     obs: np.ndarray,
     parts: set[str],
 ) -> None:
-    """Add one chunk's events of ``parts`` to ll [kinds, g + 1], exp / obs [cells]."""
+    """Add one chunk's events of ``parts`` to ll [kinds, g + 1], exp / obs [cells]. Which events
+    there are, and their cells, do not depend on the model: they are computed once per chunk
+    (``_RefView.memo``); each model adds only its laws."""
     if "draft" in parts:
         _draft_events(model, c, ref, bands_of, layout, ll, exp, obs)
     if "acceptance" in parts:
         _accept_events(model, c, ref, layout, ll, exp, obs)
     g = c.X.shape[1]
-    rows = np.nonzero(c.k < g)[0]
+    rows, j, y, cell, o = _token_cells(ref, bands_of, layout, "replacement")
     if "replacement" in parts and len(rows):
-        j = c.k[rows]
         law = model.replaced(c, j, rows)
-        y = ref.y[rows]
         _add(ll[2], j, _log(law[np.arange(len(rows)), y]))
-        p, q = ref.P[rows, j], ref.Qr[rows, j]
-        cell = layout.rep0 + (np.minimum(j, 1)[:, None] * 2 + (p > q)) * _BANDS + bands_of["P"][ref.prow_ids[rows, j]]
-        _add(exp, cell.ravel(), law.ravel())
-        _add(obs, cell[np.arange(len(rows)), y], 1.0)
-    rows = np.nonzero(c.k == g)[0]
+        _add(exp, cell, law.ravel())
+        obs += o
+    rows, _, y, cell, o = _token_cells(ref, bands_of, layout, "bonus")
     if "bonus" in parts and len(rows):
         law = model.bonus(c, rows)
-        y = ref.y[rows]
         ll[3, g] += _log(law[np.arange(len(rows)), y]).sum()
-        cell = layout.bon0 + bands_of["P"][ref.prow_ids[rows, g]]
-        _add(exp, cell.ravel(), law.ravel())
-        _add(obs, cell[np.arange(len(rows)), y], 1.0)
+        _add(exp, cell, law.ravel())
+        obs += o
+
+
+def _token_cells(
+    ref: _RefView, bands_of: dict[str, np.ndarray], layout: _Cells, kind: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, their positions, tokens, cells [rows x V] flat, observed counts [cells]) of a chunk's
+    replacements (rounds cut at a rejection) or bonus tokens (every draft kept)."""
+    if kind not in ref.memo:
+        c = ref.chunk
+        g = c.X.shape[1]
+        rows = np.nonzero(c.k < g if kind == "replacement" else c.k == g)[0]
+        j = c.k[rows]
+        if kind == "replacement":
+            p, q = ref.P[rows, j], ref.Qr[rows, j]
+            band = bands_of["P"][ref.prow_ids[rows, j]]
+            cell = layout.rep0 + (np.minimum(j, 1)[:, None] * 2 + (p > q)) * _BANDS + band
+        else:
+            cell = layout.bon0 + bands_of["P"][ref.prow_ids[rows, g]]
+        y = ref.y[rows]
+        o = np.zeros(layout.size)
+        _add(o, cell[np.arange(len(rows)), y], 1.0)
+        ref.memo[kind] = (rows, j, y, cell.ravel(), o)
+    out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] = ref.memo[kind]
+    return out
 
 
 def _draft_events(
@@ -178,33 +199,42 @@ def _draft_events(
     exp: np.ndarray,
     obs: np.ndarray,
 ) -> None:
-    n, g = c.X.shape
-    pos = np.arange(g)[None, :]
+    if "draft" not in ref.memo:  # positions [n g], cells [n g V] flat, observed counts [cells]
+        n, g = c.X.shape
+        pos = np.arange(g)[None, :]
+        bq = bands_of["Q"][ref.qrow_ids]  # [n, g, V]
+        cell = layout.dr0 + np.minimum(pos, 1)[..., None] * _BANDS + bq
+        o = np.zeros(layout.size)
+        _add(o, np.take_along_axis(cell, ref.chunk.X[:, :, None], 2).ravel(), 1.0)
+        ref.memo["draft"] = (np.broadcast_to(pos, (n, g)).ravel(), cell.ravel(), o)
+    pos_flat, cell_flat, o = ref.memo["draft"]
     D = model.draft_law(c)
     dx = np.take_along_axis(D, c.X[:, :, None], 2)[:, :, 0]
-    _add(ll[0], np.broadcast_to(pos, (n, g)).ravel(), _log(dx).ravel())
-    bq = bands_of["Q"][ref.qrow_ids]  # [n, g, V]
-    cell = layout.dr0 + np.minimum(pos, 1)[..., None] * _BANDS + bq
-    _add(exp, cell.ravel(), D.ravel())
-    _add(obs, np.take_along_axis(cell, c.X[:, :, None], 2).ravel(), 1.0)
+    _add(ll[0], pos_flat, _log(dx).ravel())
+    _add(exp, cell_flat, D.ravel())
+    obs += o
 
 
 def _accept_events(
     model: RoundModel, c: Chunk, ref: _RefView, layout: _Cells, ll: np.ndarray, exp: np.ndarray, obs: np.ndarray
 ) -> None:
-    n, g = c.X.shape
-    pos = np.arange(g)[None, :]
-    A = np.clip(model.accept(c), 0.0, 1.0)
-    r_ref = ref.ratio
-    band = np.where(r_ref <= 0, 0, np.where(r_ref >= 1, 3, np.where(r_ref <= 0.5, 1, 2)))
-    reached = pos <= np.minimum(c.k, g - 1)[:, None]
-    kept = pos < c.k[:, None]
-    lla = np.where(kept, _log(A), _log(1 - A))
-    _add(ll[1], np.broadcast_to(pos, (n, g))[reached], lla[reached])
-    acell = layout.acc0 + (pos * 4 + band) * 2
-    _add(exp, acell[reached], A[reached])
-    _add(exp, acell[reached] + 1, 1 - A[reached])
-    _add(obs, (acell + ~kept)[reached], 1.0)
+    if "acceptance" not in ref.memo:  # the tests reached, kept, their positions and cells
+        n, g = c.X.shape
+        pos = np.arange(g)[None, :]
+        r_ref = ref.ratio
+        band = np.where(r_ref <= 0, 0, np.where(r_ref >= 1, 3, np.where(r_ref <= 0.5, 1, 2)))
+        reached = pos <= np.minimum(ref.chunk.k, g - 1)[:, None]
+        kept = pos < ref.chunk.k[:, None]
+        acell = layout.acc0 + (pos * 4 + band) * 2
+        o = np.zeros(layout.size)
+        _add(o, (acell + ~kept)[reached], 1.0)
+        ref.memo["acceptance"] = (reached, kept[reached], np.broadcast_to(pos, (n, g))[reached], acell[reached], o)
+    reached, kept, pos_r, acell, o = ref.memo["acceptance"]
+    A = np.clip(model.accept(c), 0.0, 1.0)[reached]
+    _add(ll[1], pos_r, np.where(kept, _log(A), _log(1 - A)))
+    _add(exp, acell, A)
+    _add(exp, acell + 1, 1 - A)
+    obs += o
 
 
 def _structure(
@@ -315,6 +345,7 @@ class _RefView:
     ratio: np.ndarray
     prow_ids: np.ndarray
     qrow_ids: np.ndarray
+    memo: dict[str, Any] = dataclasses.field(default_factory=dict)  # model-independent cells (_chunk_events)
 
 
 def _reference_view(base: Tables, ev: RoundEvidence, idx: np.ndarray) -> _RefView:
