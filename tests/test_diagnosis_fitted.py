@@ -9,6 +9,8 @@ ensembled bonus, ...) written again here as samplers, with other parameters than
 the family has one, so that the fit, not a memorised value, is what names them.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -16,9 +18,10 @@ from test_diagnosis import MixedResidual, SquaredRatio, _diagnose
 
 from specverify.catalogue import ChainSampler
 from specverify.diagnosis import NOT_KNOWN, round_evidence
+from specverify.diagnosis._classes import round_models
 from specverify.diagnosis._fitted import Fitted, fitted_family_models
-from specverify.diagnosis._mechanism import part_of
-from specverify.diagnosis._models import Tables
+from specverify.diagnosis._mechanism import family_models, part_of
+from specverify.diagnosis._models import Chunk, Tables
 from specverify.diagnosis._score import KINDS, _gather, _part_ll, fit_on_grid, score_unit
 from specverify.harness import run_sampler
 from specverify.lm.synthetic import make_positional_pair
@@ -247,3 +250,53 @@ def test_the_fit_scores_a_part_as_the_diagnosis_does():
         part = part_of(m)
         ll = score_unit(ev, pair, None, [m], max_rounds=600)[0][m.name].ll[KINDS.index(part)].sum()
         assert _part_ll(m, c, ev.y[idx], part) == pytest.approx(ll, rel=1e-9), m.name
+
+
+def _unit(seed=0):
+    pair = make_positional_pair(32, 4, alpha=0.8, seed=seed)
+    gen = run_sampler(MixedResidual(), pair, n=600, gamma=4, rng=np.random.default_rng(seed))
+    return round_evidence(gen, pair, 4, label="unit"), pair
+
+
+def _random_chunk(rng, n=400, g=4, rows=60, vocab=16):
+    """A chunk gathered from random tables of ``rows`` rows at random ids, with its source."""
+    w = rng.dirichlet(np.full(vocab, 0.3), size=(4, rows))
+    w[:, :5, -3:] = 0.0  # zeros in some rows, as top-k and top-p rows have
+    tab = Tables(*(x / x.sum(-1, keepdims=True) for x in w))
+    pr, qr = rng.integers(0, rows, (n, g + 1)), rng.integers(0, rows, (n, g))
+    X, k = rng.integers(0, vocab, (n, g)), rng.integers(0, g + 1, n)
+    c = Chunk(X, k, tab.P[pr], tab.Pb[pr[:, g]], tab.Qs[qr], tab.Qr[qr], tab.Qs[pr[:, g]], rng.random((n, g)))
+    return dataclasses.replace(c, source=(tab, qr, pr[:, g]))
+
+
+def test_row_wise_laws_on_the_table_equal_the_laws_on_the_gathered_rows():
+    # Chunk.mapped computes a row-wise law on the table's rows and gathers it: the same numbers, to the
+    # last bit, as the law of the gathered rows (the same chunk without its source)
+    c = _random_chunk(np.random.default_rng(0))
+    bare = dataclasses.replace(c, source=None)
+    rows = np.nonzero(c.k == 4)[0]
+    checked = set()
+    for m in [*fitted_family_models(), *family_models()]:
+        for v in getattr(m, "FIT_GRID", (None,))[::3]:
+            if v is not None:
+                m.set_value(v)
+            if part_of(m) == "draft":
+                np.testing.assert_array_equal(m.draft_law(c), m.draft_law(bare), err_msg=m.name)
+            elif part_of(m) == "bonus":
+                np.testing.assert_array_equal(m.bonus(c, rows), m.bonus(bare, rows), err_msg=m.name)
+            else:
+                continue
+            checked.add(type(m).__name__)
+    assert {"Tempered_draft", "Tempered_bonus", "DraftTruncated"} <= checked, checked
+
+
+def test_scoring_models_together_equals_scoring_each_alone():
+    # the cells of a chunk are computed once and shared by every model scored with it (_RefView.memo)
+    ev, pair = _unit(1)
+    models = round_models()[:12] + [m for m in fitted_family_models() if isinstance(m, Fitted)][:6]
+    together, obs, _ = score_unit(ev, pair, None, models, max_rounds=600)
+    for m in models:
+        alone, obs_alone, _ = score_unit(ev, pair, None, [m], max_rounds=600)
+        np.testing.assert_array_equal(together[m.name].ll, alone[m.name].ll, err_msg=m.name)
+        np.testing.assert_array_equal(together[m.name].expected, alone[m.name].expected, err_msg=m.name)
+    np.testing.assert_array_equal(obs, score_unit(ev, pair, None, models[:1], max_rounds=600)[1])
