@@ -38,13 +38,13 @@ def step(prefix, draft, target, gamma, rng, settings):
         xs.append(_sample(q, rng))
         qs.append(q)
     logits = np.asarray(target(prefix, xs))  # [gamma + 1, V] raw logits
-    ps = [_probs(logits[j], settings, prefix + xs[:j]) for j in range(gamma + 1)]
     out = []
     for i, x in enumerate(xs):
-        if rng.random() < min(1.0, ps[i][x] / qs[i][x]):
+        p = _probs(logits[i], settings, prefix + xs[:i])  # row by row: none past the first rejection
+        if rng.random() < min(1.0, p[x] / qs[i][x]):
             out.append(x)
             continue
-        out.append(_sample(np.maximum(ps[i] - qs[i], 0.0), rng))
+        out.append(_sample(np.maximum(p - qs[i], 0.0), rng))
         return out
-    out.append(_sample(ps[gamma], rng))
+    out.append(_sample(_probs(logits[gamma], settings, prefix + xs), rng))
     return out
