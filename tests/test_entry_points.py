@@ -122,6 +122,26 @@ def test_workers_and_rounds(mods, tmp_path):
         assert outs[0] == outs[1] == outs[2], rounds
 
 
+def test_a_step_that_keeps_state_across_sequences_gets_one_verdict_for_any_workers(tmp_path):
+    """A step whose output depends on the calls before it (its context is never reset between
+    sequences: user_impls.stateful:no_reset) used to give other samples on every run with 2 workers,
+    since which batches a worker ran before depended on timing (LLR 577,715, 574,722, 577,715 for
+    63,941, 64,237 and 63,526 samples). Every batch now runs in a fresh fork: the same verdict, to the
+    sample and the diagnosis, for 1 and 3 workers."""
+    outs, texts = [], []
+    for workers in ("1", "3"):
+        out = tmp_path / f"w{workers}.json"
+        args = ("--round", "user_impls.stateful:no_reset", "--rounds", "200", "--workers", workers, "--json", out)
+        r = run_cli("audit", *args, "--no-progress", path=[ROOT / "tests"])
+        assert r.returncode == 1, r.stdout + r.stderr
+        d = json.loads(out.read_text())
+        d.pop("seconds")
+        outs.append(d)
+        texts.append(r.stdout)
+    assert outs[0] == outs[1] and texts[0] == texts[1]
+    assert outs[0]["status"] == "FAIL" and "state_not_reset" in texts[0]
+
+
 def test_workers_default_to_the_cores_where_forking_is_safe(monkeypatch):
     from specverify.audit.front.cli import FORK_UNSAFE, default_workers
 

@@ -9,14 +9,18 @@ atomic write). Before the fix, 10 of 15 closes hung on this test's batches; afte
 
 from __future__ import annotations
 
+import os
 import pickle
+import signal
 import threading
 import time
 import types
 
 import numpy as np
+import pytest
 
 from specverify.audit.pipeline.collect import WorkerPool, _spooled_batch, _unspool
+from specverify.errors import ImplementationError
 from specverify.harness import Generation
 
 BIG = 4_000_000  # tokens per batch: 128 MB pickled, far more than a pipe holds
@@ -56,3 +60,84 @@ def test_a_batch_crosses_the_pipe_as_a_short_name_and_comes_back_whole(tmp_path)
     back = _unspool(path)
     assert np.array_equal(back.tokens, z) and back.rounds == 3
     assert not list(tmp_path.iterdir()), "the file is removed once read"
+
+
+class _Remembers:
+    """An implementation with a state across calls: each batch's tokens depend on how many batches its
+    process computed before (like a context never reset between sequences)."""
+
+    calls = 0
+
+    def generate(self, pair, n, gamma, rng, settings, **kw):
+        _Remembers.calls += 1
+        z = rng.integers(0, 8, n) + 100 * _Remembers.calls
+        return Generation(tokens=z, row=z, position=z, sequence=z, num_accepted=z[:1], rounds=n)
+
+
+def _batches(pool, order):
+    """Batch k of one unit for each k in ``order``, scheduled ahead in that order; returned by k."""
+    unit = types.SimpleNamespace(index=0, settings=None, length=None)
+    cfg = types.SimpleNamespace(seed=0, gamma=4)
+    try:
+        pool.keep_busy(cfg, [(unit, k, 5) for k in order])
+        return {k: pool.get(unit, cfg, k, 5).tokens.tolist() for k in order}
+    finally:
+        pool.close()
+
+
+def test_a_batch_does_not_depend_on_what_its_process_computed_before():
+    """Isolated batches (each in a fresh fork): the same tokens for batch k whatever the number of
+    workers and the order the batches are scheduled in. Without the fork, the workers keep the
+    state (tried: this test then fails, and two runs with 2 workers differed for a real stateful
+    step, user_impls.stateful:no_reset)."""
+    order = [0, 1, 2, 3, 4, 5]
+    runs = [
+        _batches(WorkerPool(2, _Remembers(), {0: None}), order),
+        _batches(WorkerPool(3, _Remembers(), {0: None}), order[::-1]),
+        _batches(WorkerPool(1, _Remembers(), {0: None}, isolate=True), [3, 0, 5, 1, 4, 2]),
+    ]
+    assert runs[0] == runs[1] == runs[2]
+    assert all(t[0] // 100 == 1 for t in runs[0].values())  # every batch is its process's first call
+    assert _Remembers.calls == 0, "isolated batches never call the implementation in this process"
+    serial = _batches(WorkerPool(1, _Remembers(), {0: None}), order)  # in this process: the state carries
+    assert [t[0] // 100 for t in serial.values()] == [1, 2, 3, 4, 5, 6]
+
+
+class _EndsItsProcess:
+    def __init__(self, how):
+        self.how = how
+
+    def generate(self, pair, n, gamma, rng, settings, **kw):
+        if self.how == "exit":
+            os._exit(3)
+        if self.how == "signal":
+            os.kill(os.getpid(), signal.SIGKILL)  # a native crash, the OOM killer
+        raise ValueError("a fault of the harness, not a finding")
+
+
+@pytest.mark.parametrize(("how", "said"), [("exit", "exit status 3"), ("signal", "killed by SIGKILL")])
+def test_an_implementation_that_ends_its_process_is_a_finding_not_a_broken_pool(how, said):
+    """Before isolation, an implementation that ended its process broke the executor
+    (BrokenProcessPool, a crash of the audit); now it is an ImplementationError naming how it ended."""
+    unit = types.SimpleNamespace(index=2, settings=None, length=None)
+    pool = WorkerPool(2, _EndsItsProcess(how), {2: None})
+    try:
+        out = pool.get(unit, types.SimpleNamespace(seed=0, gamma=4), 7, 5)
+        again = pool.get(unit, types.SimpleNamespace(seed=0, gamma=4), 8, 5)  # the pool still works
+    finally:
+        pool.close()
+    assert isinstance(out, ImplementationError) and isinstance(again, ImplementationError)
+    assert str(out) == (
+        f"the process sampling batch 7 of unit 2 ended inside the implementation ({said}) before returning; "
+        "an implementation must return or raise, never end its process"
+    )
+
+
+def test_an_exception_outside_the_implementation_is_raised_in_the_parent():
+    pool = WorkerPool(2, _EndsItsProcess("raise"), {0: None})
+    unit = types.SimpleNamespace(index=0, settings=None, length=None)
+    try:
+        with pytest.raises(ValueError, match="a fault of the harness"):
+            pool.get(unit, types.SimpleNamespace(seed=0, gamma=4), 0, 5)
+    finally:
+        pool.close()

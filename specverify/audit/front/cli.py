@@ -297,10 +297,12 @@ def _add_plan_options(grp: argparse._ArgumentGroup) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="sample in N processes (importable implementations; the verdict is the same for any N). Default: the "
-        "cores this process may use, for --round, --kernel, --generator and catalogue targets on Linux; 1 for "
-        "--cmd, --endpoint, --lm-generator, --context transformers and an implementation that loaded "
-        f"{', '.join(FORK_UNSAFE)} (forking them is not safe)",
+        help="sample in N processes (importable implementations). Default: the cores this process may use, for "
+        "--round, --kernel, --generator and catalogue targets on Linux, where every batch then runs in a fresh "
+        "fork, so that a state the implementation keeps across calls cannot carry from batch to batch and the "
+        "verdict is the same for any N; 1 (in this process, batches in order) for --cmd, --endpoint, "
+        f"--lm-generator, --context transformers and an implementation that loaded {', '.join(FORK_UNSAFE)} "
+        "(forking them is not safe)",
     )
     grp.add_argument("--seed", type=int, default=0)
     grp.add_argument("--gamma", type=int, default=4, help="draft tokens per round (default 4)")
@@ -565,6 +567,8 @@ def validate(args: argparse.Namespace) -> tuple[Settings, Callable[..., Any] | N
         fn = None
     if args.workers is None:
         args.workers = default_workers(shape, args.context)
+    # isolated batches (pipeline.collect) make --workers 1 sample what any --workers N samples
+    args.isolate_batches = fork_safe(shape, args.context)
     return settings, fn
 
 
@@ -572,11 +576,17 @@ def validate(args: argparse.Namespace) -> tuple[Settings, Callable[..., Any] | N
 FORK_UNSAFE = ("torch", "jax", "tensorflow", "cupy")
 
 
+def fork_safe(shape: Shape, context: str) -> bool:
+    """Whether the audit may sample in forked processes: an importable implementation given tables,
+    on Linux, that loaded none of FORK_UNSAFE."""
+    if shape not in ("round", "kernel", "generator", "catalogue") or context != "tables":
+        return False
+    return sys.platform == "linux" and not any(m in sys.modules for m in FORK_UNSAFE)
+
+
 def default_workers(shape: Shape, context: str) -> int:
     """The sampling processes an audit uses without --workers (its help says when and why)."""
-    if shape not in ("round", "kernel", "generator", "catalogue") or context != "tables":
-        return 1
-    if sys.platform != "linux" or any(m in sys.modules for m in FORK_UNSAFE):
+    if not fork_safe(shape, context):
         return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -604,9 +614,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
             f"--rounds {args.rounds} is below 1; pass the rounds (or sequences) per audit unit, or omit it"
         )
     if args.workers is not None and args.workers < 1:
-        raise UsageError(
-            f"--workers {args.workers} is below 1; pass the number of sampling processes (1 = in this process)"
-        )
+        raise UsageError(f"--workers {args.workers} is below 1; pass the number of sampling processes (1 or more)")
     if args.length is not None and args.length < 1:
         raise UsageError(f"--length {args.length} is below 1; pass the tokens per request (>= 1)")
     if not (math.isfinite(args.logit_tol) and args.logit_tol >= 0):
@@ -816,6 +824,7 @@ def _config(args: argparse.Namespace, settings: Settings) -> AuditConfig:
         fail_fast=args.fail_fast,
         rounds=args.rounds,
         workers=args.workers,
+        isolate_batches=args.isolate_batches,
         long_length=args.long_length,
         stop_token_ids=args.stop_token_ids,
     )

@@ -37,7 +37,16 @@ __all__ = [
 
 _ARRAYS = ("tokens", "row", "position", "sequence", "num_accepted")
 _OPTIONAL = ("drafts", "law", "draft_rows", "round_id", "prompts", "paths", "bonus_rows")
-_PLAN_INDEPENDENT = ("checkpoint", "resume", "progress", "budget_s", "workers", "diagnose", "fail_fast")
+_PLAN_INDEPENDENT = (
+    "checkpoint",
+    "resume",
+    "progress",
+    "budget_s",
+    "workers",
+    "isolate_batches",
+    "diagnose",
+    "fail_fast",
+)
 
 
 def fingerprint(adapter: Adapter, cfg: AuditConfig) -> str:

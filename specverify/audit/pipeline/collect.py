@@ -2,8 +2,15 @@
 processes and checkpoints.
 
 Batch k of unit u draws from ``numpy.random.default_rng([seed, u, k])``, so what is collected is a
-function of the implementation, the seed and the options only: serial, ``workers=N`` and a resumed
-run give the same batches. Sampling stops when (in this order) the implementation fails, the
+function of the implementation, the seed and the options only. An implementation may also keep a
+state across calls (a cache, a context): so that this state cannot make a batch depend on which
+batches ran before it in the same process, batches run *isolated* with worker processes
+(``workers > 1``, or ``isolate_batches``, which the CLI sets wherever forking is safe): each in a
+fresh fork of a worker that never calls the implementation itself, so each starts from the state
+the implementation had when the audit began. Isolated, ``workers=N`` for any N and a resumed run
+give the same batches. In this process (``workers=1``, the default of the Python API) the batches
+run one after another in batch order: the same on every run, but a state the implementation keeps
+carries from one batch to the next. Sampling stops when (in this order) the implementation fails, the
 implementation declines the setting (UNSUPPORTED: its first batch says so, and no time is spent
 on the unit after it), the e-process crosses 1/alpha_seq (FAIL), ``rounds`` are collected
 (``--rounds``), the plan is met (every stratum holds the planned tokens), or the time cap passes
@@ -13,13 +20,17 @@ on the unit after it), the e-process crosses 1/alpha_seq (FAIL), ``rounds`` are 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import multiprocessing
 import os
 import pickle
 import shutil
+import signal
+import sys
 import tempfile
 import time
+import traceback
 from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
@@ -69,17 +80,21 @@ class WorkerPool:
     collects is the same for any number of workers. Only the scheduling looks ahead: while a unit
     still needs batches the workers compute its next ones; once the batches in flight are expected
     to meet its plan, idle workers start the next units' first batches instead of waiting. A batch
-    computed for nothing (the unit stopped sooner) costs time, never the verdict.
+    computed for nothing (the unit stopped sooner) costs time, never the verdict, because each batch
+    runs in a fresh fork of its worker (:func:`_spooled_batch`): the workers themselves never call
+    the implementation, so what one computed before cannot leak into the next batch it takes.
+    ``workers=1`` with ``isolate=False`` computes every batch in this process instead.
     """
 
     _jobs: dict[str, Any] = {}
 
-    def __init__(self, workers: int, adapter: Adapter, pairs: dict[int, Any]) -> None:
+    def __init__(self, workers: int, adapter: Adapter, pairs: dict[int, Any], *, isolate: bool = False) -> None:
         self.workers = workers
         WorkerPool._jobs = {"adapter": adapter, "pairs": pairs}
+        processes = workers > 1 or isolate
         ctx = multiprocessing.get_context("fork")
-        self.ex = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) if workers > 1 else None
-        self.spool = tempfile.mkdtemp(prefix="specverify-batches-") if workers > 1 else ""
+        self.ex = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) if processes else None
+        self.spool = tempfile.mkdtemp(prefix="specverify-batches-") if processes else ""
         self.inflight: dict[tuple[int, int], concurrent.futures.Future[str]] = {}
         self.orphans: list[concurrent.futures.Future[str]] = []  # running batches no unit needs
 
@@ -145,19 +160,84 @@ def _batch(
         return exc
 
 
+@dataclasses.dataclass
+class _Raised:
+    """An exception that escaped :func:`_batch` in a batch's process (a fault of specverify's, not a
+    finding): raised again in the parent."""
+
+    exc: BaseException
+
+
 def _spooled_batch(spool: str, *args: Any) -> str:
-    """:func:`_batch` in a worker: the batch pickled into a file in ``spool``, its name returned
-    (short enough to cross the result pipe in one atomic write; :meth:`WorkerPool.close`)."""
+    """:func:`_batch` in a fresh fork of this worker: the batch pickled into a file in ``spool``, its
+    name returned (short enough to cross the result pipe in one atomic write; :meth:`WorkerPool.close`).
+    The fork starts from the worker's state, which no batch has touched: a state the implementation
+    keeps across calls cannot carry into another batch. A fork costs about 5 ms here."""
     fd, path = tempfile.mkstemp(dir=spool, suffix=".batch")
-    with os.fdopen(fd, "wb") as f:
-        pickle.dump(_batch(*args), f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.close(fd)
+    worker = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        _batch_process(path, worker, args)  # never returns
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not os.path.getsize(path):
+        code = os.waitstatus_to_exitcode(status)
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        unit_index, k = args[0], args[3]
+        _dump(path, ImplementationError(
+            f"the process sampling batch {k} of unit {unit_index} ended inside the implementation ({how}) "
+            "before returning; an implementation must return or raise, never end its process"
+        ))  # fmt: skip
     return path
+
+
+def _batch_process(path: str, worker: int, args: tuple[Any, ...]) -> None:
+    """The body of a batch's forked process: it dies with its worker (a worker ended by
+    :meth:`WorkerPool.close` leaves nothing running) and leaves through ``os._exit``."""
+    code = 1
+    try:
+        _die_with(worker)
+        out: Batch | _Raised = _batch(*args)
+    except BaseException as exc:  # noqa: BLE001 - sent to the parent, raised there
+        out = _Raised(exc)
+    try:
+        try:
+            _dump(path, out)
+        except Exception as exc:  # noqa: BLE001 - what does not pickle goes back as text
+            detail = "".join(traceback.format_exception(out.exc)) if isinstance(out, _Raised) else repr(exc)
+            _dump(path, _Raised(RuntimeError(f"a batch's outcome could not be sent back: {detail}")))
+        code = 0
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # a closed stream: nothing to keep
+                stream.flush()  # what the implementation printed
+        os._exit(code)
+
+
+def _die_with(worker: int) -> None:
+    """Linux: SIGKILL this process when ``worker``, its parent, ends."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != worker:  # the worker ended before the call above
+        os._exit(1)
+
+
+def _dump(path: str, obj: object) -> None:
+    """Write ``obj`` to ``path`` whole or not at all (a rename is atomic)."""
+    with open(path + ".part", "wb") as f:
+        pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(path + ".part", path)
 
 
 def _unspool(path: str) -> Batch:
     with open(path, "rb") as f:
-        batch: Batch = pickle.load(f)
+        batch: Batch | _Raised = pickle.load(f)
     os.unlink(path)
+    if isinstance(batch, _Raised):
+        raise batch.exc
     return batch
 
 

@@ -69,6 +69,10 @@ class AuditConfig:
     # rounds (or sequences) per unit: fixed sizes instead of the plan (long units: AuditUnit.rounds_cap)
     rounds: int | None = None
     workers: int = 1
+    # each batch in a fresh fork (always so with workers > 1): a state the implementation keeps
+    # across calls cannot carry from one batch to another, so any workers and a resume give the
+    # same samples (pipeline.collect); the CLI sets it wherever forking is safe
+    isolate_batches: bool = False
     max_units: int | None = None
     checkpoint: str | None = None
     resume: bool = False

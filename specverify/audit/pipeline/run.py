@@ -130,7 +130,7 @@ def _collect_all(
     *,
     deadline: float,
 ) -> tuple[list[CheckOutcome], list[str]]:
-    pool = WorkerPool(cfg.workers, adapter, pairs)
+    pool = WorkerPool(cfg.workers, adapter, pairs, isolate=cfg.isolate_batches)
     prog = _progress(cfg)
     concluded = _Conclusions(adapter, cfg, pairs)
 
@@ -177,7 +177,7 @@ class _Conclusions:
 
     def __init__(self, adapter: Adapter, cfg: AuditConfig, pairs: dict[int, Any]) -> None:
         self.adapter, self.cfg, self.pairs = adapter, cfg, pairs
-        overlap = cfg.workers > 1 and not cfg.fail_fast
+        overlap = (cfg.workers > 1 or cfg.isolate_batches) and not cfg.fail_fast
         self.ex = concurrent.futures.ThreadPoolExecutor(1) if overlap else None
         self.outcomes: list[concurrent.futures.Future[CheckOutcome] | CheckOutcome] = []
 
