@@ -142,6 +142,24 @@ def test_a_step_that_keeps_state_across_sequences_gets_one_verdict_for_any_worke
     assert outs[0]["status"] == "FAIL" and "state_not_reset" in texts[0]
 
 
+def test_a_step_that_ends_its_process_gets_a_verdict_that_says_so(mods, tmp_path):
+    """A round step that calls os._exit(3) on its 30th call. Each batch and each exact check runs in
+    a fresh fork (counting from 0), so every one of them ends: each is a FAIL that says how. Before,
+    the exact checks ran in the audit's own process, and the audit ended with exit status 3 and no
+    output at all."""
+    (tmp_path / "ends.py").write_text(
+        "import os\nfrom round_step import step as _step\n\ncalls = 0\n\n\n"
+        "def step(prefix, draft, target, gamma, rng):\n    global calls\n    calls += 1\n"
+        "    if calls == 30:\n        os._exit(3)\n    return _step(prefix, draft, target, gamma, rng)\n"
+    )
+    args = ("audit", "--round", "ends:step", "--rounds", "50", "--no-progress")
+    r = run_cli(*args, path=[tmp_path, mods], env_extra={"COLUMNS": "80"})  # piped at 80 columns
+    assert r.returncode == 1, r.stdout + r.stderr
+    text = " ".join(r.stdout.split())  # the report wraps its summaries
+    for what in ("sampling batch 0 of unit 0", "running the exact check 'seeded reproducibility'"):
+        assert f"the process {what} ended inside the implementation (exit status 3) before returning" in text
+
+
 def test_workers_default_to_the_cores_where_forking_is_safe(monkeypatch):
     from specverify.audit.front.cli import FORK_UNSAFE, default_workers
 

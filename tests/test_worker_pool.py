@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from specverify.audit.pipeline.collect import WorkerPool, _spooled_batch, _unspool
+from specverify.audit.pipeline.isolation import call_in_fork
 from specverify.errors import ImplementationError
 from specverify.harness import Generation
 
@@ -85,11 +86,12 @@ def _batches(pool, order):
         pool.close()
 
 
-def test_a_batch_does_not_depend_on_what_its_process_computed_before():
+def test_a_batch_does_not_depend_on_what_its_process_computed_before(monkeypatch):
     """Isolated batches (each in a fresh fork): the same tokens for batch k whatever the number of
     workers and the order the batches are scheduled in. Without the fork, the workers keep the
     state (tried: this test then fails, and two runs with 2 workers differed for a real stateful
     step, user_impls.stateful:no_reset)."""
+    monkeypatch.setattr(_Remembers, "calls", 0)
     order = [0, 1, 2, 3, 4, 5]
     runs = [
         _batches(WorkerPool(2, _Remembers(), {0: None}), order),
@@ -141,3 +143,22 @@ def test_an_exception_outside_the_implementation_is_raised_in_the_parent():
             pool.get(unit, types.SimpleNamespace(seed=0, gamma=4), 0, 5)
     finally:
         pool.close()
+
+
+def _bump():
+    _Remembers.calls += 1
+    return _Remembers.calls
+
+
+def test_a_call_in_a_fork_returns_its_value_and_leaves_this_process_untouched(monkeypatch):
+    monkeypatch.setattr(_Remembers, "calls", 0)
+    assert [call_in_fork(_bump, what="x") for _ in range(3)] == [1, 1, 1]
+    assert _Remembers.calls == 0
+    with pytest.raises(KeyError, match="raised in the fork"):
+        call_in_fork(lambda: {}["raised in the fork"], what="x")
+    with pytest.raises(ImplementationError) as e:
+        call_in_fork(os._exit, 4, what="running the exact check 'x'")
+    assert str(e.value) == (
+        "the process running the exact check 'x' ended inside the implementation (exit status 4) before "
+        "returning; an implementation must return or raise, never end its process"
+    )

@@ -20,17 +20,13 @@ on the unit after it), the e-process crosses 1/alpha_seq (FAIL), ``rounds`` are 
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
+import functools
 import multiprocessing
 import os
-import pickle
 import shutil
-import signal
-import sys
 import tempfile
 import time
-import traceback
 from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
@@ -38,6 +34,7 @@ import numpy as np
 from ...errors import ImplementationError, UnsupportedSettingError
 from ...harness import Generation, concat_generations
 from ...stats import DEFAULT_BINS, MultinomialEProcess, StreamLaw
+from .isolation import ended_inside, fork_to_file, load_outcome, write_outcome
 from .plan import smallest_stratum
 
 if TYPE_CHECKING:
@@ -160,84 +157,21 @@ def _batch(
         return exc
 
 
-@dataclasses.dataclass
-class _Raised:
-    """An exception that escaped :func:`_batch` in a batch's process (a fault of specverify's, not a
-    finding): raised again in the parent."""
-
-    exc: BaseException
-
-
 def _spooled_batch(spool: str, *args: Any) -> str:
-    """:func:`_batch` in a fresh fork of this worker: the batch pickled into a file in ``spool``, its
-    name returned (short enough to cross the result pipe in one atomic write; :meth:`WorkerPool.close`).
-    The fork starts from the worker's state, which no batch has touched: a state the implementation
-    keeps across calls cannot carry into another batch. A fork costs about 5 ms here."""
+    """:func:`_batch` in a fresh fork of this worker (:mod:`.isolation`): the batch pickled into a file
+    in ``spool``, its name returned (short enough to cross the result pipe in one atomic write;
+    :meth:`WorkerPool.close`). The worker never calls the implementation itself, so a state the
+    implementation keeps across calls cannot carry into another batch."""
     fd, path = tempfile.mkstemp(dir=spool, suffix=".batch")
     os.close(fd)
-    worker = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        _batch_process(path, worker, args)  # never returns
-    _, status = os.waitpid(pid, 0)
-    if status != 0 or not os.path.getsize(path):
-        code = os.waitstatus_to_exitcode(status)
-        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+    if (how := fork_to_file(functools.partial(_batch, *args), path)) is not None:
         unit_index, k = args[0], args[3]
-        _dump(path, ImplementationError(
-            f"the process sampling batch {k} of unit {unit_index} ended inside the implementation ({how}) "
-            "before returning; an implementation must return or raise, never end its process"
-        ))  # fmt: skip
+        write_outcome(path, ended_inside(f"sampling batch {k} of unit {unit_index}", how))
     return path
 
 
-def _batch_process(path: str, worker: int, args: tuple[Any, ...]) -> None:
-    """The body of a batch's forked process: it dies with its worker (a worker ended by
-    :meth:`WorkerPool.close` leaves nothing running) and leaves through ``os._exit``."""
-    code = 1
-    try:
-        _die_with(worker)
-        out: Batch | _Raised = _batch(*args)
-    except BaseException as exc:  # noqa: BLE001 - sent to the parent, raised there
-        out = _Raised(exc)
-    try:
-        try:
-            _dump(path, out)
-        except Exception as exc:  # noqa: BLE001 - what does not pickle goes back as text
-            detail = "".join(traceback.format_exception(out.exc)) if isinstance(out, _Raised) else repr(exc)
-            _dump(path, _Raised(RuntimeError(f"a batch's outcome could not be sent back: {detail}")))
-        code = 0
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):  # a closed stream: nothing to keep
-                stream.flush()  # what the implementation printed
-        os._exit(code)
-
-
-def _die_with(worker: int) -> None:
-    """Linux: SIGKILL this process when ``worker``, its parent, ends."""
-    if sys.platform != "linux":
-        return
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != worker:  # the worker ended before the call above
-        os._exit(1)
-
-
-def _dump(path: str, obj: object) -> None:
-    """Write ``obj`` to ``path`` whole or not at all (a rename is atomic)."""
-    with open(path + ".part", "wb") as f:
-        pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(path + ".part", path)
-
-
 def _unspool(path: str) -> Batch:
-    with open(path, "rb") as f:
-        batch: Batch | _Raised = pickle.load(f)
-    os.unlink(path)
-    if isinstance(batch, _Raised):
-        raise batch.exc
+    batch: Batch = load_outcome(path)
     return batch
 
 

@@ -27,7 +27,8 @@ from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from .collect import UnitSample, WorkerPool, collect_unit, first_batches
 from .conclude import FINDING, SKIPPED, conclude_unit, fail_fast_skips, make_verdict
 from .config import AuditConfig
-from .exact_checks import EXACT_CHECKS
+from .exact_checks import EXACT_CHECKS, ExactCheck
+from .isolation import call_in_fork
 from .plan import DEFAULT_SETTINGS, PARITY_GRID, AuditPlan, AuditUnit, plan_audit, smallest_stratum
 
 if TYPE_CHECKING:
@@ -225,16 +226,26 @@ def _exact(
             )
         )
     if cfg.exact_checks:
-        for check in EXACT_CHECKS:
-            try:
-                c = check.fn(adapter, cfg, plan=plan, pairs=pairs)
-            except UnsupportedSettingError as exc:  # a setting declined (greedy is one): never a FAIL
-                c = CheckOutcome(name=check.name, status=UNSUPPORTED, kind="exact", summary=str(exc))
-            except ImplementationError as exc:
-                c = CheckOutcome(name=check.name, status=FAIL, kind="exact", summary=str(exc), details=FINDING)
-            if c is not None:
-                out.append(dataclasses.replace(c, check_id=check.check_id))
+        isolated = cfg.workers > 1 or cfg.isolate_batches  # as the batches: from the state at the start
+        out += [c for check in EXACT_CHECKS if (c := _exact_check(check, adapter, cfg, plan, pairs, isolated))]
     return out
+
+
+def _exact_check(
+    check: ExactCheck, adapter: Adapter, cfg: AuditConfig, plan: AuditPlan, pairs: dict[int, Any], isolated: bool
+) -> CheckOutcome | None:
+    """One exact check's outcome (None: it does not apply); ``isolated``: in a fresh fork."""
+    try:
+        if isolated:
+            what = f"running the exact check '{check.name}'"
+            c = call_in_fork(check.fn, adapter, cfg, plan=plan, pairs=pairs, what=what)
+        else:
+            c = check.fn(adapter, cfg, plan=plan, pairs=pairs)
+    except UnsupportedSettingError as exc:  # a setting declined (greedy is one): never a FAIL
+        c = CheckOutcome(name=check.name, status=UNSUPPORTED, kind="exact", summary=str(exc))
+    except ImplementationError as exc:
+        c = CheckOutcome(name=check.name, status=FAIL, kind="exact", summary=str(exc), details=FINDING)
+    return None if c is None else dataclasses.replace(c, check_id=check.check_id)
 
 
 def _fail_fast_skips(plan: AuditPlan, checks: list[CheckOutcome]) -> list[CheckOutcome]:
