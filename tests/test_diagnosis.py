@@ -409,3 +409,24 @@ def test_a_class_absent_from_a_unit_counts_as_the_target_there():
     acc.add_unit("knob off", {"target": law}, y, cells)  # the class's law is the target's here
     (cand,) = acc.ranked()
     assert cand.name == "min_p_ignored" and abs(cand.llr_vs_target) < 1e-9, cand
+
+
+def test_isolated_the_implementation_is_never_called_in_the_audits_process():
+    """With isolate_batches (the CLI's default where forking is safe) the batches, the exact checks
+    and the diagnosis's repeat of the failed greedy check each run in a fresh fork: the audit's
+    process never calls the implementation, so no state it keeps, and no end of its process, can
+    reach the verdict. Before, the repeat ran in this process: 1,691 calls here."""
+    from user_impls.greedy import step_settings_low_temperature
+
+    from specverify.audit import RoundAdapter, audit
+
+    calls = []
+
+    def step(prefix, draft, target, gamma, rng, settings):
+        calls.append(1)
+        return step_settings_low_temperature(prefix, draft, target, gamma, rng, settings)
+
+    v = audit(RoundAdapter(step, spec="step"), rounds=200, isolate_batches=True)
+    assert v.status == "FAIL" and v.diagnosis, v.headline()
+    assert v.diagnosis["verdict"] == "greedy_as_low_temperature", v.diagnosis
+    assert not calls, len(calls)

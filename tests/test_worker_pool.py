@@ -20,9 +20,8 @@ import numpy as np
 import pytest
 
 from specverify.audit.pipeline.collect import WorkerPool, _spooled_batch, _unspool
-from specverify.audit.pipeline.isolation import call_in_fork
 from specverify.errors import ImplementationError
-from specverify.harness import Generation
+from specverify.harness import Generation, call_in_fork
 
 BIG = 4_000_000  # tokens per batch: 128 MB pickled, far more than a pipe holds
 

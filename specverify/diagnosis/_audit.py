@@ -17,13 +17,14 @@ round step's stop unit, whose rounds a stop cuts, is scored under the stop class
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ..harness import Generation, greedy_raw_run
+from ..harness import Generation, call_in_fork, greedy_raw_run
 from ..stats import FAIL, SERIAL_STRATUM
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import round_evidence
@@ -184,7 +185,9 @@ def _from_greedy(adapter: Adapter, cfg: AuditConfig, checks: Sequence[CheckOutco
     failed = adapter.harness == "context" and any(c.status == FAIL and c.check_id == "exact/greedy" for c in checks)
     if not failed or getattr(adapter, "harness", "") != "context":
         return None
-    pair, gen = greedy_raw_run(adapter.generate, cfg.vocab, cfg.gamma, cfg.seed)
+    run = functools.partial(greedy_raw_run, adapter.generate, cfg.vocab, cfg.gamma, cfg.seed)
+    # where the check ran in a fresh fork, so does its repeat: from the same state, the same run
+    pair, gen = call_in_fork(run, what="repeating the greedy check") if cfg.isolated else run()
     if gen.drafts is None or not len(gen.tokens):
         return None
     return diagnose_greedy(gen, pair, cfg.gamma)

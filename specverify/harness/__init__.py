@@ -6,8 +6,9 @@
   the order-1 and positional pairs of :mod:`specverify.lm`;
 * drivers: :func:`run_sampler` (vectorised table samplers), :func:`run_round_step` (a round step
   called with whole prefixes, consecutive rounds per sequence), :func:`run_generator`;
-* guarded calls: :func:`call_with_timeout`, :func:`run_guarded`; ids as implementations return
-  them, validated: :func:`as_token_ids`;
+* guarded calls: :func:`call_with_timeout`, :func:`run_guarded`; calls isolated in a fresh fork
+  (a state kept across calls stays behind, an ended process is a finding): :func:`call_in_fork`;
+  ids as implementations return them, validated: :func:`as_token_ids`;
 * the vectorised chain engine that drives table samplers and users' kernels alike:
   :class:`ChainSampler` (its hooks are what the bug catalogue overrides).
 """
@@ -15,6 +16,7 @@
 from ._contexts import PAIR_KINDS, ContextPair, greedy_raw_run, history_counts, make_context_pair
 from ._engine import ChainSampler, Uniforms, textbook_inverse_cdf
 from ._ids import as_token_ids
+from ._isolation import call_in_fork
 from ._models import ModelPair, make_model_pair
 from ._records import PAD, Generation, RoundOutput, concat_generations
 from ._sequences import MODES, SequenceView, run_generator, run_round_step, settings_arguments
@@ -38,6 +40,7 @@ __all__ = [
     "settings_arguments",
     "run_generator",
     "run_sampler",
+    "call_in_fork",
     "call_with_timeout",
     "run_guarded",
     "as_token_ids",

@@ -33,8 +33,8 @@ import numpy as np
 
 from ...errors import ImplementationError, UnsupportedSettingError
 from ...harness import Generation, concat_generations
+from ...harness._isolation import ended_inside, fork_to_file, load_outcome, write_outcome
 from ...stats import DEFAULT_BINS, MultinomialEProcess, StreamLaw
-from .isolation import ended_inside, fork_to_file, load_outcome, write_outcome
 from .plan import smallest_stratum
 
 if TYPE_CHECKING:
@@ -158,8 +158,8 @@ def _batch(
 
 
 def _spooled_batch(spool: str, *args: Any) -> str:
-    """:func:`_batch` in a fresh fork of this worker (:mod:`.isolation`): the batch pickled into a file
-    in ``spool``, its name returned (short enough to cross the result pipe in one atomic write;
+    """:func:`_batch` in a fresh fork of this worker (``harness._isolation``): the batch pickled into
+    a file in ``spool``, its name returned (short enough to cross the result pipe in one atomic write;
     :meth:`WorkerPool.close`). The worker never calls the implementation itself, so a state the
     implementation keeps across calls cannot carry into another batch."""
     fd, path = tempfile.mkstemp(dir=spool, suffix=".batch")

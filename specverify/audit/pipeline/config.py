@@ -88,6 +88,12 @@ class AuditConfig:
     # round steps: the stop unit's stop ids (made heavy); None: the last id of the vocabulary; (): no stop unit
     stop_token_ids: tuple[int, ...] | None = None
 
+    @property
+    def isolated(self) -> bool:
+        """Whether each call into the implementation (a batch, an exact check, the diagnosis's
+        repeat of one) runs in a fresh fork (:func:`specverify.harness.call_in_fork`)."""
+        return self.workers > 1 or self.isolate_batches
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LMAuditConfig:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ImplementationError, SpecVerifyError, UnsupportedSettingError
+from ...harness import call_in_fork
 from ...stats import FAIL, INCONCLUSIVE, PASS, UNSUPPORTED, CheckOutcome, Verdict
 from ..sources.adapters import Adapter
 from .checkpoint import fingerprint, load_checkpoint, save_checkpoint
@@ -28,7 +29,6 @@ from .collect import UnitSample, WorkerPool, collect_unit, first_batches
 from .conclude import FINDING, SKIPPED, conclude_unit, fail_fast_skips, make_verdict
 from .config import AuditConfig
 from .exact_checks import EXACT_CHECKS, ExactCheck
-from .isolation import call_in_fork
 from .plan import DEFAULT_SETTINGS, PARITY_GRID, AuditPlan, AuditUnit, plan_audit, smallest_stratum
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ class _Conclusions:
 
     def __init__(self, adapter: Adapter, cfg: AuditConfig, pairs: dict[int, Any]) -> None:
         self.adapter, self.cfg, self.pairs = adapter, cfg, pairs
-        overlap = (cfg.workers > 1 or cfg.isolate_batches) and not cfg.fail_fast
+        overlap = cfg.isolated and not cfg.fail_fast
         self.ex = concurrent.futures.ThreadPoolExecutor(1) if overlap else None
         self.outcomes: list[concurrent.futures.Future[CheckOutcome] | CheckOutcome] = []
 
@@ -226,8 +226,7 @@ def _exact(
             )
         )
     if cfg.exact_checks:
-        isolated = cfg.workers > 1 or cfg.isolate_batches  # as the batches: from the state at the start
-        out += [c for check in EXACT_CHECKS if (c := _exact_check(check, adapter, cfg, plan, pairs, isolated))]
+        out += [c for check in EXACT_CHECKS if (c := _exact_check(check, adapter, cfg, plan, pairs, cfg.isolated))]
     return out
 
 

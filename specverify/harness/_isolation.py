@@ -19,7 +19,7 @@ import tempfile
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from ...errors import ImplementationError
+from ..errors import ImplementationError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
