@@ -78,8 +78,9 @@ def call_in_fork(fn: Callable[..., Any], *args: Any, what: str, **kw: Any) -> An
             raise ended_inside(what, how)
         return load_outcome(path)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        for leftover in (path, path + ".part"):  # .part: a fork killed while writing
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
 
 
 def _child(fn: Callable[[], object], path: str, parent: int) -> None:
