@@ -171,6 +171,26 @@ def test_the_cli_passes_the_worked_generator_from_outside_the_repository(outside
     assert r.stdout.strip().splitlines()[-1].startswith("PASS: no deviation of TV >= "), r.stdout
 
 
+def test_the_cli_gives_one_verdict_for_any_workers(outside, tmp_path):
+    """--lm-generator samples its units in forks, --workers at once (default: the cores): the same
+    JSON, to the sample, and the same report for 1 and 3."""
+    import json
+
+    outs, texts = [], []
+    for workers in ("1", "3"):
+        out = tmp_path / f"w{workers}.json"
+        r = _cli(
+            "--lm-generator", "lm_generator:make", *CLI_FAST, "--workers", workers, "--json", str(out), cwd=outside
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+        d = json.loads(out.read_text())
+        d.pop("seconds")
+        outs.append(d)
+        texts.append(r.stdout)
+    assert outs[0] == outs[1] and texts[0] == texts[1]
+    assert outs[0]["status"] == "PASS" and outs[0]["samples"] > 500
+
+
 def test_the_module_form_fails_a_stop_missed_mid_round_and_names_it(outside):
     r = _cli("--lm-generator", "mygens:eos_checked_on_last_token", *CLI_FAST, cwd=outside, module_form=True)
     assert r.returncode == 1, r.stdout + r.stderr

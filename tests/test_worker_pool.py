@@ -161,3 +161,26 @@ def test_a_call_in_a_fork_returns_its_value_and_leaves_this_process_untouched(mo
         "the process running the exact check 'x' ended inside the implementation (exit status 4) before "
         "returning; an implementation must return or raise, never end its process"
     )
+
+
+def _after(seconds: float, value: object) -> object:
+    time.sleep(seconds)
+    return value
+
+
+def test_forked_jobs_come_back_in_their_order_and_closing_stops_the_rest():
+    """LM units run this way: at most ``workers`` forks at once, values in the jobs' order (job 0
+    ends last of the first three), an ended fork as its finding, and the forks still running
+    killed when the consumer stops (job 3 would take a minute; it leaves no process behind)."""
+    from specverify.harness._isolation import forked_in_order
+
+    jobs = [lambda: _after(0.5, "zero"), lambda: "one", lambda: os._exit(4), lambda: _after(60, "three")]
+    t = time.monotonic()
+    outs = forked_in_order(jobs, workers=3, what=lambda i: f"sampling unit {i}")
+    got = [next(outs) for _ in range(3)]
+    assert got[:2] == ["zero", "one"] and isinstance(got[2], ImplementationError)
+    assert "the process sampling unit 2 ended inside the implementation (exit status 4)" in str(got[2])
+    outs.close()  # kills job 3 and reaps it: without the kill this waits out its minute
+    assert time.monotonic() - t < 30
+    with pytest.raises(ZeroDivisionError):
+        list(forked_in_order([lambda: 1 / 0], workers=2, what=str))

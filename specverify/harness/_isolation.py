@@ -16,15 +16,16 @@ import pickle
 import signal
 import sys
 import tempfile
+import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ImplementationError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Generator, Sequence
 
-__all__ = ["call_in_fork", "fork_to_file", "load_outcome", "write_outcome", "ended_inside"]
+__all__ = ["call_in_fork", "fork_to_file", "forked_in_order", "load_outcome", "write_outcome", "ended_inside"]
 
 
 @dataclasses.dataclass
@@ -46,15 +47,68 @@ def fork_to_file(fn: Callable[[], object], path: str) -> str | None:
     """Run ``fn()`` in a fresh fork; its value, or what it raised, is pickled to ``path`` (an empty file
     that exists). Returns None, or how the fork ended ("exit status 3", "killed by SIGKILL") when it
     ended without writing its outcome. The fork dies with this process."""
+    _, status = os.waitpid(_start_fork(fn, path), 0)
+    return _how_it_ended(status, path)
+
+
+def _start_fork(fn: Callable[[], object], path: str) -> int:
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         _child(fn, path, parent)  # never returns
-    _, status = os.waitpid(pid, 0)
+    return pid
+
+
+def _how_it_ended(status: int, path: str) -> str | None:
     if status == 0 and os.path.getsize(path):
         return None
     code = os.waitstatus_to_exitcode(status)
     return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+
+
+def forked_in_order(
+    jobs: Sequence[Callable[[], object]], *, workers: int, what: Callable[[int], str]
+) -> Generator[Any, None, None]:
+    """Run each job in a fresh fork, at most ``workers`` at once, and yield their values in the jobs'
+    order, whatever order they finish in: so a consumer that stops early (closing the iterator kills
+    the forks still running) sees what a serial loop would have. A fork that ended without returning
+    yields :func:`ended_inside`'s ImplementationError (``what(i)``: what job ``i`` was doing); what a
+    job raised is raised here."""
+    paths: list[str] = []
+    running: dict[int, int] = {}  # job -> pid of its fork
+    ended: dict[int, str | None] = {}  # job -> how its fork ended (None: it wrote its outcome)
+    try:
+        for i in range(len(jobs)):
+            while i not in ended:
+                while len(paths) < len(jobs) and len(running) < workers:
+                    fd, path = tempfile.mkstemp(prefix="specverify-", suffix=".outcome")
+                    os.close(fd)
+                    paths.append(path)
+                    running[len(paths) - 1] = _start_fork(jobs[len(paths) - 1], path)
+                _reap(running, ended, paths)
+            how = ended.pop(i)
+            yield ended_inside(what(i), how) if how is not None else load_outcome(paths[i])
+    finally:
+        for pid in running.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        for leftover in (p + tail for p in paths for tail in ("", ".part")):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+
+
+def _reap(running: dict[int, int], ended: dict[int, str | None], paths: list[str]) -> None:
+    """Move the forks that have ended from ``running`` to ``ended``; wait a little if none has. Each
+    fork is polled by its pid: another child of this process is never reaped here."""
+    reaped = False
+    for job, pid in list(running.items()):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            ended[job], reaped = _how_it_ended(status, paths[job]), True
+            del running[job]
+    if not reaped:
+        time.sleep(0.01)
 
 
 def load_outcome(path: str) -> Any:

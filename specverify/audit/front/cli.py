@@ -300,9 +300,10 @@ def _add_plan_options(grp: argparse._ArgumentGroup) -> None:
         help="sample in N processes (importable implementations). Default: the cores this process may use, for "
         "--round, --kernel, --generator and catalogue targets on Linux, where every batch then runs in a fresh "
         "fork, so that a state the implementation keeps across calls cannot carry from batch to batch and the "
-        "verdict is the same for any N; 1 (in this process, batches in order) for --cmd, --endpoint, "
-        f"--lm-generator, --context transformers and an implementation that loaded {', '.join(FORK_UNSAFE)} "
-        "(forking them is not safe)",
+        "verdict is the same for any N; for --lm-generator on Linux too, where N units are sampled at once, each "
+        "in a fork on one torch thread (the same verdict as units in turn); 1 (in this process, batches in "
+        f"order) for --cmd, --endpoint, --context transformers and an implementation that loaded "
+        f"{', '.join(FORK_UNSAFE)} (forking them is not safe)",
     )
     grp.add_argument("--seed", type=int, default=0)
     grp.add_argument("--gamma", type=int, default=4, help="draft tokens per round (default 4)")
@@ -586,7 +587,8 @@ def fork_safe(shape: Shape, context: str) -> bool:
 
 def default_workers(shape: Shape, context: str) -> int:
     """The sampling processes an audit uses without --workers (its help says when and why)."""
-    if not fork_safe(shape, context):
+    lm_forks = shape == "lm_generator" and sys.platform == "linux"  # its forks run on one torch thread
+    if not (fork_safe(shape, context) or lm_forks):
         return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -712,8 +714,6 @@ def _check_shape_options(args: argparse.Namespace, shape: Shape) -> None:
         raise UsageError("--context does not apply to --lm-generator (it is audited on transformers pairs); drop it")
     if (args.workers or 1) > 1 and shape in ("cmd", "endpoint"):
         raise UsageError(f"--workers applies to importable implementations, not --{shape}; drop it")
-    if (args.workers or 1) > 1 and shape == "lm_generator":
-        raise UsageError("--workers applies to table audits (an LM audit runs its units in turn); drop it")
     _check_endpoint_options(args, shape)
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint FILE; pass the checkpoint file to continue from")
@@ -961,6 +961,7 @@ def _audit_lm_generator(args: argparse.Namespace, settings: Settings, make: Call
         length=args.length,
         name=args.lm_generator.strip(),
     )
+    cfg = dataclasses.replace(cfg, workers=args.workers or 1)  # units in forks: one torch thread each, as here
     return audit_lm_pairs(make, lm_pairs(vocab=vocab, seed=args.seed), cfg)
 
 

@@ -128,6 +128,9 @@ class LMAuditConfig:
     diagnose: bool = True  # rank root causes after a FAIL (never changes the verdict)
     checkpoint: str | None = None  # a file the collected ids are written to (and resumed from)
     resume: bool = False
+    # units sampled at once, each in a fork of this process on one torch thread (CPU models; the same
+    # samples as 1, which samples them in turn here)
+    workers: int = 1
 
 
 @dataclasses.dataclass(frozen=True)

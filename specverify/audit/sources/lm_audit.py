@@ -31,12 +31,14 @@ input_ids, max_new_tokens, *, do_sample, temperature, top_p, top_k, seed)``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import functools
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -45,6 +47,7 @@ from scipy.stats import poisson_binom
 
 from ...dists import GREEDY, SamplingSettings
 from ...errors import ImplementationError, MalformedOutputError, SpecVerifyError, UnsupportedSettingError
+from ...harness._isolation import forked_in_order
 from ...lm.transformers_lm import CausalLM, KVSession
 from ...stats import (
     FAIL,
@@ -293,6 +296,8 @@ def _validated(cfg: LMAuditConfig) -> LMAuditConfig:
         raise ValueError(f"long_length={cfg.long_length!r}: tokens per long sequence, an int >= 0 (0: no long unit)")
     if cfg.stop_token_ids is not None:
         SamplingSettings(stop_token_ids=cfg.stop_token_ids)  # the same check as a request's
+    if not (isinstance(cfg.workers, int) and cfg.workers >= 1):
+        raise ValueError(f"workers={cfg.workers!r}: processes sampling units at once, an int >= 1 (1: in this one)")
     return dataclasses.replace(cfg, looks=looks, length=cfg.length or 4 * (cfg.gamma + 1))
 
 
@@ -840,32 +845,103 @@ def _run(
     samples = _resumed(cfg, fp, aud, units)
     save = _Saver(cfg.checkpoint, fp, samples)
     checks = []
-    for u in units:
-        deadline = t0 + cfg.budget_s * (u.index + 1) / len(units)
-        _collect_with_looks(gens[u.pair_index], aud, u, cfg, samples[u.index], deadline=deadline, on_batch=save)
-        save(force=True)
-        checks.append(dataclasses.replace(_conclude_sample(u, cfg, samples[u.index]), check_id=f"unit/{u.index}"))
-        if cfg.fail_fast and checks[-1].status == FAIL:
-            left = [(w.label, f"unit/{w.index}") for w in units[len(checks) :]]
-            checks += fail_fast_skips(checks, left, "the greedy and seed checks")
-            break
-    else:
-        if cfg.greedy_check:
-            checks.append(
-                _greedy_check(gens[0], pairs[0].target, cfg) if law is None else _reported_greedy(gens[0], law, cfg)
-            )
-        if (seeds := _seed_check(gens[0], aud, units, cfg)) is not None:
-            checks.append(seeds)
+    with contextlib.closing(_collected(gens, aud, units, cfg, samples, save, t0)) as collected:
+        for u in collected:
+            save(force=True)
+            _drop(_unit_file(cfg.checkpoint, u.index))
+            checks.append(dataclasses.replace(_conclude_sample(u, cfg, samples[u.index]), check_id=f"unit/{u.index}"))
+            if cfg.fail_fast and checks[-1].status == FAIL:
+                left = [(w.label, f"unit/{w.index}") for w in units[len(checks) :]]
+                checks += fail_fast_skips(checks, left, "the greedy and seed checks")
+                break
+        else:
+            if cfg.greedy_check:
+                checks.append(
+                    _greedy_check(gens[0], pairs[0].target, cfg) if law is None else _reported_greedy(gens[0], law, cfg)
+                )
+            if (seeds := _seed_check(gens[0], aud, units, cfg)) is not None:
+                checks.append(seeds)
     v = make_verdict(
         checks, [c.summary for c in checks if c.status == FAIL], alpha=cfg.alpha, beta=cfg.beta, eps=cfg.eps,
         seed=cfg.seed, needed=_needed(checks, units, cfg), samples=sum(len(s.tokens) for s in samples.values()),
         seconds=time.monotonic() - t0, subject=cfg.name, lossy_by_design=cfg.lossy_by_design,
     )  # fmt: skip
-    if cfg.checkpoint and os.path.exists(cfg.checkpoint) and v.status != INCONCLUSIVE:
-        os.remove(cfg.checkpoint)
+    if cfg.checkpoint and v.status != INCONCLUSIVE:
+        for path in (cfg.checkpoint, *(_unit_file(cfg.checkpoint, u.index) for u in units)):
+            _drop(path)
     if v.status == FAIL and cfg.diagnose:
         v.diagnosis = _diagnosis_of(checks, aud, pairs, units, samples, cfg) if law is None else _NO_MODEL
     return v
+
+
+def _collected(
+    gens: Sequence[Generate], aud: Any, units: Sequence[LMUnit], cfg: LMAuditConfig, samples: dict[int, LMSample],
+    save: _Saver, t0: float,
+) -> Generator[LMUnit, None, None]:  # fmt: skip
+    """Collect each unit's sample into ``samples`` and yield the units in plan order: in turn, or with
+    ``cfg.workers > 1`` in forks of this process, that many at once. A unit's sample depends on its
+    own seed stream alone, so both give the same samples; a fork checkpoints its unit to a file of
+    its own (:func:`_unit_file`), merged into the checkpoint when the unit is yielded."""
+
+    def collect(u: LMUnit) -> LMSample:
+        deadline = t0 + cfg.budget_s * (u.index + 1) / len(units)
+        own = {u.index: samples[u.index]}
+        on_batch = save if cfg.workers == 1 else _Saver(_unit_file(cfg.checkpoint, u.index), save.fp, own)
+        _collect_with_looks(gens[u.pair_index], aud, u, cfg, samples[u.index], deadline=deadline, on_batch=on_batch)
+        return samples[u.index]
+
+    if cfg.workers == 1:
+        for u in units:
+            collect(u)
+            yield u
+        return
+    _check_forkable(cfg)
+    save(force=True)  # a resume finds the checkpoint even if no unit ends before an interruption
+    with _one_torch_thread():
+        jobs = [functools.partial(collect, u) for u in units]
+        with contextlib.closing(
+            forked_in_order(jobs, workers=cfg.workers, what=lambda i: f"sampling unit {i}")
+        ) as outs:
+            for u, out in zip(units, outs):
+                if isinstance(out, ImplementationError):  # the generator ended the fork's process
+                    samples[u.index].error = f"{cfg.name}: {out}"
+                else:
+                    samples[u.index] = out
+                yield u
+
+
+def _check_forkable(cfg: LMAuditConfig) -> None:
+    if not hasattr(os, "fork"):
+        raise SpecVerifyError(f"workers={cfg.workers} samples units in forked processes, which this platform lacks; "
+                              "pass workers=1")  # fmt: skip
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        raise SpecVerifyError(
+            f"workers={cfg.workers} samples units in forked processes, and a fork cannot use the CUDA context this "
+            "process holds; pass workers=1 (on a GPU the units run in turn)"
+        )
+
+
+@contextlib.contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """Forks compute on one torch thread: a fork whose parent's OpenMP pool has run hangs at its first
+    parallel op (tried: a 2000 x 2000 matmul), and with one thread there is none."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+def _unit_file(checkpoint: str | None, index: int) -> str | None:
+    """Where a forked unit checkpoints its progress (None: no checkpoint)."""
+    return f"{checkpoint}.unit{index}" if checkpoint else None
+
+
+def _drop(path: str | None) -> None:
+    if path:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
 
 
 #: the diagnosis of an audit against a reported law: its classes replay the target's computation
@@ -883,7 +959,7 @@ _NO_MODEL = {
 
 #: options that change neither the laws nor the plan: a checkpoint stays valid across them
 _PLAN_INDEPENDENT = (
-    "checkpoint", "resume", "budget_s", "diagnose", "fail_fast", "call_timeout", "target_greedy", "name",
+    "checkpoint", "resume", "budget_s", "diagnose", "fail_fast", "call_timeout", "target_greedy", "name", "workers",
 )  # fmt: skip
 
 
@@ -912,7 +988,9 @@ def _resumed(cfg: LMAuditConfig, fp: str, aud: CausalLM, units: Sequence[LMUnit]
             "does not exist); pass it, or resume=False to start afresh"
         )
     stored = load_json_checkpoint(cfg.checkpoint, fp)
-    for u in units:
+    for u in units:  # a unit a fork was sampling when the audit stopped: its own file is newer
+        if (path := _unit_file(cfg.checkpoint, u.index)) and os.path.exists(path):
+            stored[str(u.index)] = load_json_checkpoint(path, fp)[str(u.index)]
         if (m := stored.get(str(u.index))) is None:
             continue
         s = fresh[u.index]
