@@ -14,6 +14,10 @@ Sequences are ``4 (gamma + 1)`` tokens by default, several rounds at the largest
 bugs that appear from the second round on are in scope. The test is the default stream test on the
 pooled tokens (round positions are not visible to a black-box generator). A setting the
 implementation declines (it raises NotImplementedError) is reported as unsupported, never as a FAIL.
+With ``workers=N`` (CPU models), N units are sampled at once, each in a fork of this process on one
+torch thread, and concluded in plan order: the verdict of units sampled in turn for a generator whose
+output depends on its request alone (one that keeps a state across requests starts every unit from
+the state it had when the audit began).
 
 ``audit_lm_pairs`` audits a generator factory ``make_generate(target, draft)`` on model pairs that
 specverify builds (:func:`lm_pairs`: a low- and a high-overlap pair of tiny transformers models),
@@ -912,8 +916,9 @@ def _collected(
 
 def _check_forkable(cfg: LMAuditConfig) -> None:
     if not hasattr(os, "fork"):
-        raise SpecVerifyError(f"workers={cfg.workers} samples units in forked processes, which this platform lacks; "
-                              "pass workers=1")  # fmt: skip
+        raise SpecVerifyError(
+            f"workers={cfg.workers} samples units in forked processes, which this platform lacks; pass workers=1"
+        )
     if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         raise SpecVerifyError(
             f"workers={cfg.workers} samples units in forked processes, and a fork cannot use the CUDA context this "
