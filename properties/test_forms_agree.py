@@ -126,15 +126,13 @@ def test_two_level_inverse_cdf_agrees_in_every_form(w, us):
     # Vocabularies beyond BLOCK_ROWS exercise the two-level walk; small integer weights give ties
     # and exact zeros; uniforms include 0 and the last double below 1.
     from specverify.dists import inverse_cdf_sample, inverse_cdf_sample_many, inverse_cdf_sample_scalar
-    from specverify.dists.torch_ops import inverse_cdf_sample_torch
+    from specverify.dists.torch_ops import _inverse_cdf_sample_torch_ops, inverse_cdf_sample_torch
 
     w = np.asarray(w, dtype=np.float64)
     u = np.asarray(us)
     want = [inverse_cdf_sample_scalar(w, x) for x in u]
     assert inverse_cdf_sample(np.broadcast_to(w, (len(u), len(w))), u).tolist() == want
     assert inverse_cdf_sample_many(w, u).tolist() == want
-    assert (
-        inverse_cdf_sample_torch(torch.tensor(np.broadcast_to(w, (len(u), len(w))).copy()), torch.tensor(u)).tolist()
-        == want
-    )
+    for torch_form in (inverse_cdf_sample_torch, _inverse_cdf_sample_torch_ops):  # the CPU dispatch, the ops
+        assert torch_form(torch.tensor(np.broadcast_to(w, (len(u), len(w))).copy()), torch.tensor(u)).tolist() == want
     assert all(w[t] > 0 for t in want)

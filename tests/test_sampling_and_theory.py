@@ -7,7 +7,11 @@ from scipy import stats
 
 from specverify import theory
 from specverify.dists import exponential_race_sample, inverse_cdf_sample, sample_tokens
-from specverify.dists.torch_ops import exponential_race_sample_torch, inverse_cdf_sample_torch
+from specverify.dists.torch_ops import (
+    _inverse_cdf_sample_torch_ops,
+    exponential_race_sample_torch,
+    inverse_cdf_sample_torch,
+)
 
 
 def test_inverse_cdf_never_returns_zero_weight_tokens():
@@ -16,8 +20,9 @@ def test_inverse_cdf_never_returns_zero_weight_tokens():
     out = inverse_cdf_sample(np.broadcast_to(w, (len(u), 6)), u)
     assert set(out.tolist()) == {1, 4}
     assert (out[u < 0.3 - 1e-12] == 1).all() and (out[u > 0.3 + 1e-12] == 4).all()
-    t = inverse_cdf_sample_torch(torch.tensor(np.broadcast_to(w, (len(u), 6)).copy()), torch.tensor(u))
-    assert t.tolist() == out.tolist()
+    for torch_form in (inverse_cdf_sample_torch, _inverse_cdf_sample_torch_ops):  # the CPU dispatch, the ops
+        t = torch_form(torch.tensor(np.broadcast_to(w, (len(u), 6)).copy()), torch.tensor(u))
+        assert t.tolist() == out.tolist()
 
 
 @pytest.mark.parametrize("method", ["inverse_cdf", "race"])

@@ -104,8 +104,21 @@ def probs_from_logits_torch(logits: torch.Tensor, settings: SamplingSettings | N
 
 def inverse_cdf_sample_torch(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """The two-level inverse CDF of :mod:`specverify.dists._sampling`; weights [..., V] >= 0,
-    u [...] in [0, 1). int64 [...]. Sums are taken with ``cumsum`` (sequential on CPU), so the
-    tokens equal the numpy and scalar forms on CPU."""
+    u [...] in [0, 1). int64 [...]. Float64 weights on the CPU are drawn by the numpy form itself
+    (the same tokens: a torch op per block row cost a chain runner a quarter of its time, tried);
+    elsewhere by :func:`_inverse_cdf_sample_torch_ops`."""
+    if weights.device.type == "cpu" and weights.dtype == torch.float64:
+        from ._sampling import inverse_cdf_sample
+
+        w, uu = weights.detach().numpy(), u.detach().to(torch.float64).numpy()
+        return torch.from_numpy(inverse_cdf_sample(w, uu))
+    return _inverse_cdf_sample_torch_ops(weights, u)
+
+
+def _inverse_cdf_sample_torch_ops(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The two-level inverse CDF in torch ops (any device and dtype). Sums are taken in the numpy
+    form's order (``cumsum``, sequential on CPU), so the tokens equal the numpy and scalar forms on
+    CPU."""
     from ._sampling import _layout
 
     lead = weights.shape[:-1]
