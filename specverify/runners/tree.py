@@ -400,7 +400,10 @@ def tree_speculative_generate(
     rng: np.random.Generator,
     rule: NodeRule,
 ) -> TreeRunResult:
-    """Draft a tree, verify it in one target pass, walk it with ``rule``; repeat."""
+    """Draft a tree, verify it in one target pass, walk it with ``rule``; repeat. The request ends at
+    ``max_new_tokens`` or at its first stop id (``settings.stop_token_ids``), wherever in a block it
+    is accepted (until 2026-12-07 the runner ignored stop ids: an audit at defaults FAILed its stop
+    unit)."""
     lm = CausalLM(target)
     t0 = time.perf_counter()
     out: list[int] = []
@@ -442,4 +445,7 @@ def tree_speculative_generate(
                 break
         emitted.append(len(block))
         out.extend(block)
+        if (stop := settings.stop_at(block)) is not None:  # a stop accepted mid-block ends the request there
+            del out[len(out) - len(block) + stop + 1 :]
+            break
     return TreeRunResult(out[:max_new_tokens], emitted, expected, var, passes, time.perf_counter() - t0)
