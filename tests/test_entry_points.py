@@ -388,6 +388,10 @@ def test_unit_interval_rejects_infinities():
     assert r.returncode == 2 and "--alpha inf is outside (0, 1)" in r.stderr
 
 
+#: a path the docs name: under a project folder, ending in an extension (.json is not .js)
+FILE_REFERENCE = r"(?<![\w/.])((?:docs|scripts|tests|conformance|gpu_runs)/[\w./-]+\.(?:md|py|json|js)\b)"
+
+
 def test_docs_references_resolve():
     """Every file README.md, docs/ and the package's docstrings point to exists."""
     texts = {p: p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
@@ -398,7 +402,7 @@ def test_docs_references_resolve():
         for m in re.finditer(r"\]\(([^)#\s]+)\)", text if path.suffix == ".md" else ""):  # markdown links
             if not m.group(1).startswith("http") and not (base / m.group(1)).exists():
                 missing.append((path.name, m.group(1)))
-        for m in re.finditer(r"(?<![\w/.])((?:docs|scripts|tests|conformance|gpu_runs)/[\w./-]+\.(?:md|py|js))", text):
+        for m in re.finditer(FILE_REFERENCE, text):
             if not (ROOT / m.group(1)).exists():
                 missing.append((path.name, m.group(1)))
         if "DESIGN.md" in text:
