@@ -40,29 +40,6 @@ def _hf(mode: str, **kw) -> Callable:
     return lambda target, draft: hf_generator(target, mode=mode, assistant=draft, **kw)
 
 
-def _hf_default_schedule(target, draft):
-    """Assisted generation as transformers configures it by default: its heuristic number of draft
-    tokens and its confidence threshold (both change speed only)."""
-    from transformers import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-
-    def generate(prompt, n, seed, s):
-        torch.manual_seed(seed)
-        from specverify.audit.sources.transformers_adapters import hf_kwargs
-
-        x = torch.tensor([list(prompt)])
-        with torch.no_grad():
-            out = target.generate(
-                x, attention_mask=torch.ones_like(x), max_new_tokens=n, assistant_model=draft, pad_token_id=0,
-                min_new_tokens=0 if s.stop_token_ids else n, eos_token_id=list(s.stop_token_ids) or None,
-                **hf_kwargs(s),
-            )  # fmt: skip
-        return out[0, len(prompt) :].tolist()
-
-    return generate
-
-
 def _chain(target, draft):
     def generate(prompt, n, seed, s):
         return speculative_generate(target, draft, prompt, n, s, torch.Generator().manual_seed(seed), gamma=4).tokens
@@ -86,7 +63,7 @@ def _tree(drafter_of: Callable, rule: str) -> Callable:
 PACKAGES: dict[str, Callable] = {
     "assisted": _hf("assisted", gamma=4),
     "assisted_gamma8": _hf("assisted", gamma=8),
-    "assisted_default_schedule": _hf_default_schedule,
+    "assisted_default_schedule": _hf("assisted", gamma=None),  # transformers' own schedule and threshold
     "prompt_lookup": _hf("prompt_lookup", gamma=4),
     "early_exit": _hf("early_exit", gamma=4),
     "specverify": _chain,

@@ -26,10 +26,14 @@ def models():
     return t, early_exit_copy(t, layers=1)
 
 
-@pytest.mark.parametrize("mode", ["assisted", "prompt_lookup", "early_exit"])
-def test_transformers_speculative_modes_are_lossless(models, mode):
+@pytest.mark.parametrize(
+    "mode, gamma",
+    [("assisted", 3), ("assisted", None), ("prompt_lookup", 3), ("early_exit", 3)],
+    ids=["assisted", "assisted-default-schedule", "prompt_lookup", "early_exit"],
+)
+def test_transformers_speculative_modes_are_lossless(models, mode, gamma):
     t, d = models
-    gen = hf_generator(t, mode=mode, assistant=d, gamma=3, exit_layer=1)
+    gen = hf_generator(t, mode=mode, assistant=d, gamma=gamma, exit_layer=1)
     s = (SamplingSettings(temperature=0.7, top_k=20, top_p=0.9),)
     v = audit_lm(gen, t, prompts=PROMPTS, settings=s, eps=0.25, length=4, name=mode)
     assert v.status == "PASS", v.headline()

@@ -52,9 +52,13 @@ def hf_generator(
     *,
     mode: HFMode = "assisted",
     assistant: PreTrainedModel | None = None,
-    gamma: int = 4,
+    gamma: int | None = 4,
     exit_layer: int = 1,
 ) -> Callable[[Sequence[int], int, int, SamplingSettings], list[int]]:
+    """``generate(prompt, n, seed, settings)`` running transformers' ``generate`` with ``mode``. With
+    ``gamma=None``, assisted generation runs as transformers configures it by default (its heuristic
+    number of draft tokens and its assistant confidence threshold: speed knobs, not the law);
+    otherwise ``gamma`` draft tokens per round, constant, and no threshold."""
     from transformers import logging as hf_logging
 
     hf_logging.set_verbosity_error()
@@ -63,7 +67,9 @@ def hf_generator(
     def generate(prompt: Sequence[int], max_new_tokens: int, seed: int, settings: SamplingSettings) -> list[int]:
         torch.manual_seed(seed)
         kw = hf_kwargs(settings)
-        if mode == "assisted":
+        if mode == "assisted" and gamma is None:
+            kw.update(assistant_model=assistant)
+        elif mode == "assisted":
             kw.update(
                 assistant_model=assistant,
                 num_assistant_tokens=gamma,
@@ -71,11 +77,11 @@ def hf_generator(
                 assistant_confidence_threshold=0.0,
             )
         elif mode == "prompt_lookup":
-            kw.update(prompt_lookup_num_tokens=gamma)
+            kw.update(prompt_lookup_num_tokens=gamma or 4)
         elif mode == "early_exit":
             kw.update(
                 assistant_early_exit=exit_layer,
-                num_assistant_tokens=gamma,
+                num_assistant_tokens=gamma or 4,
                 num_assistant_tokens_schedule="constant",
                 assistant_confidence_threshold=0.0,
             )
