@@ -44,9 +44,12 @@ def same(a, b):
 
 
 def test_units_sampled_in_forks_give_the_verdict_of_units_sampled_in_turn(pairs):
-    serial = audit_lm_pairs(runner, pairs, **FAST)
-    forked = audit_lm_pairs(runner, pairs, workers=3, **FAST)
-    assert serial.status == "PASS" and len(serial.checks) >= 5
+    """The final checks (greedy, seeds) run in forks beside the last units, and count the same."""
+    options = dict(FAST, greedy_check=True)
+    serial = audit_lm_pairs(runner, pairs, **options)
+    forked = audit_lm_pairs(runner, pairs, workers=3, **options)
+    assert serial.status == "PASS" and len(serial.checks) >= 7
+    assert [c.check_id for c in serial.checks][-2:] == ["exact/greedy", "exact/seeds"]
     assert same(forked, serial), differences(normalised(forked.to_dict()), normalised(serial.to_dict()))[:5]
 
 
@@ -110,3 +113,22 @@ def test_an_interrupted_forked_audit_resumes_to_the_uninterrupted_verdict(pairs,
     assert len(log.read_text().split()) <= requests_whole - 2
     log.unlink()
     assert resumed.status == "PASS" and not list(tmp_path.iterdir())  # a finished audit removes every file
+
+
+def test_a_generator_that_ends_its_process_in_the_greedy_check_fails_that_check(pairs):
+    def ends_when_greedy(target, draft):
+        inner = runner(target, draft)
+
+        def generate(prompt, n, seed, s):
+            if s.is_greedy:
+                os._exit(5)
+            return inner(prompt, n, seed, s)
+
+        return generate
+
+    v = audit_lm_pairs(ends_when_greedy, pairs, workers=2, diagnose=False, **dict(FAST, greedy_check=True))
+    failed = [c for c in v.checks if c.status == "FAIL"]
+    assert [c.check_id for c in failed] == ["exact/greedy"], v.checks
+    assert failed[0].summary.startswith(
+        "the process running the check 'greedy equivalence (tie-aware)' ended inside the implementation (exit status 5)"
+    )

@@ -848,8 +848,10 @@ def _run(
     fp = _fingerprint(cfg, pairs, gens[0]) if law is None else digest([_fingerprint(cfg, pairs, gens[0]), law.identity])
     samples = _resumed(cfg, fp, aud, units)
     save = _Saver(cfg.checkpoint, fp, samples)
-    checks = []
-    with contextlib.closing(_collected(gens, aud, units, cfg, samples, save, t0)) as collected:
+    checks: list[CheckOutcome] = []
+    finals = _final_checks(gens[0], pairs[0].target, aud, units, cfg, law)
+    done: dict[int, CheckOutcome | None] = {}  # the final checks' outcomes, filled after the last unit
+    with contextlib.closing(_collected(gens, aud, units, cfg, samples, save, t0, finals, done)) as collected:
         for u in collected:
             save(force=True)
             _drop(_unit_file(cfg.checkpoint, u.index))
@@ -859,12 +861,7 @@ def _run(
                 checks += fail_fast_skips(checks, left, "the greedy and seed checks")
                 break
         else:
-            if cfg.greedy_check:
-                checks.append(
-                    _greedy_check(gens[0], pairs[0].target, cfg) if law is None else _reported_greedy(gens[0], law, cfg)
-                )
-            if (seeds := _seed_check(gens[0], aud, units, cfg)) is not None:
-                checks.append(seeds)
+            checks += [c for c in (done[i] for i in range(len(finals))) if c is not None]
     v = make_verdict(
         checks, [c.summary for c in checks if c.status == FAIL], alpha=cfg.alpha, beta=cfg.beta, eps=cfg.eps,
         seed=cfg.seed, needed=_needed(checks, units, cfg), samples=sum(len(s.tokens) for s in samples.values()),
@@ -880,12 +877,14 @@ def _run(
 
 def _collected(
     gens: Sequence[Generate], aud: Any, units: Sequence[LMUnit], cfg: LMAuditConfig, samples: dict[int, LMSample],
-    save: _Saver, t0: float,
+    save: _Saver, t0: float, finals: Sequence[FinalCheck], done: dict[int, CheckOutcome | None],
 ) -> Generator[LMUnit, None, None]:  # fmt: skip
-    """Collect each unit's sample into ``samples`` and yield the units in plan order: in turn, or with
-    ``cfg.workers > 1`` in forks of this process, that many at once. A unit's sample depends on its
-    own seed stream alone, so both give the same samples; a fork checkpoints its unit to a file of
-    its own (:func:`_unit_file`), merged into the checkpoint when the unit is yielded."""
+    """Collect each unit's sample into ``samples`` and yield the units in plan order, then run the
+    final checks into ``done`` (never, if the consumer stops first: fail-fast): in turn, or with
+    ``cfg.workers > 1`` in forks of this process, that many at once (the final checks beside the
+    last units). A unit's sample depends on its own seed stream alone, so both give the same
+    samples; a fork checkpoints its unit to a file of its own (:func:`_unit_file`), merged into the
+    checkpoint when the unit is yielded."""
 
     def collect(u: LMUnit) -> LMSample:
         deadline = t0 + cfg.budget_s * (u.index + 1) / len(units)
@@ -898,20 +897,60 @@ def _collected(
         for u in units:
             collect(u)
             yield u
+        done.update((i, check.run()) for i, check in enumerate(finals))
         return
     _check_forkable(cfg)
     save(force=True)  # a resume finds the checkpoint even if no unit ends before an interruption
-    with _one_torch_thread():
-        jobs = [functools.partial(collect, u) for u in units]
-        with contextlib.closing(
-            forked_in_order(jobs, workers=cfg.workers, what=lambda i: f"sampling unit {i}")
-        ) as outs:
-            for u, out in zip(units, outs):
-                if isinstance(out, ImplementationError):  # the generator ended the fork's process
-                    samples[u.index].error = f"{cfg.name}: {out}"
-                else:
-                    samples[u.index] = out
-                yield u
+    jobs: list[Callable[[], object]] = [functools.partial(collect, u) for u in units]
+    jobs += [check.run for check in finals]
+    n = len(units)
+    what = [f"sampling unit {u.index}" for u in units] + [f"running the check '{c.name}'" for c in finals]
+    with (
+        _one_torch_thread(),
+        contextlib.closing(forked_in_order(jobs, workers=cfg.workers, what=what.__getitem__)) as outs,
+    ):
+        for i, out in enumerate(outs):
+            if i >= n:  # a final check; a fork that ended inside the implementation is its finding
+                done[i - n] = finals[i - n].ended(out) if isinstance(out, ImplementationError) else out
+            elif isinstance(out, ImplementationError):  # the generator ended the fork's process
+                samples[units[i].index].error = f"{cfg.name}: {out}"
+                yield units[i]
+            else:
+                samples[units[i].index] = out
+                yield units[i]
+
+
+class FinalCheck(NamedTuple):
+    """A check run after the units (exact: the greedy check, the seed check)."""
+
+    name: str
+    check_id: str
+    run: Callable[[], CheckOutcome | None]
+
+    def ended(self, exc: ImplementationError) -> CheckOutcome:
+        """The finding when the check's fork ended inside the implementation."""
+        return CheckOutcome(
+            name=self.name, status=FAIL, kind="exact", summary=str(exc), check_id=self.check_id, details=FINDING
+        )
+
+
+def _final_checks(
+    generate: Generate, target: Any, aud: Any, units: Sequence[LMUnit], cfg: LMAuditConfig,
+    law: ReportedLaw | None,
+) -> list[FinalCheck]:  # fmt: skip
+    """The greedy check (against the target, or the reference endpoint's greedy) and the seed check."""
+    out = []
+    if cfg.greedy_check:
+        run = (
+            functools.partial(_reported_greedy, generate, law, cfg)
+            if law is not None
+            else functools.partial(_greedy_check, generate, target, cfg)
+        )
+        out.append(FinalCheck(GREEDY_NAME, "exact/greedy", run))
+    out.append(
+        FinalCheck("seed independence", "exact/seeds", functools.partial(_seed_check, generate, aud, units, cfg))
+    )
+    return out
 
 
 def _check_forkable(cfg: LMAuditConfig) -> None:
