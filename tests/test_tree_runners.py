@@ -14,6 +14,7 @@ from specverify.runners.tree import (
     LookaheadDrafter,
     ModelTreeDrafter,
     PromptLookupDrafter,
+    TreeKVCache,
     chain_logits_for_tree,
     train_eagle_head,
     train_medusa_heads,
@@ -37,6 +38,25 @@ def test_one_pass_tree_logits_equal_chain_passes(family):
     tree = d.propose([4, 5, 6], SamplingSettings(), np.random.default_rng(0))
     assert len(tree.tokens) == 3 + 6
     assert float((tree_logits(m, [4, 5, 6], tree) - chain_logits_for_tree(m, [4, 5, 6], tree)).abs().max()) < 1e-4
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt2"])
+def test_cached_tree_rows_equal_one_uncached_pass_as_the_context_grows(family):
+    """The runner's and drafters' cache (TreeKVCache) gives tree_logits' rows at every round: the
+    context grows by a block, the nodes of the last tree are not kept, a new request starts afresh."""
+    # three layers and sharper attention, so that the cached states of every position matter: with
+    # two, context tokens allowed to see the next one moved the rows by 1e-7 (tried); here by >= 7e-4
+    m = build_model(family, vocab=64, hidden=32, layers=3, seed=1, lm_head_scale=4.0, attention_scale=100.0)
+    drafter = ModelTreeDrafter(build_model(family, vocab=64, hidden=32, layers=2, seed=2), (3, 2), "top_k")
+    kv, rng = TreeKVCache(m), np.random.default_rng(0)
+    for prompt in ([4, 5, 6], [4, 5, 7, 8]):  # the second shares two tokens with the first: a new request
+        ctx = list(prompt)
+        for _ in range(8):
+            tree = drafter.propose(ctx, SamplingSettings(), rng)
+            rows, states = kv.rows(ctx, tree, hidden=True)
+            assert rows.shape == (1 + len(tree.tokens), 64) and states.shape == (1 + len(tree.tokens), 32)
+            assert float((rows - tree_logits(m, ctx, tree)).abs().max()) < 1e-5
+            ctx += rng.integers(0, 64, int(rng.integers(1, 4))).tolist()
 
 
 def _drafters(target, *, trained=True):

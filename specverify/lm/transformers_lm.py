@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -276,6 +276,20 @@ class CausalLM:
         )
         return torch.softmax(process_logits_torch(x, settings, seen_counts=seen, output_counts=out), -1)
 
+    def process_rows(
+        self,
+        rows: torch.Tensor,
+        settings: SamplingSettings | None,
+        history_of: Callable[[int], list[int]],
+        n_prompt: int,
+    ) -> torch.Tensor:
+        """:meth:`process` of every row of ``rows`` [k, V] (row i's history: ``history_of(i)``), in
+        one pipeline call when the settings do not look at the history."""
+        x = rows.double()
+        if settings is None or not settings.uses_history:
+            return torch.softmax(x if settings is None else process_logits_torch(x, settings), -1)
+        return torch.stack([self.process(x[i], settings, history_of(i), n_prompt) for i in range(len(x))])
+
     def next_probs(
         self, prefixes: list[list[int]], settings: SamplingSettings | None = None, n_prompt: int | None = None
     ) -> npt.NDArray[np.float64]:
@@ -336,12 +350,8 @@ class CausalLM:
         n, m = len(prompt), len(continuation)
         if m == 0:
             return np.zeros((0, self.vocab_size))
-        rows = logits[n - 1 : n - 1 + m].double()
-        if settings is None or not settings.uses_history:  # one pipeline call for every position
-            x = rows if settings is None else process_logits_torch(rows, settings)
-            return torch.softmax(x, -1).cpu().numpy()
         ids = prompt + continuation
-        return np.stack([self.process(rows[t], settings, ids[: n + t], n).cpu().numpy() for t in range(m)])
+        return self.process_rows(logits[n - 1 : n - 1 + m], settings, lambda t: ids[: n + t], n).cpu().numpy()
 
 
 class KVSession:
@@ -358,14 +368,34 @@ class KVSession:
         # transformers 5.x names the argument `cache` (past_key_values is deprecated); 4.x has only the latter.
         self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
-    @torch.no_grad()
+    # inference mode: 11% less time per pass than no_grad for a tiny model (0.44 against 0.50 ms,
+    # measured); nothing cached or returned is ever differentiated
+    @torch.inference_mode()
     def extend(self, ids: list[int]) -> torch.Tensor:
-        x = torch.tensor([list(ids)], device=self.device)
-        pos = torch.arange(self.length, self.length + len(ids), device=self.device)[None]
-        out = self.model(input_ids=x, position_ids=pos, use_cache=True, **{self._cache_kw: self.cache})
-        self.length += len(ids)
-        rows: torch.Tensor = out.logits[0]
+        pos = list(range(self.length, self.length + len(ids)))
+        rows, _ = self.extend_masked(ids, pos, None)
         return rows
+
+    @torch.inference_mode()
+    def extend_masked(
+        self, ids: list[int], positions: list[int], allowed: torch.Tensor | None, *, hidden: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One pass over ``ids`` at ``positions`` where new token i attends to cached or new position
+        j iff ``allowed[i, j]`` ([len(ids), length + len(ids)] bool; None: causal). Returns the logit
+        rows [len(ids), V] and, with ``hidden``, the last layer's states [len(ids), H]. All of
+        ``ids`` enter the cache (roll back what should not stay: a tree's nodes)."""
+        x = torch.tensor([list(ids)], device=self.device)
+        kw: dict[str, object] = {
+            self._cache_kw: self.cache,
+            "position_ids": torch.tensor([positions], device=self.device),
+        }
+        if allowed is not None:
+            dtype = next(self.model.parameters()).dtype
+            mask = torch.zeros(allowed.shape, dtype=dtype, device=self.device)
+            kw["attention_mask"] = mask.masked_fill(~allowed.to(self.device), torch.finfo(dtype).min)[None, None]
+        out = self.model(input_ids=x, use_cache=True, output_hidden_states=hidden, **kw)
+        self.length += len(ids)
+        return out.logits[0], (out.hidden_states[-1][0] if hidden else None)
 
     def rollback(self, n: int) -> None:
         if n > 0:

@@ -4,7 +4,10 @@ One pass: the prefix and the flattened tree go through the target together, with
 float attention mask (each tree node sees the prefix, its ancestors and itself) and explicit
 position ids (prefix length + depth). ``tree_logits`` returns the row after the prefix (the root's
 law) and the row after every node; ``chain_logits_for_tree`` computes the same rows with one
-separate chain pass per node, for the check.
+separate chain pass per node, for the check. :class:`TreeKVCache` gives ``tree_logits``' rows from a
+KV cache of the context: a pass feeds only the tokens committed since the last one, then the nodes,
+which are rolled back. The runner verifies through one, and the drafters that run a model (the draft
+model's levels, Jacobi iterations, the heads' hidden state) draft through their own.
 
 Drafters return a tree: nodes with (token, parent, depth), and for every expanded node the draft
 row it drew its children from and the ordered candidate list (the verifier needs both):
@@ -27,8 +30,9 @@ and records, per round, the exact expected number of emitted tokens for the tree
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -37,7 +41,7 @@ import torch
 
 from ..algorithms.multi_draft import NodeRule, draw_candidates, node_outcome_law, verify_node_procedural
 from ..dists import SamplingSettings
-from ..lm.transformers_lm import CausalLM
+from ..lm.transformers_lm import CausalLM, KVSession
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -46,6 +50,7 @@ __all__ = [
     "Tree",
     "TreeDrafter",
     "tree_logits",
+    "TreeKVCache",
     "chain_logits_for_tree",
     "ModelTreeDrafter",
     "PromptLookupDrafter",
@@ -90,27 +95,67 @@ class Tree:
         return idx
 
 
-@torch.no_grad()
-def tree_logits(model: PreTrainedModel, prefix: list[int], tree: Tree) -> torch.Tensor:
-    """[1 + n_nodes, V]: row 0 after the prefix, row 1 + i after node i; one pass."""
-    dev = next(model.parameters()).device
-    P, n = len(prefix), len(tree.tokens)
-    allowed = torch.zeros(P + n, P + n, dtype=torch.bool, device=dev)
-    allowed[:P, :P] = torch.tril(torch.ones(P, P, dtype=torch.bool, device=dev))
-    allowed[P:, :P] = True
+def _tree_allowed(cached: int, pending: int, tree: Tree) -> torch.Tensor:
+    """Attention of a pass over ``pending`` new context tokens then the tree's nodes, after ``cached``
+    positions: [pending + n, cached + pending + n] bool. Context tokens are causal; a node sees the
+    whole context, its ancestors and itself."""
+    n = len(tree.tokens)
+    c = cached + pending
+    allowed = torch.zeros(pending + n, c + n, dtype=torch.bool)
+    allowed[:pending, :c] = torch.tril(torch.ones(pending, c, dtype=torch.bool), diagonal=cached)
+    allowed[pending:, :c] = True
     for i in range(n):
         j = i
         while j >= 0:
-            allowed[P + i, P + j] = True
+            allowed[pending + i, c + j] = True
             j = tree.parents[j]
+    return allowed
+
+
+@torch.no_grad()
+def tree_logits(model: PreTrainedModel, prefix: list[int], tree: Tree) -> torch.Tensor:
+    """[1 + n_nodes, V]: row 0 after the prefix, row 1 + i after node i; one uncached pass."""
+    dev = next(model.parameters()).device
+    P = len(prefix)
     dtype = next(model.parameters()).dtype
+    allowed = _tree_allowed(0, P, tree).to(dev)
     mask = torch.zeros(allowed.shape, dtype=dtype, device=dev).masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
-    pos = list(range(P)) + [P + tree.depth(i) for i in range(n)]
+    pos = list(range(P)) + [P + tree.depth(i) for i in range(len(tree.tokens))]
     ids = torch.tensor([list(prefix) + tree.tokens], device=dev)
     out = model(
         input_ids=ids, attention_mask=mask, position_ids=torch.tensor([pos], device=dev), use_cache=False
     ).logits[0]
     return torch.cat([out[P - 1 : P], out[P:]])
+
+
+class TreeKVCache:
+    """The rows of :func:`tree_logits` from a KV cache of the context: a pass feeds only the context
+    tokens not yet cached, then the tree's nodes, and keeps the context (the nodes are rolled back).
+    A context that does not extend the cached one (a new request) starts a fresh cache, so a
+    request's rows never depend on the requests before it."""
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        self.model = model
+        self._session = KVSession(model)
+        self._ids: list[int] = []
+
+    def rows(self, prefix: list[int], tree: Tree, *, hidden: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(logits [1 + n_nodes, V], last hidden states [1 + n_nodes, H] or None), as :func:`tree_logits`."""
+        prefix = list(prefix)
+        if self._ids != prefix[: len(self._ids)] or len(self._ids) >= len(prefix):
+            self._session, self._ids = KVSession(self.model), []  # a new request (or nothing new to feed)
+        pending = prefix[len(self._ids) :]
+        L, P, n = len(self._ids), len(prefix), len(tree.tokens)
+        pos = list(range(L, P)) + [P + tree.depth(i) for i in range(n)]
+        logits, states = self._session.extend_masked(
+            pending + tree.tokens, pos, _tree_allowed(L, len(pending), tree), hidden=hidden
+        )
+        self._session.rollback(n)
+        # keep the last context token uncached: the next pass needs its row (the root's law)
+        self._session.rollback(1)
+        self._ids = prefix[:-1]
+        m = len(pending)
+        return logits[m - 1 :], (states[m - 1 :] if states is not None else None)
 
 
 @torch.no_grad()
@@ -120,6 +165,11 @@ def chain_logits_for_tree(model: PreTrainedModel, prefix: list[int], tree: Tree)
     for i in range(len(tree.tokens)):
         rows.append(lm.logits(list(prefix) + tree.path(i))[-1])
     return torch.stack(rows)
+
+
+def _histories(prefix: list[int], tree: Tree, nodes: list[int]) -> Callable[[int], list[int]]:
+    """Row i's history for the settings' penalties: the prefix, then the path to ``nodes[i]`` (-1: the root)."""
+    return lambda i: list(prefix) + (tree.path(nodes[i]) if nodes[i] >= 0 else [])
 
 
 class TreeDrafter(Protocol):
@@ -134,15 +184,18 @@ class ModelTreeDrafter:
     ) -> None:
         self.lm = CausalLM(draft_model)
         self.branching, self.mechanism = tuple(branching), mechanism
+        self._kv = TreeKVCache(draft_model)
 
     def propose(self, prefix: list[int], settings: SamplingSettings, rng: np.random.Generator) -> Tree:
         tree = Tree()
         frontier = [-1]
         for k in self.branching:
+            rows, _ = self._kv.rows(prefix, tree)  # one draft pass per level: the tree so far
+            at = [node + 1 for node in frontier]
+            qs = self.lm.process_rows(rows[at], settings, _histories(prefix, tree, frontier), len(prefix))
             nxt: list[int] = []
-            for node in frontier:
-                path = list(prefix) + (tree.path(node) if node >= 0 else [])
-                q = self.lm.next_probs([path], settings, n_prompt=len(prefix))[0]
+            for node, q_t in zip(frontier, qs):
+                q = q_t.cpu().numpy()
                 cands = draw_candidates(q, k, self.mechanism, rng)
                 nxt += tree.add_children(node, q, cands)
             frontier = nxt
@@ -183,6 +236,7 @@ class LookaheadDrafter:
         self, target: PreTrainedModel, *, window: int = 4, ngram: int = 3, max_candidates: int = 2, seed: int = 0
     ) -> None:
         self.lm = CausalLM(target)
+        self._kv = TreeKVCache(target)
         self.window, self.ngram, self.k = window, ngram, max_candidates
         self.pool: dict[int, list[tuple[int, ...]]] = {}
         self.guess: list[int] | None = None
@@ -192,8 +246,12 @@ class LookaheadDrafter:
         v = self.lm.vocab_size
         if self.guess is None or len(self.guess) != self.window:
             self.guess = self.rng.integers(0, v, self.window).tolist()
-        lg = self.lm.logits(list(ctx) + self.guess)
-        new: list[int] = torch.argmax(lg[len(ctx) - 1 : len(ctx) - 1 + self.window], -1).tolist()
+        guess = Tree()
+        node = -1
+        for t in self.guess:  # the window as a chain: rows after ctx and after each guess
+            node = guess.add_children(node, np.zeros(1), [t])[0]
+        lg, _ = self._kv.rows(list(ctx), guess)
+        new: list[int] = torch.argmax(lg[: self.window], -1).tolist()
         traj = [ctx[-1]] + new
         for s in range(len(traj) - self.ngram + 1):
             g = tuple(traj[s : s + self.ngram])
@@ -226,15 +284,17 @@ class MedusaHeads(torch.nn.Module):
         h = target.config.hidden_size
         v = target.get_output_embeddings().weight.shape[0]
         self.target, self.topk = target, tuple(topk)
+        self._kv = TreeKVCache(target)
         self.heads = torch.nn.ModuleList(
             [torch.nn.Sequential(torch.nn.Linear(h, h), torch.nn.SiLU(), torch.nn.Linear(h, v)) for _ in range(n_heads)]
         )
 
     @torch.no_grad()
     def propose(self, prefix: list[int], settings: SamplingSettings, rng: np.random.Generator) -> Tree:
-        out = self.target(input_ids=torch.tensor([list(prefix)]), output_hidden_states=True, use_cache=False)
-        h = out.hidden_states[-1][0, -1]
-        rows = [torch.softmax(out.logits[0, -1].double(), -1).numpy()] + [
+        logits, states = self._kv.rows(prefix, Tree(), hidden=True)
+        assert states is not None
+        h = states[-1]
+        rows = [torch.softmax(logits[-1].double(), -1).numpy()] + [
             torch.softmax(hd(h).double(), -1).numpy() for hd in self.heads
         ]
         # Medusa's tree: top-k of the next-token row, then top-k of each head, as a Cartesian tree.
@@ -257,6 +317,7 @@ class EagleHead(torch.nn.Module):
         super().__init__()
         h = target.config.hidden_size
         self.target, self.topk = target, tuple(topk)
+        self._kv = TreeKVCache(target)
         self.fc = torch.nn.Linear(2 * h, h)
         self.mlp = torch.nn.Sequential(torch.nn.SiLU(), torch.nn.Linear(h, h))
 
@@ -274,9 +335,10 @@ class EagleHead(torch.nn.Module):
 
     @torch.no_grad()
     def propose(self, prefix: list[int], settings: SamplingSettings, rng: np.random.Generator) -> Tree:
-        out = self.target(input_ids=torch.tensor([list(prefix)]), output_hidden_states=True, use_cache=False)
-        h0 = out.hidden_states[-1][0, -1]
-        p0 = torch.softmax(out.logits[0, -1].double(), -1).numpy()
+        logits, states = self._kv.rows(prefix, Tree(), hidden=True)
+        assert states is not None
+        h0 = states[-1]
+        p0 = torch.softmax(logits[-1].double(), -1).numpy()
         tree = Tree()
         feats = {-1: h0}
         frontier = [-1]
@@ -365,10 +427,26 @@ def train_eagle_head(
 class TreeRunResult:
     tokens: list[int]
     emitted_per_round: list[int]
-    expected_per_round: list[float]  # exact, for the tree actually drafted
-    var_per_round: list[float]
     target_passes: int
     seconds: float
+    rule: NodeRule
+    #: per round, the tree drafted and its node laws [1 + n_nodes, V] (row 0: the root's)
+    rounds: list[tuple[Tree, npt.NDArray[np.float64]]] = dataclasses.field(repr=False)
+
+    @functools.cached_property
+    def _moments(self) -> list[tuple[float, float]]:
+        # computed when first read: the walk over each tree's outcome laws costs about as much as
+        # the rule itself, and an audit reads only the tokens
+        return [_expected_len(tree, probs, self.rule) for tree, probs in self.rounds]
+
+    @property
+    def expected_per_round(self) -> list[float]:
+        """Per round, the exact expected number of emitted tokens for the tree actually drafted."""
+        return [e for e, _ in self._moments]
+
+    @property
+    def var_per_round(self) -> list[float]:
+        return [e2 - e * e for e, e2 in self._moments]
 
 
 def _expected_len(tree: Tree, probs: npt.NDArray[np.float64], rule: NodeRule, node: int = -1) -> tuple[float, float]:
@@ -405,28 +483,22 @@ def tree_speculative_generate(
     is accepted (until 2026-12-07 the runner ignored stop ids: an audit at defaults FAILed its stop
     unit)."""
     lm = CausalLM(target)
+    kv = TreeKVCache(target)
     t0 = time.perf_counter()
     out: list[int] = []
     emitted: list[int] = []
-    expected: list[float] = []
-    var: list[float] = []
+    rounds: list[tuple[Tree, npt.NDArray[np.float64]]] = []
     passes = 0
     n = len(prompt)
     while len(out) < max_new_tokens:
         ctx = list(prompt) + out
         tree = drafter.propose(ctx, settings, rng)
-        logits = tree_logits(target, ctx, tree)
+        logits, _ = kv.rows(ctx, tree)
         passes += 1
-        probs = np.stack(
-            [lm.process(logits[0], settings, ctx, n).cpu().numpy()]
-            + [
-                lm.process(logits[1 + i], settings, ctx + tree.path(i), n).cpu().numpy()
-                for i in range(len(tree.tokens))
-            ]
-        )
-        e, e2 = _expected_len(tree, probs, rule)
-        expected.append(e)
-        var.append(e2 - e * e)
+        # [1 + n_nodes, V]: the root's law, then each node's (penalties see the node's own path)
+        nodes = list(range(-1, len(tree.tokens)))
+        probs = lm.process_rows(logits, settings, _histories(ctx, tree, nodes), n).cpu().numpy()
+        rounds.append((tree, probs))
         node = -1
         block: list[int] = []
         while True:
@@ -448,4 +520,4 @@ def tree_speculative_generate(
         if (stop := settings.stop_at(block)) is not None:  # a stop accepted mid-block ends the request there
             del out[len(out) - len(block) + stop + 1 :]
             break
-    return TreeRunResult(out[:max_new_tokens], emitted, expected, var, passes, time.perf_counter() - t0)
+    return TreeRunResult(out[:max_new_tokens], emitted, passes, time.perf_counter() - t0, rule, rounds)
