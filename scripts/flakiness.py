@@ -8,7 +8,7 @@ its own) and a new ``--hypothesis-seed``, runs pytest with a JUnit XML report, a
 test's outcome to ``scripts/results/flakiness.json`` (rewritten after every run, so an interrupted
 study keeps what it has):
 
-* ``runs``: per run, the two seeds, pytest's exit code, the seconds it took and the tests that
+* ``runs``: per run, the commit tested, the two seeds, pytest's exit code, the seconds it took and the tests that
   failed (a failure or an error);
 * ``tests``: per test that failed at least once, the runs it ran in, the runs it failed in, and the
   seeds of those runs (rerun one with ``pytest NODE --specverify-seed S --hypothesis-seed H``);
@@ -97,6 +97,14 @@ def _run_once(base: list[str], sv: int, hy: int, timeout: float) -> tuple[int | 
         return rc, time.perf_counter() - t, outcomes(junit)
 
 
+def _commit() -> str:
+    """The commit of the checkout the suite runs in ('+ changes' if its tracked files differ)."""
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run([*git, "diff", "--quiet", "HEAD"]).returncode != 0
+    return (head or "unknown") + (" + changes" if dirty else "")
+
+
 def _resumed(a: argparse.Namespace) -> tuple[list[dict], dict[str, list[int]]]:
     """The runs and the per-test run lists of the study in ``a.out``, checked against ``a``."""
     if not a.out.exists():
@@ -145,6 +153,7 @@ def main(argv=None) -> int:
         runs.append(
             {
                 "run": i,
+                "commit": _commit(),  # a study spanning sittings tests more than one commit
                 "specverify_seed": sv,
                 "hypothesis_seed": hy,
                 "exit_code": rc,
