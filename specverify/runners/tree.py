@@ -131,8 +131,9 @@ def tree_logits(model: PreTrainedModel, prefix: list[int], tree: Tree) -> torch.
 class TreeKVCache:
     """The rows of :func:`tree_logits` from a KV cache of the context: a pass feeds only the context
     tokens not yet cached, then the tree's nodes, and keeps the context (the nodes are rolled back).
-    A context that does not extend the cached one (a new request) starts a fresh cache, so a
-    request's rows never depend on the requests before it."""
+    A context that does not extend the cached one starts a fresh cache: a new request does, unless
+    its prompt continues the last request's whole context (then the cached states are reused, equal
+    to fresh ones up to float rounding)."""
 
     def __init__(self, model: PreTrainedModel) -> None:
         self.model = model
