@@ -132,3 +132,39 @@ def test_a_generator_that_ends_its_process_in_the_greedy_check_fails_that_check(
     assert failed[0].summary.startswith(
         "the process running the check 'greedy equivalence (tie-aware)' ended inside the implementation (exit status 5)"
     )
+
+
+def stateful(target, draft):
+    """Lossless, with a state across requests: its gamma cycles with the requests it has served, so
+    which draws make a unit's tokens depends on the units before it in the same process."""
+    served = [0]
+
+    def generate(prompt, n, seed, s):
+        served[0] += 1
+        g = torch.Generator().manual_seed(seed)
+        return speculative_generate(target, draft, prompt, n, s, g, gamma=1 + served[0] % 4).tokens
+
+    return generate
+
+
+def test_isolated_units_give_a_stateful_generator_the_verdict_of_any_workers(pairs):
+    in_turn = audit_lm_pairs(stateful, pairs, **FAST)
+    isolated = audit_lm_pairs(stateful, pairs, isolate_units=True, **FAST)
+    forked = audit_lm_pairs(stateful, pairs, workers=2, **FAST)
+    assert isolated.status == forked.status == in_turn.status == "PASS"
+    assert same(isolated, forked), differences(normalised(isolated.to_dict()), normalised(forked.to_dict()))[:5]
+    assert not same(in_turn, forked)  # in turn, each unit starts from the state the ones before left
+
+
+def test_isolated_units_where_this_process_cannot_fork(pairs, monkeypatch):
+    from specverify.audit.sources import lm_audit
+    from specverify.errors import SpecVerifyError
+
+    monkeypatch.setattr(lm_audit, "_unforkable", lambda: "and a fork cannot use the CUDA context this process holds")
+    with pytest.raises(SpecVerifyError, match=r"isolate_units=True samples units in forked processes, and a fork "
+                       r"cannot use the CUDA context this process holds; pass isolate_units=False"):  # fmt: skip
+        audit_lm_pairs(stateful, pairs, isolate_units=True, **FAST)
+    with pytest.raises(SpecVerifyError, match=r"workers=2 .* pass workers=1 \(the units then run in turn here\)"):
+        audit_lm_pairs(stateful, pairs, workers=2, **FAST)
+    where_possible = audit_lm_pairs(stateful, pairs, isolate_units=None, **FAST)  # the CLI's: in turn here
+    assert same(where_possible, audit_lm_pairs(stateful, pairs, **FAST))

@@ -172,16 +172,18 @@ def test_the_cli_passes_the_worked_generator_from_outside_the_repository(outside
 
 
 def test_the_cli_gives_one_verdict_for_any_workers(outside, tmp_path):
-    """--lm-generator samples its units in forks, --workers at once (default: the cores): the same
-    JSON, to the sample, and the same report for 1 and 3."""
+    """--lm-generator samples its units in forks, --workers at once (default: the cores), each from
+    the state the generator had at the start: the same JSON, to the sample, and the same report for 1
+    and 3, for a generator whose drafts per round carry over from request to request."""
     import json
 
     outs, texts = [], []
     for workers in ("1", "3"):
         out = tmp_path / f"w{workers}.json"
         r = _cli(
-            "--lm-generator", "lm_generator:make", *CLI_FAST, "--workers", workers, "--json", str(out), cwd=outside
-        )
+            "--lm-generator", "mygens:persistent_schedule_correct", *CLI_FAST, "--workers", workers, "--json", str(out),
+            cwd=outside,
+        )  # fmt: skip
         assert r.returncode == 0, r.stdout + r.stderr
         d = json.loads(out.read_text())
         d.pop("seconds")

@@ -138,6 +138,27 @@ def per_request_rng_correct(target, draft):
     return generate
 
 
+def persistent_schedule_correct(target, draft):
+    """Correct, with a state across requests: the number of drafts per round follows transformers'
+    "heuristic" schedule (+2 after a round with every draft accepted, -1 after one with a rejection,
+    at least 1), and like its num_assistant_tokens (persistent over generation calls with the same
+    assistant model, transformers' GenerationConfig docs) it carries over from one request to the next."""
+    gamma = [GAMMA]
+
+    def generate(prompt, n, seed, s):
+        _decline_penalties(s)
+        rng, out = np.random.default_rng(seed), []
+        while len(out) < n:
+            new, drafts, *_ = _round(target, draft, list(prompt) + out, s, rng, gamma=gamma[0])
+            gamma[0] = gamma[0] + 2 if len(new) > len(drafts) else max(1, gamma[0] - 1)
+            out += _cut_at_stop(new, s)
+            if out[-1] in s.stop_token_ids:
+                break
+        return out[:n]
+
+    return generate
+
+
 # -- buggy, each after one report -------------------------------------------------------------------
 
 
@@ -313,7 +334,13 @@ def one_stream_for_every_request(target, draft):
     return generate
 
 
-CORRECT = (eos_mid_round_correct, logprobs_correct, cache_window_correct, per_request_rng_correct)
+CORRECT = (
+    eos_mid_round_correct,
+    logprobs_correct,
+    cache_window_correct,
+    per_request_rng_correct,
+    persistent_schedule_correct,
+)
 BUGGY = (
     eos_checked_on_last_token,
     length_before_stop,

@@ -301,7 +301,8 @@ def _add_plan_options(grp: argparse._ArgumentGroup) -> None:
         "--round, --kernel, --generator and catalogue targets on Linux, where every batch then runs in a fresh "
         "fork, so that a state the implementation keeps across calls cannot carry from batch to batch and the "
         "verdict is the same for any N; for --lm-generator on Linux too, where N units are sampled at once, each "
-        "in a fork on one torch thread (the same verdict as units in turn); 1 (in this process, batches in "
+        "in a fresh fork on one torch thread, with 1 too (the same verdict for any N, for a generator that keeps a "
+        "state across requests as well); 1 (in this process, batches in "
         f"order) for --cmd, --endpoint, --context transformers and an implementation that loaded "
         f"{', '.join(FORK_UNSAFE)} (forking them is not safe)",
     )
@@ -961,7 +962,9 @@ def _audit_lm_generator(args: argparse.Namespace, settings: Settings, make: Call
         length=args.length,
         name=args.lm_generator.strip(),
     )
-    cfg = dataclasses.replace(cfg, workers=args.workers or 1)  # units in forks: one torch thread each, as here
+    # units in forks, one torch thread each, as here; with one worker too, so that a generator that keeps
+    # a state across requests gets the verdict of any --workers
+    cfg = dataclasses.replace(cfg, workers=args.workers or 1, isolate_units=None)
     return audit_lm_pairs(make, lm_pairs(vocab=vocab, seed=args.seed), cfg)
 
 

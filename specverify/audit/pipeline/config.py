@@ -131,6 +131,11 @@ class LMAuditConfig:
     # units sampled at once, each in a fork of this process on one torch thread (CPU models; the same
     # samples as 1, which samples them in turn here)
     workers: int = 1
+    # each unit (and each final check) in a fresh fork even with one worker: every one starts from the
+    # state the generator had when the audit began, so a generator that keeps a state across requests
+    # (a cache, an n-gram pool) gets the verdict of any number of workers; None: where this process
+    # can fork (not with a CUDA context), as the CLI does
+    isolate_units: bool | None = False
 
 
 @dataclasses.dataclass(frozen=True)

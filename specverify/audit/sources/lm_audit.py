@@ -16,8 +16,10 @@ pooled tokens (round positions are not visible to a black-box generator). A sett
 implementation declines (it raises NotImplementedError) is reported as unsupported, never as a FAIL.
 With ``workers=N`` (CPU models), N units are sampled at once, each in a fork of this process on one
 torch thread, and concluded in plan order: the verdict of units sampled in turn for a generator whose
-output depends on its request alone (one that keeps a state across requests starts every unit from
-the state it had when the audit began).
+output depends on its request alone. One that keeps a state across requests (a cache, an n-gram
+pool) starts every unit in a fork from the state it had when the audit began, and in turn from the
+state the units before left: ``isolate_units=True`` forks each unit with one worker too, so that any
+number of workers gives its verdict (``None``: where this process can fork, as the CLI does).
 
 ``audit_lm_pairs`` audits a generator factory ``make_generate(target, draft)`` on model pairs that
 specverify builds (:func:`lm_pairs`: a low- and a high-overlap pair of tiny transformers models),
@@ -302,6 +304,11 @@ def _validated(cfg: LMAuditConfig) -> LMAuditConfig:
         SamplingSettings(stop_token_ids=cfg.stop_token_ids)  # the same check as a request's
     if not (isinstance(cfg.workers, int) and cfg.workers >= 1):
         raise ValueError(f"workers={cfg.workers!r}: processes sampling units at once, an int >= 1 (1: in this one)")
+    if cfg.isolate_units not in (True, False, None):
+        raise ValueError(
+            f"isolate_units={cfg.isolate_units!r}: True (each unit in a fresh fork), False (in turn here with one "
+            "worker) or None (forks where this process can fork)"
+        )
     return dataclasses.replace(cfg, looks=looks, length=cfg.length or 4 * (cfg.gamma + 1))
 
 
@@ -881,25 +888,26 @@ def _collected(
 ) -> Generator[LMUnit, None, None]:  # fmt: skip
     """Collect each unit's sample into ``samples`` and yield the units in plan order, then run the
     final checks into ``done`` (never, if the consumer stops first: fail-fast): in turn, or with
-    ``cfg.workers > 1`` in forks of this process, that many at once (the final checks beside the
-    last units). A unit's sample depends on its own seed stream alone, so both give the same
-    samples; a fork checkpoints its unit to a file of its own (:func:`_unit_file`), merged into the
+    ``cfg.workers > 1`` or ``cfg.isolate_units`` in forks of this process, that many at once (the
+    final checks beside the last units). A unit's sample depends on its own seed stream alone, so
+    both give the same samples (for a generator with a state across requests: forks, whatever their
+    number); a fork checkpoints its unit to a file of its own (:func:`_unit_file`), merged into the
     checkpoint when the unit is yielded."""
+    forked = _in_forks(cfg)
 
     def collect(u: LMUnit) -> LMSample:
         deadline = t0 + cfg.budget_s * (u.index + 1) / len(units)
         own = {u.index: samples[u.index]}
-        on_batch = save if cfg.workers == 1 else _Saver(_unit_file(cfg.checkpoint, u.index), save.fp, own)
+        on_batch = _Saver(_unit_file(cfg.checkpoint, u.index), save.fp, own) if forked else save
         _collect_with_looks(gens[u.pair_index], aud, u, cfg, samples[u.index], deadline=deadline, on_batch=on_batch)
         return samples[u.index]
 
-    if cfg.workers == 1:
+    if not forked:
         for u in units:
             collect(u)
             yield u
         done.update((i, check.run()) for i, check in enumerate(finals))
         return
-    _check_forkable(cfg)
     save(force=True)  # a resume finds the checkpoint even if no unit ends before an interruption
     jobs: list[Callable[[], object]] = [functools.partial(collect, u) for u in units]
     jobs += [check.run for check in finals]
@@ -953,16 +961,26 @@ def _final_checks(
     return out
 
 
-def _check_forkable(cfg: LMAuditConfig) -> None:
+def _unforkable() -> str | None:
+    """Why units cannot be sampled in forks of this process, or None."""
     if not hasattr(os, "fork"):
-        raise SpecVerifyError(
-            f"workers={cfg.workers} samples units in forked processes, which this platform lacks; pass workers=1"
-        )
+        return "which this platform lacks"
     if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        return "and a fork cannot use the CUDA context this process holds"
+    return None
+
+
+def _in_forks(cfg: LMAuditConfig) -> bool:
+    """Whether the units are sampled in forks (``isolate_units=None``: where forking is possible)."""
+    if cfg.workers == 1 and not cfg.isolate_units:
+        return cfg.isolate_units is None and _unforkable() is None
+    if (why := _unforkable()) is not None:
+        asked, fix = ("workers", "workers=1") if cfg.workers > 1 else ("isolate_units", "isolate_units=False")
         raise SpecVerifyError(
-            f"workers={cfg.workers} samples units in forked processes, and a fork cannot use the CUDA context this "
-            "process holds; pass workers=1 (on a GPU the units run in turn)"
+            f"{asked}={getattr(cfg, asked)} samples units in forked processes, {why}; pass {fix} (the units then "
+            "run in turn here)"
         )
+    return True
 
 
 @contextlib.contextmanager
@@ -1004,6 +1022,7 @@ _NO_MODEL = {
 #: options that change neither the laws nor the plan: a checkpoint stays valid across them
 _PLAN_INDEPENDENT = (
     "checkpoint", "resume", "budget_s", "diagnose", "fail_fast", "call_timeout", "target_greedy", "name", "workers",
+    "isolate_units",
 )  # fmt: skip
 
 
