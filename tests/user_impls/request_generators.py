@@ -141,8 +141,9 @@ def per_request_rng_correct(target, draft):
 def persistent_schedule_correct(target, draft):
     """Correct, with a state across requests: the number of drafts per round follows transformers'
     "heuristic" schedule (+2 after a round with every draft accepted, -1 after one with a rejection,
-    at least 1), and like its num_assistant_tokens (persistent over generation calls with the same
-    assistant model, transformers' GenerationConfig docs) it carries over from one request to the next."""
+    at least 1) and carries over from one request to the next, as transformers' num_assistant_tokens
+    does when the assistant's generation config names that schedule (5, 88, 171 over three calls,
+    transformers 5.25). Here it decides which random draws make the tokens."""
     gamma = [GAMMA]
 
     def generate(prompt, n, seed, s):
