@@ -35,6 +35,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
+from _provenance import commit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,14 +98,6 @@ def _run_once(base: list[str], sv: int, hy: int, timeout: float) -> tuple[int | 
         return rc, time.perf_counter() - t, outcomes(junit)
 
 
-def _commit() -> str:
-    """The commit of the checkout the suite runs in ('+ changes' if its tracked files differ)."""
-    git = ["git", "-C", str(ROOT)]
-    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run([*git, "diff", "--quiet", "HEAD"]).returncode != 0
-    return (head or "unknown") + (" + changes" if dirty else "")
-
-
 def _resumed(a: argparse.Namespace) -> tuple[list[dict], dict[str, list[int]]]:
     """The runs and the per-test run lists of the study in ``a.out``, checked against ``a``."""
     if not a.out.exists():
@@ -153,7 +146,7 @@ def main(argv=None) -> int:
         runs.append(
             {
                 "run": i,
-                "commit": _commit(),  # a study spanning sittings tests more than one commit
+                "commit": commit(),  # a study spanning sittings tests more than one commit
                 "specverify_seed": sv,
                 "hypothesis_seed": hy,
                 "exit_code": rc,

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from _provenance import commit
 
 from specverify.algorithms.multi_draft import NODE_RULES
 from specverify.audit.sources.lm_audit import audit_lm_pairs
@@ -91,7 +92,7 @@ def main() -> None:
         t0 = time.time()
         v = audit_lm_pairs(PACKAGES[name], workers=a.workers)
         rows.append({"package": name, "status": str(v.status), "seconds": round(time.time() - t0, 1),
-                     "samples": v.samples, "workers": a.workers})  # fmt: skip
+                     "samples": v.samples, "workers": a.workers, "commit": commit()})  # fmt: skip
         print(f"{name:28s} {v.status} {rows[-1]['seconds']:7.1f} s {v.samples:8,d} samples, workers {a.workers}")
         if len(names) == 1 or v.status != "PASS":
             for c in v.checks:
