@@ -964,7 +964,8 @@ def _audit_lm_generator(args: argparse.Namespace, settings: Settings, make: Call
     )
     # units in forks, one torch thread each, as here; with one worker too, so that a generator that keeps
     # a state across requests gets the verdict of any --workers
-    cfg = dataclasses.replace(cfg, workers=args.workers or 1, isolate_units=None)
+    isolate = None if sys.platform == "linux" else False  # forks only where default_workers forks (Linux)
+    cfg = dataclasses.replace(cfg, workers=args.workers or 1, isolate_units=isolate)
     return audit_lm_pairs(make, lm_pairs(vocab=vocab, seed=args.seed), cfg)
 
 
