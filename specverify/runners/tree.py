@@ -151,9 +151,8 @@ class TreeKVCache:
         logits, states = self._session.extend_masked(
             pending + tree.tokens, pos, _tree_allowed(L, len(pending), tree), hidden=hidden
         )
-        self._session.rollback(n)
-        # keep the last context token uncached: the next pass needs its row (the root's law)
-        self._session.rollback(1)
+        # drop the nodes, and the last context token too: the next pass needs its row (the root's law)
+        self._session.rollback(n + 1)
         self._ids = prefix[:-1]
         m = len(pending)
         return logits[m - 1 :], (states[m - 1 :] if states is not None else None)
