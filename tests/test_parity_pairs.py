@@ -1,12 +1,10 @@
 """The parity grid's pairs (``--parity-pairs``, issue 22 item 3).
 
-With ``--logits`` every knob of the grid runs on both pairs by default; ``--parity-pairs alternate``
-runs every setting after the first on one pair, low and high overlap in turn (about half the time),
-so a knob is shown rejections or full acceptances but not both. The bug that needs both: a drafter
-that samples from its processed row but keeps q from before top-p (huggingface/transformers#47932,
-narrowed to one knob) is exact wherever draft and target rows are equal, so top-p on the
-high-overlap pair alone cannot show it. Until 2026-12-07 'alternate' was the default and this bug
-PASSed a default audit.
+With ``--logits`` every setting after the first runs on one pair by default, low and high overlap in
+turn, so a knob is shown rejections or full acceptances but not both. ``--parity-pairs both`` runs
+every knob on both pairs. The bug that needs it: a drafter that samples from its processed row but
+keeps q from before top-p (huggingface/transformers#47932, narrowed to one knob) is exact wherever
+draft and target rows are equal, so top-p on the high-overlap pair alone cannot show it.
 """
 
 import os
@@ -39,7 +37,6 @@ def _cells(parity_pairs):
 
 def test_both_runs_every_knob_of_the_grid_on_both_pairs():
     alternate, both = _cells("alternate"), _cells("both")
-    assert _cells(AuditConfig().parity_pairs) == both  # the default
     assert len(alternate) == len(PARITY_GRID) + 1  # the first setting on both pairs, every other on one
     assert len(both) == 2 * len(PARITY_GRID)
     for s in PARITY_GRID:
@@ -49,18 +46,18 @@ def test_both_runs_every_knob_of_the_grid_on_both_pairs():
 
 def test_a_q_kept_before_top_p_needs_the_low_overlap_pair_under_top_p():
     adapter = RoundAdapter(step_logits_q_reported_before_top_p, logits=True)
-    missed = audit(adapter, settings=GRID, parity_pairs="alternate", **SIZE)
-    caught = audit(adapter, settings=GRID, **SIZE)  # the default: both pairs
-    # the gap the alternation leaves, stated rather than hidden
+    missed = audit(adapter, settings=GRID, **SIZE)
+    caught = audit(adapter, settings=GRID, parity_pairs="both", **SIZE)
+    # the gap the alternation leaves, stated rather than hidden (if the default becomes 'both', this must FAIL)
     assert missed.status == "PASS", missed.headline()
     assert caught.status == "FAIL", caught.headline()
     failed = [c.name for c in caught.checks if c.status == "FAIL"]
     assert failed and all("top_p=0.8" in n and "low-overlap" in n for n in failed), failed
-    correct = audit(RoundAdapter(step_logits_correct, logits=True), settings=GRID, **SIZE)
+    correct = audit(RoundAdapter(step_logits_correct, logits=True), settings=GRID, parity_pairs="both", **SIZE)
     assert correct.status == "PASS", correct.headline()
 
 
-def test_the_cli_runs_every_knob_on_both_pairs_unless_told_to_alternate():
+def test_the_cli_and_the_python_api_default_to_the_same_pairs():
     from specverify.audit.front.cli import _config
     from specverify.cli import build_parser
 
@@ -69,12 +66,12 @@ def test_the_cli_runs_every_knob_on_both_pairs_unless_told_to_alternate():
         args.isolate_batches = False  # set by the CLI's checks from the implementation, not an option
         return _config(args, None).parity_pairs
 
-    assert parity_pairs() == "both"
-    assert parity_pairs("--parity-pairs", "alternate") == "alternate"
+    assert parity_pairs() == AuditConfig().parity_pairs == "alternate"
+    assert parity_pairs("--parity-pairs", "both") == "both"
 
 
 def test_a_parity_pairs_value_that_is_not_one_of_the_two_names_the_choices():
-    with pytest.raises(SpecVerifyError, match="parity_pairs='Both': pass 'both' \\(the default\\) or 'alternate'"):
+    with pytest.raises(SpecVerifyError, match="parity_pairs='Both': pass 'alternate' \\(the default\\) or 'both'"):
         cfg = AuditConfig(parity_pairs="Both")  # type: ignore[arg-type]
         plan_audit(RoundAdapter(step_logits_correct, logits=True), cfg)
 
@@ -83,9 +80,9 @@ def test_the_cli_takes_parity_pairs_with_logits_only():
     cli = Path(sys.executable).parent / "specverify"
     env = {**os.environ, "PYTHONPATH": str(HERE), "COLUMNS": "80"}
     spec = "user_impls.logits_steppers:step_logits_correct"
-    argv = [str(cli), "audit", "--round", spec, "--parity-pairs", "alternate"]
+    argv = [str(cli), "audit", "--round", spec, "--parity-pairs", "both"]
     r = subprocess.run(argv, capture_output=True, text=True, env=env)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "--parity-pairs applies with --logits (without it every setting runs on both pairs); drop it" in r.stderr
     h = subprocess.run([str(cli), "audit", "--help"], capture_output=True, text=True, env=env)
-    assert "--parity-pairs {both,alternate}" in h.stdout
+    assert "--parity-pairs {alternate,both}" in h.stdout

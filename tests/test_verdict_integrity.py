@@ -151,8 +151,8 @@ def test_refusing_step_passes_what_it_takes_and_reports_the_rest_unsupported(use
         assert name in unsupported, r.stdout
     headline = r.stdout.strip().splitlines()[-1]
     assert headline.startswith("PASS: no deviation of TV >= ")
-    # min-p, the three penalties and the combined setting, each on both pairs, and greedy
-    assert "12 UNSUPPORTED by the implementation, not covered: " in headline  # the long greedy run too
+    # min-p, the three penalties and the combined setting, and greedy
+    assert "7 UNSUPPORTED by the implementation, not covered: " in headline  # the long greedy run too
 
 
 def test_every_setting_declined_is_unsupported_with_exit_5(usermods):

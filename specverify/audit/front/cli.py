@@ -263,11 +263,10 @@ def _add_rule_options(grp: argparse._ArgumentGroup) -> None:
     )
     grp.add_argument(
         "--parity-pairs",
-        choices=["both", "alternate"],
-        default=None,
-        help="with --logits: every setting runs on both model pairs, low and high overlap (default: every knob is "
-        "shown rejections and full acceptances), or each setting after the first on one, the two in turn (about "
-        "half the time; a knob bug that shows on one pair only may be missed)",
+        choices=["alternate", "both"],
+        default="alternate",
+        help="with --logits: each setting after the first runs on one model pair, low and high overlap in turn "
+        "(default), or on both (every knob is shown rejections and full acceptances; about twice the time)",
     )
     grp.add_argument("--greedy", action="store_true", help="the implementation decodes greedily (--round, --generator)")
 
@@ -732,7 +731,7 @@ def _check_logits_options(args: argparse.Namespace, shape: Shape) -> None:
     """--logits, --parity-pairs and --greedy: what the implementation is handed."""
     if args.logits and shape not in ("kernel", "round", "generator", "cmd"):
         raise UsageError("--logits applies to --kernel, --round, --generator and --cmd; drop it")
-    if args.parity_pairs is not None and not args.logits:
+    if args.parity_pairs != "alternate" and not args.logits:
         raise UsageError("--parity-pairs applies with --logits (without it every setting runs on both pairs); drop it")
     if args.greedy and shape not in ("round", "generator"):
         raise UsageError("--greedy applies to --round and --generator; drop it")
@@ -820,7 +819,7 @@ def _config(args: argparse.Namespace, settings: Settings) -> AuditConfig:
         resume=args.resume,
         progress=not args.no_progress and sys.stderr.isatty(),
         context=args.context,
-        parity_pairs=args.parity_pairs or AuditConfig.parity_pairs,
+        parity_pairs=args.parity_pairs,
         greedy_ties=args.greedy_ties,
         diagnose=not args.no_diagnosis,
         fail_fast=args.fail_fast,

@@ -11,8 +11,7 @@ Pairs per setting (``Adapter.pair_kinds``): implementations written by users get
 pair (mean acceptance about 0.3, with zero-heavy and disjoint rows) and a high-overlap pair (about
 0.95, with draft == target rows), because bugs of the rejection path hide under high overlap and
 bugs of the all-accepted path under low overlap. The parity grid (``--logits``) runs every setting
-on both pairs too, or with ``parity_pairs='alternate'`` every setting after the first on one pair,
-the kinds in turn. Round steps and
+after the first on one pair, the kinds in turn, unless ``parity_pairs='both'``. Round steps and
 generators see whole prefixes on order-2, position-dependent context pairs
 (:mod:`specverify.harness`); kernels see positional rows; the catalogue keeps its one tuned pair
 per setting.
@@ -258,7 +257,7 @@ _STRATA = {"positions": None, "first-later": 3, "pooled": 1}
 def plan_audit(adapter: Adapter, cfg: AuditConfig) -> AuditPlan:
     """The units and their families for ``adapter`` under ``cfg`` (see the module docstring)."""
     if cfg.parity_pairs not in ("alternate", "both"):
-        raise SpecVerifyError(f"parity_pairs={cfg.parity_pairs!r}: pass 'both' (the default) or 'alternate'")
+        raise SpecVerifyError(f"parity_pairs={cfg.parity_pairs!r}: pass 'alternate' (the default) or 'both'")
     settings = tuple(cfg.settings) if cfg.settings else (PARITY_GRID if adapter.logits else DEFAULT_SETTINGS)
     skipped = []
     if adapter.greedy:  # a greedy implementation is audited by the exact greedy check only
@@ -357,8 +356,8 @@ def _family_of(fam: TestFamily, s: SamplingSettings, length: int | None, adapter
 def _kinds_for(
     adapter: Adapter, kinds: tuple[PairKind, ...], setting_index: int, parity_pairs: ParityPairs
 ) -> tuple[PairKind, ...]:
-    """With ``parity_pairs='alternate'`` each setting of a parity grid after the first runs on one pair,
-    the kinds in turn (so a knob is shown rejections or full acceptances, not both)."""
+    """Parity grids are long: unless ``parity_pairs`` is 'both', each setting after the first runs on
+    one pair, alternating the kinds (so a knob is shown rejections or full acceptances, not both)."""
     if adapter.logits and len(kinds) > 1 and setting_index > 0 and parity_pairs == "alternate":
         return (kinds[setting_index % len(kinds)],)
     return kinds
