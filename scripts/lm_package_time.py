@@ -1,9 +1,9 @@
 """Time lossless real packages through ``audit_lm_pairs`` at defaults (issue 22's 'LM packages'), on
 specverify's low- and high-overlap tiny Llama pairs: transformers' generate (assisted generation
 with a constant and with its default schedule, prompt lookup, early exit) and specverify's runners
-(the chain runner; the tree runner with a draft-model tree, a multi-draft iid tree verified by
-recursive rejection sampling, prompt lookup, lookahead, Medusa heads and an EAGLE-style head, each
-with an exact rule).
+(the chain runner; the tree runner with a draft-model top-k tree of two levels and one of one level,
+a multi-draft iid tree verified by recursive rejection sampling, prompt lookup, lookahead, Medusa
+heads and an EAGLE-style head, each with an exact rule).
 
     .venv/bin/python scripts/lm_package_time.py                        # assisted generation, units in turn
     .venv/bin/python scripts/lm_package_time.py --workers 2 --mode all --json scripts/results/lm_packages.json
@@ -69,6 +69,9 @@ PACKAGES: dict[str, Callable] = {
     "early_exit": _hf("early_exit", gamma=4),
     "specverify": _chain,
     "tree_topk": _tree(lambda t, d: ModelTreeDrafter(d, (2, 2), "top_k"), "one_hot"),
+    # one level of four: the same verification with four candidates at a node; on these high-entropy
+    # models (2, 2) accepts 1.00-1.07 tokens per round, so its second level costs a pass for little
+    "tree_topk_wide": _tree(lambda t, d: ModelTreeDrafter(d, (4,), "top_k"), "one_hot"),
     "tree_iid_rrs": _tree(lambda t, d: ModelTreeDrafter(d, (2, 1), "iid"), "rrs"),
     "tree_prompt_lookup": _tree(lambda t, d: PromptLookupDrafter(2, 3), "one_hot"),
     "tree_lookahead": _tree(lambda t, d: LookaheadDrafter(t, window=4, ngram=3), "one_hot"),
