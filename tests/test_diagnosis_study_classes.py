@@ -145,8 +145,51 @@ def test_a_settings_bug_of_the_study_is_named(sampler, settings_list, name, word
 
 
 def test_the_correct_rule_gets_none_of_the_study_classes():
-    d = diagnose_rounds(_units(ChainSampler(), [MIN_P, BIAS, FILTERS]))
+    d = diagnose_rounds(_units(ChainSampler(), [MIN_P, BIAS, FILTERS, PLAIN, TOP_P]))
     assert d.verdict == NOT_KNOWN, d.lead()
+
+
+class KnobAtValue(ChainSampler):
+    """A knob of the request read at another value: by the target (the draft right) or by both."""
+
+    def __init__(self, knob, wrong, *, both=False):
+        self.knob, self.wrong, self.both, self.name = knob, wrong, both, f"{knob}_at_another_value"
+
+    def _alt(self, settings):
+        value = self.wrong(getattr(settings, self.knob))
+        return settings if value is None else SamplingSettings(**{**settings.to_dict(), self.knob: value})
+
+    def target_rows(self, pair, ridx, settings, *, bonus):
+        return pair.target_table(self._alt(settings))[ridx]
+
+    def draft_rows_sampled(self, pair, ridx, settings):
+        return pair.draft_table(self._alt(settings) if self.both else settings)[ridx]
+
+
+PLAIN = SamplingSettings(temperature=0.8)
+TOP_P = SamplingSettings(top_p=0.8)
+
+
+def _bias_twice(b):
+    return tuple((i, 2 * v) for i, v in b) if b else None
+
+
+@pytest.mark.parametrize(
+    "sampler, settings_list, words",
+    [
+        # tests/study_bugs9/parity.py: the caller adds the bias to the raw logits, the pipeline again
+        (lambda: KnobAtValue("logit_bias", _bias_twice), [BIAS], "the target uses logit_bias = twice"),
+        # a hand-written top-k without the `if top_k` guard: 0 (off) keeps one token
+        (lambda: KnobAtValue("top_k", lambda k: 1 if k == 0 else None), [PLAIN, TOP_P], "top_k = 1 where"),
+        (lambda: KnobAtValue("top_p", lambda p: 0.6 if p < 1 else None), [TOP_P, FILTERS], "top_p = 0.6"),
+        (lambda: KnobAtValue("logit_bias", _bias_twice, both=True), [BIAS], "draft and target use logit_bias"),
+    ],
+    ids=["bias_twice", "top_k_zero_as_count", "top_p_value", "both_sides"],
+)
+def test_a_knob_at_another_value_is_named_with_the_knob_and_the_value(sampler, settings_list, words):
+    d = diagnose_rounds(_units(sampler(), settings_list))
+    assert d.verdict == "target_knob_value", (d.verdict, d.top(3))
+    assert words in d.lead(), d.lead()
 
 
 @pytest.mark.parametrize("pattern", ["window", "flat"])
@@ -188,3 +231,22 @@ def test_an_unknown_lead_lists_only_classes_that_score_above_the_target_law():
     assert "no class scores above the target law" in ties.lead() and "kv_block" not in ties.lead(), ties.lead()
     some = Diagnosis(NOT_KNOWN, [cand("replacement_from_p", 5.0), cand("state_not_reset", 0.0)], [], "", 10, 0.9, 1)
     assert "closest tried: replacement_from_p)" in some.lead(), some.lead()
+
+
+class SoftmaxOfProbabilities(ChainSampler):
+    """What a round step that applies the settings to raw logits does when audited without --logits:
+    the probability rows it is handed go through the pipeline again, draft and target alike."""
+
+    name = "softmax_of_probabilities"
+
+    def target_rows(self, pair, ridx, settings, *, bonus):
+        return probs_from_logits(pair.target_table(settings), settings)[ridx]
+
+    def draft_rows_sampled(self, pair, ridx, settings):
+        return probs_from_logits(pair.draft_table(settings), settings)[ridx]
+
+
+def test_a_settings_step_audited_on_probabilities_is_told_to_use_logits():
+    d = diagnose_rounds(_units(SoftmaxOfProbabilities(), [None, FILTERS]))
+    assert d.verdict == "probabilities_as_logits", (d.verdict, d.top(3))
+    assert "--logits" in d.lead(), d.lead()

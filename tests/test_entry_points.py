@@ -87,6 +87,15 @@ def test_logits_round_step_passes(mods):
     assert _headline(r.stdout).startswith("PASS: no deviation of TV >= ")
 
 
+def test_a_logits_round_step_audited_without_logits_is_told_to_pass_it(mods):
+    # the same correct step, the flag forgotten: it is handed probabilities and runs its pipeline on
+    # them. The FAIL is right (that is not the target's law) and its diagnosis names the fix
+    r = run_cli("audit", "--round", "round_step_logits:step", *SMALL, path=[mods])
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Diagnosis: most likely probabilities_as_logits" in r.stdout, r.stdout[-2000:]
+    assert "audit it with --logits" in r.stdout, r.stdout[-2000:]
+
+
 def test_greedy_round_step_passes_the_exact_check(mods):
     r = run_cli(
         "audit",

@@ -7,6 +7,7 @@ model belongs to which bug class, with what parameters, is stated by the class's
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -130,6 +131,85 @@ class TargetKnobsMissing(RoundModel):
             return base
         P = pair.target_table(alt)
         return Tables(P, P, base.Qs, base.Qr)
+
+
+def _bias_times(c: float) -> Callable[[Any], Any]:
+    return lambda b: tuple((i, c * v) for i, v in b) if b else None
+
+
+def _when_set(value: Any) -> Callable[[Any], Any]:
+    return lambda v: value if v not in (0, 0.0, 1.0) and v != value else None
+
+
+#: (knob, the wrong value as words, the wrong value given the request's (None: the unit is not
+#: touched)). Grids are coarse on purpose: a value is named with the values that fit as well.
+_KNOB_VALUES: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
+    ("temperature", "1 / T (the logits multiplied by the temperature)", lambda t: 1 / t if t not in (0, 1) else None),
+    ("temperature", "sqrt(T)", lambda t: t**0.5 if t not in (0, 1) else None),
+    ("top_k", "1 where the request has it off (0 read as a count)", lambda k: 1 if k == 0 else None),
+    ("top_k", "k + 1", lambda k: k + 1 if k else None),
+    ("top_k", "k - 1", lambda k: k - 1 if k > 1 else None),
+    ("top_k", "2 k", lambda k: 2 * k if k else None),
+    *(("top_p", f"{v:g}", _when_set(v)) for v in (0.5, 0.6, 0.7, 0.9, 0.95)),
+    *(("min_p", f"{v:g}", lambda m, v=v: v if 0 < m != v else None) for v in (0.02, 0.05, 0.2, 0.3)),
+    ("logit_bias", "twice the request's (added twice)", _bias_times(2.0)),
+    ("logit_bias", "the request's with its sign flipped", _bias_times(-1.0)),
+    ("logit_bias", "half the request's", _bias_times(0.5)),
+)
+
+
+class TargetKnobValue(RoundModel):
+    """One knob of the request applied at another value than the request's. By the target alone
+    (the draft right): the rule is exact for that wrong target, so the output follows p at the
+    wrong value. Or by both sides (the speculative path reads the knob wrong): drafts from q and
+    the output from p at the wrong value. One model per (side, knob, value) of ``_KNOB_VALUES``,
+    ranked as the class ``target_knob_value`` with the variant as its parameter (paid log(variants)
+    nats); a variant leaves a unit whose knob it does not touch at the rule's tables."""
+
+    record = "target_knob_value"
+
+    def __init__(self, side: Literal["target", "both"] = "target", variant: int | None = None) -> None:
+        self.side, self.variant = side, variant
+        if variant is None:  # the record's instance stands for the class
+            self.name, self.param = self.record, ""
+            return
+        knob, words, _ = _KNOB_VALUES[variant]
+        who = "the target uses" if side == "target" else "draft and target use"
+        self.name = f"{self.record}[{side}:{knob}:{variant}]"
+        self.param = f"{who} {knob} = {words} in place of the request's"
+
+    def variants(self) -> list[TargetKnobValue]:
+        """One model per side and value (the round scorer scores each, paying log(variants))."""
+        return [TargetKnobValue(side, i) for side in ("target", "both") for i in range(len(_KNOB_VALUES))]
+
+    def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
+        if settings is None or self.variant is None or settings.is_greedy:
+            return base
+        knob, _, wrong = _KNOB_VALUES[self.variant]
+        value = wrong(getattr(settings, knob))
+        if value is None:
+            return base
+        alt = dataclasses.replace(settings, **{knob: value})
+        P = pair.target_table(alt)
+        if self.side == "target":
+            return Tables(P, P, base.Qs, base.Qr)
+        Q = pair.draft_table(alt)
+        return Tables(P, P, Q, Q)
+
+
+class ProbabilitiesAsLogits(RoundModel):
+    """Draft and target rows that are already probabilities run through the sampling pipeline as if
+    they were logits (a softmax of probabilities, the truncations on those): drafts from and the
+    output following that flattened law, with no zero anywhere. A round step that applies the
+    settings itself, audited without ``--logits``, does this to the probability rows it is handed."""
+
+    name = "probabilities_as_logits"
+
+    def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
+        if settings is not None and (settings.is_greedy or settings.uses_history):
+            return base  # greedy is argmax-invariant; penalised units have no tables (_penalty)
+        P, Q = probs_from_logits(base.P, settings), probs_from_logits(base.Qs, settings)
+        return Tables(P, P, Q, Q)
 
 
 class KnobIgnored(RoundModel):

@@ -286,6 +286,39 @@ RECORDS: tuple[BugClass, ...] = (
         model=law.TargetKnobsMissing,  # expanded to every pair of knobs by the round scorer (_diagnose._variants)
     ),
     BugClass(
+        name="probabilities_as_logits",
+        mechanism=(
+            "Rows that are already probabilities go through the sampling pipeline as if they were logits: a softmax "
+            "of probabilities, nearly uniform, with mass on tokens the request's law forbids. A round step that "
+            "applies the settings to raw logits itself does this when it is audited without --logits."
+        ),
+        check=(
+            "whether the step applies the sampling settings to raw logits itself: then audit it with --logits "
+            "(logits=True); if not, the softmax or sampling pipeline run on rows that are already probabilities"
+        ),
+        sources=("structural: a --logits round step audited on probability rows (docs/examples/round_step_logits.py)",),
+        kind="settings",
+        named_by=_ROUNDS,
+        model=law.ProbabilitiesAsLogits,
+    ),
+    BugClass(
+        name="target_knob_value",
+        mechanism=(
+            "One sampling knob reaches the target (or the whole speculative path) at another value than the "
+            "request's: a convention read differently (top_k = 0 as a count, a bias added by the caller and again "
+            "by the pipeline), an off-by-one, a default that overrides the request. Its parameter names the knob, "
+            "the value that fits and the side."
+        ),
+        check="the value each knob has where the target's (and the draft's) pipeline reads it, against the request",
+        sources=(
+            "structural family; met in the issue 25 study (tests/study_bugs9/parity.py: the bias added twice, "
+            "top_k = 0 read as a count)",
+        ),
+        kind="settings",
+        named_by=_ROUNDS,
+        model=law.TargetKnobValue,  # expanded to every side, knob and value by the round scorer (_diagnose._variants)
+    ),
+    BugClass(
         name="top_p_before_temperature",
         mechanism="The target chooses the top-p nucleus before applying temperature.",
         check="the order of the target's sampling steps: temperature, then top-k, top-p, min-p",

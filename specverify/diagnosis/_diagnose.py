@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 from scipy import stats
 
-from ._bug_models import ResidualSwitch, TargetKnobsMissing
+from ._bug_models import ResidualSwitch, TargetKnobsMissing, TargetKnobValue
 from ._candidate import NOT_KNOWN, Candidate
 from ._classes import CLASSES, round_models
 from ._facts import departures, facts, negated
@@ -147,7 +147,7 @@ def _variants() -> list[tuple[RoundModel, float, str]]:
                 v = type(m)(m.name, m.fallback, m.below)
                 v.t = t
                 out.append((v, float(np.log(len(grid))), f"t = {t:g}"))
-        elif isinstance(m, TargetKnobsMissing):  # one class, a parameter per variant (named in its lead)
+        elif isinstance(m, (TargetKnobsMissing, TargetKnobValue)):  # one class, a parameter per variant (in its lead)
             parts = m.variants()
             out += [(v, float(np.log(len(parts))), "") for v in parts]
         else:
