@@ -178,11 +178,15 @@ def _bias_twice(b):
     "sampler, settings_list, words",
     [
         # tests/study_bugs9/parity.py: the caller adds the bias to the raw logits, the pipeline again
-        (lambda: KnobAtValue("logit_bias", _bias_twice), [BIAS], "the target uses logit_bias = twice"),
+        (lambda: KnobAtValue("logit_bias", _bias_twice), [BIAS], "the target uses logit_bias added twice"),
         # a hand-written top-k without the `if top_k` guard: 0 (off) keeps one token
         (lambda: KnobAtValue("top_k", lambda k: 1 if k == 0 else None), [PLAIN, TOP_P], "top_k = 1 where"),
         (lambda: KnobAtValue("top_p", lambda p: 0.6 if p < 1 else None), [TOP_P, FILTERS], "top_p = 0.6"),
-        (lambda: KnobAtValue("logit_bias", _bias_twice, both=True), [BIAS], "draft and target use logit_bias"),
+        (
+            lambda: KnobAtValue("logit_bias", _bias_twice, both=True),
+            [BIAS],
+            "draft and target use logit_bias added twice",
+        ),
     ],
     ids=["bias_twice", "top_k_zero_as_count", "top_p_value", "both_sides"],
 )

@@ -141,20 +141,20 @@ def _when_set(value: Any) -> Callable[[Any], Any]:
     return lambda v: value if v not in (0, 0.0, 1.0) and v != value else None
 
 
-#: (knob, the wrong value as words, the wrong value given the request's (None: the unit is not
+#: (knob, the wrong value in words, the wrong value given the request's (None: the unit is not
 #: touched)). Grids are coarse on purpose: a value is named with the values that fit as well.
 _KNOB_VALUES: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
-    ("temperature", "1 / T (the logits multiplied by the temperature)", lambda t: 1 / t if t not in (0, 1) else None),
-    ("temperature", "sqrt(T)", lambda t: t**0.5 if t not in (0, 1) else None),
-    ("top_k", "1 where the request has it off (0 read as a count)", lambda k: 1 if k == 0 else None),
-    ("top_k", "k + 1", lambda k: k + 1 if k else None),
-    ("top_k", "k - 1", lambda k: k - 1 if k > 1 else None),
-    ("top_k", "2 k", lambda k: 2 * k if k else None),
-    *(("top_p", f"{v:g}", _when_set(v)) for v in (0.5, 0.6, 0.7, 0.9, 0.95)),
-    *(("min_p", f"{v:g}", lambda m, v=v: v if 0 < m != v else None) for v in (0.02, 0.05, 0.2, 0.3)),
-    ("logit_bias", "twice the request's (added twice)", _bias_times(2.0)),
-    ("logit_bias", "the request's with its sign flipped", _bias_times(-1.0)),
-    ("logit_bias", "half the request's", _bias_times(0.5)),
+    ("temperature", "= 1 / T (the logits multiplied by T)", lambda t: 1 / t if t not in (0, 1) else None),
+    ("temperature", "= sqrt(T)", lambda t: t**0.5 if t not in (0, 1) else None),
+    ("top_k", "= 1 where the request has it off (0 read as a count)", lambda k: 1 if k == 0 else None),
+    ("top_k", "= k + 1", lambda k: k + 1 if k else None),
+    ("top_k", "= k - 1", lambda k: k - 1 if k > 1 else None),
+    ("top_k", "= 2 k", lambda k: 2 * k if k else None),
+    *(("top_p", f"= {v:g}", _when_set(v)) for v in (0.5, 0.6, 0.7, 0.9, 0.95)),
+    *(("min_p", f"= {v:g}", lambda m, v=v: v if 0 < m != v else None) for v in (0.02, 0.05, 0.2, 0.3)),
+    ("logit_bias", "added twice", _bias_times(2.0)),
+    ("logit_bias", "with its sign flipped", _bias_times(-1.0)),
+    ("logit_bias", "at half its size", _bias_times(0.5)),
 )
 
 
@@ -176,7 +176,7 @@ class TargetKnobValue(RoundModel):
         knob, words, _ = _KNOB_VALUES[variant]
         who = "the target uses" if side == "target" else "draft and target use"
         self.name = f"{self.record}[{side}:{knob}:{variant}]"
-        self.param = f"{who} {knob} = {words} in place of the request's"
+        self.param = f"{who} {knob} {words}, not the request's"
 
     def variants(self) -> list[TargetKnobValue]:
         """One model per side and value (the round scorer scores each, paying log(variants))."""
