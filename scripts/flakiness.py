@@ -38,13 +38,14 @@ import numpy as np
 from _provenance import commit
 
 ROOT = Path(__file__).resolve().parents[1]
+SLOWEST = 25  # tests per run whose seconds are kept
 
 
-def outcomes(junit: Path) -> dict[str, str]:
-    """nodeid -> 'passed' | 'failed' | 'skipped' from a JUnit XML report."""
-    out = {}
+def _cases(junit: Path) -> list[tuple[str, ET.Element]]:
+    """(nodeid, testcase element) of each test of a JUnit XML report."""
     if not junit.exists():
-        return out
+        return []
+    out = []
     for case in ET.parse(junit).getroot().iter("testcase"):
         cls, name = case.get("classname", ""), case.get("name", "")
         parts = cls.split(".")
@@ -52,7 +53,16 @@ def outcomes(junit: Path) -> dict[str, str]:
         idx = next(
             (i for i in range(len(parts), 0, -1) if (ROOT / Path(*parts[:i])).with_suffix(".py").exists()), len(parts)
         )
-        node = str(Path(*parts[:idx]).with_suffix(".py")) + "".join(f"::{p}" for p in parts[idx:]) + f"::{name}"
+        out.append(
+            (str(Path(*parts[:idx]).with_suffix(".py")) + "".join(f"::{p}" for p in parts[idx:]) + f"::{name}", case)
+        )
+    return out
+
+
+def outcomes(junit: Path) -> dict[str, str]:
+    """nodeid -> 'passed' | 'failed' | 'skipped' from a JUnit XML report."""
+    out = {}
+    for node, case in _cases(junit):
         if case.find("failure") is not None or case.find("error") is not None:
             out[node] = "failed"
         elif case.find("skipped") is not None:
@@ -60,6 +70,13 @@ def outcomes(junit: Path) -> dict[str, str]:
         else:
             out[node] = "passed"
     return out
+
+
+def slowest(junit: Path, n: int = SLOWEST) -> list[list]:
+    """The ``n`` longest tests of a report, [nodeid, seconds], longest first: where the suite's time goes
+    (under ``-n 2`` and whatever else ran beside it, so a ranking rather than a timing)."""
+    times = [(node, float(case.get("time") or 0.0)) for node, case in _cases(junit)]
+    return [[node, round(t, 1)] for node, t in sorted(times, key=lambda x: -x[1])[:n]]
 
 
 def summarise(runs: list[dict], seen: dict[str, list[int]]) -> dict:
@@ -83,9 +100,9 @@ def summarise(runs: list[dict], seen: dict[str, list[int]]) -> dict:
     }
 
 
-def _run_once(base: list[str], sv: int, hy: int, timeout: float) -> tuple[int | str, float, dict[str, str]]:
-    """One pytest run with the two seeds: its exit code ('timeout' past ``timeout``), its seconds
-    and each test's outcome."""
+def _run_once(base: list[str], sv: int, hy: int, timeout: float) -> tuple[int | str, float, dict[str, str], list]:
+    """One pytest run with the two seeds: its exit code ('timeout' past ``timeout``), its seconds,
+    each test's outcome and the slowest tests."""
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
         cmd = [*base, f"--specverify-seed={sv}", f"--hypothesis-seed={hy}", f"--junitxml={junit}"]
@@ -95,7 +112,7 @@ def _run_once(base: list[str], sv: int, hy: int, timeout: float) -> tuple[int | 
             rc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
-        return rc, time.perf_counter() - t, outcomes(junit)
+        return rc, time.perf_counter() - t, outcomes(junit), slowest(junit)
 
 
 def _resumed(a: argparse.Namespace) -> tuple[list[dict], dict[str, list[int]]]:
@@ -138,7 +155,7 @@ def main(argv=None) -> int:
     runs, seen = _resumed(a) if a.resume else ([], {})
     for i in range(len(runs), a.runs):
         sv, hy = int(seeds[i, 0]), int(seeds[i, 1])
-        rc, seconds, res = _run_once(base, sv, hy, a.timeout)
+        rc, seconds, res, slow = _run_once(base, sv, hy, a.timeout)
         for node, status in res.items():
             if status != "skipped":
                 seen.setdefault(node, []).append(i)
@@ -153,6 +170,7 @@ def main(argv=None) -> int:
                 "seconds": round(seconds, 1),
                 "tests_run": sum(s != "skipped" for s in res.values()),
                 "failed": failed,
+                "slowest": slow,
             }
         )
         report = {

@@ -31,6 +31,8 @@ def test_a_resumed_study_draws_the_seeds_of_an_uninterrupted_one(tmp_path):
     assert "run 2/3" in r.stdout and "run 1/3" not in r.stdout  # the first run was not repeated
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     assert {x["commit"].split()[0] for x in b["runs"]} == {head.stdout.strip()}  # what each run tested
+    # where each run's time went: the one test, with its seconds
+    assert all(x["slowest"][0][0].endswith("test_even") and x["slowest"][0][1] >= 0 for x in b["runs"]), b["runs"]
 
 
 def test_resume_of_a_study_written_with_another_seed_is_refused(tmp_path):
