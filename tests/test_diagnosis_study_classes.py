@@ -254,3 +254,36 @@ def test_a_settings_step_audited_on_probabilities_is_told_to_use_logits():
     d = diagnose_rounds(_units(SoftmaxOfProbabilities(), [None, FILTERS]))
     assert d.verdict == "probabilities_as_logits", (d.verdict, d.top(3))
     assert "--logits" in d.lead(), d.lead()
+
+
+def _grid_record(statuses):
+    """A plan's units (one per setting of the --logits grid) and their checks' statuses."""
+    from types import SimpleNamespace
+
+    from specverify.audit.pipeline.plan import PARITY_GRID
+    from specverify.stats import CheckOutcome
+
+    units = [SimpleNamespace(setting_index=i, settings=s) for i, s in enumerate(PARITY_GRID[: len(statuses)])]
+    checks = [
+        CheckOutcome(name=f"settings[{i}]", status=st, kind="statistical", summary="", check_id=f"unit/{i}")
+        for i, st in enumerate(statuses)
+    ]
+    return SimpleNamespace(units=units), checks
+
+
+def test_an_unknown_settings_fail_says_which_knob_the_failing_settings_share():
+    from specverify.diagnosis._facts import knob_fact
+
+    # the grid: T 1, T 0.6, T 1.5, top_p, top_k 2, top_k 5, min_p, penalties x 3, bias, all combined
+    fail_min_p = ["PASS"] * 6 + ["FAIL"] + ["PASS"] * 4 + ["FAIL"]
+    fact = knob_fact(*_grid_record(fail_min_p))
+    assert fact is not None and "sets min_p and no passing one (10) does" in fact, fact
+    assert "settings[6], settings[11]" in fact, fact
+    # top-k 2 and 5 and the combined setting: top_k, not the knobs only the combined one sets
+    fail_top_k = ["PASS"] * 4 + ["FAIL", "FAIL"] + ["PASS"] * 5 + ["FAIL"]
+    assert "follows top_k;" in knob_fact(*_grid_record(fail_top_k))
+    assert "no one sampling knob" in knob_fact(*_grid_record(["FAIL"] * 12))
+    # nothing shared (temperature 0.6 and top_p), an undecided unit, or one setting: no fact
+    assert knob_fact(*_grid_record(["PASS", "FAIL", "PASS", "FAIL"])) is None
+    assert knob_fact(*_grid_record(["INCONCLUSIVE", "FAIL"])) is None
+    assert knob_fact(*_grid_record(["FAIL"])) is None

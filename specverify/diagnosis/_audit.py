@@ -28,6 +28,7 @@ from ..harness import Generation, call_in_fork, greedy_raw_run
 from ..stats import FAIL, SERIAL_STRATUM
 from ._diagnose import NOT_KNOWN, Candidate, Diagnosis, diagnose_rounds
 from ._evidence import round_evidence
+from ._facts import knob_fact
 from ._greedy import diagnose_greedy
 from ._penalty import diagnose_penalty, penalty_units
 from ._stop import diagnose_stop, stop_units
@@ -207,7 +208,16 @@ class AuditRecord:
 
 
 def diagnose_audit(record: AuditRecord) -> Diagnosis | None:
-    """The diagnosis of a FAILed audit (None when nothing failed)."""
+    """The diagnosis of a FAILed audit (None when nothing failed). One that names no class says,
+    where the audit judged several settings, which knobs the failing ones share (:func:`knob_fact`)."""
+    d = _diagnose_audit(record)
+    if d is None or d.known:
+        return d
+    where = knob_fact(record.plan, record.checks)
+    return dataclasses.replace(d, facts=[*d.facts, where]) if where else d
+
+
+def _diagnose_audit(record: AuditRecord) -> Diagnosis | None:
     adapter, cfg, plan, pairs, samples, checks = (
         record.adapter,
         record.cfg,

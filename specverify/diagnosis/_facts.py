@@ -22,13 +22,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import stats
 
+from ..dists import SamplingSettings
 from ._score import g_statistic
 
 if TYPE_CHECKING:  # annotations only: this module is imported by _diagnose
+    from ..audit.pipeline.plan import AuditPlan
+    from ..stats import CheckOutcome
     from ._candidate import Candidate
     from ._evidence import RoundUnit
 
-__all__ = ["facts", "departures", "negated"]
+__all__ = ["facts", "departures", "negated", "knob_fact"]
 
 #: a stratum "does not match" the target law when its cells reject it at this level
 DEPARTURE_ALPHA = 1e-6
@@ -184,3 +187,48 @@ def departures(
         if df > 0 and stats.chi2.sf(G, df) < DEPARTURE_ALPHA:
             out[kind] = (G, worst[1])
     return {k: v for k, (_, v) in sorted(out.items(), key=lambda kv: -kv[1][0])}
+
+
+# -- which sampling knobs the failing settings share ----------------------------------------------------
+_KNOBS = (
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "logit_bias",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+)
+
+
+def _knobs_set(s: SamplingSettings) -> set[str]:
+    default = SamplingSettings()
+    return {k for k in _KNOBS if getattr(s, k) != getattr(default, k) and (k != "logit_bias" or s.logit_bias)}
+
+
+def knob_fact(plan: AuditPlan, checks: Sequence[CheckOutcome]) -> str | None:
+    """Which knobs every failing setting sets and no passing one does, across the audit's settings:
+    where a settings-parity bug lives even when no class fits. None with fewer than two settings
+    judged, or when the failing settings share no such knob and some setting passed."""
+    status: dict[int, set[str]] = {}
+    for c in checks:
+        if c.check_id.startswith("unit/") and c.kind == "statistical":
+            unit = plan.units[int(c.check_id.split("/")[1])]
+            status.setdefault(unit.setting_index, set()).add(str(c.status))
+    failing = sorted(i for i, s in status.items() if "FAIL" in s)
+    passing = sorted(i for i, s in status.items() if s == {"PASS"})
+    if not failing or len(failing) + len(passing) < 2:
+        return None
+    settings = {u.setting_index: u.settings for u in plan.units}
+    if not passing:
+        return f"every audited setting fails ({len(failing)}): the deviation follows no one sampling knob"
+    shared = set.intersection(*(_knobs_set(settings[i]) for i in failing))
+    shared -= set().union(*(_knobs_set(settings[i]) for i in passing))
+    if not shared:
+        return None
+    names = " and ".join(sorted(shared))
+    return (
+        f"every failing setting ({', '.join(f'settings[{i}]' for i in failing)}) sets {names} and no passing one "
+        f"({len(passing)}) does: the deviation follows {names}; check how the target and the draft apply it"
+    )
