@@ -363,6 +363,42 @@ JUDGED: dict[str, str] = {
     "study_bugs9.parity:target_logit_bias_applied_twice": "unknown",
     "study_bugs9.parity:target_top_k_zero_not_treated_as_off": "unknown",
     "study_bugs9.parity:greedy_replacement_emitted_as_candidate_rank": "partial",
+    # the tenth set (tests/study_bugs10), written blind by a helper (daf02c9) after ee9d6e3 and judged by hand
+    # with set 4's rubric on its blind run at e62495a. Named first rightly: the bonus tempered (tau 1.41 for
+    # 1 / 0.7); the log1p coin (min(1, (p - q)+ / q) is its law exactly, though the lead's check names a residual
+    # buffer, another cause of that law); the bias's sign flipped. Partial: the right part or knob in another
+    # form (a shifted context as a position-keyed cache; a second candidate tested against p, whose
+    # replacement then follows p; 1 - exp(-p/q) as Barker's rule; min-p absolute as min_p = 0.3)
+    "study_bugs10.rows:verify_ids_shifted_by_special_token_offset": "unknown",
+    "study_bugs10.rows:verify_positions_start_one_early": "partial",
+    "study_bugs10.rows:drafter_vocab_trimmed_q_not_renormalised": "unknown",
+    "study_bugs10.rows:drafter_context_follows_argmax_rows_rescored_on_samples": "unknown",
+    "study_bugs10.acceptance:second_candidate_tested_against_unupdated_target": "partial",
+    "study_bugs10.acceptance:exponential_clock_with_gumbel_noise": "partial",
+    "study_bugs10.acceptance:one_hot_rule_for_drafts_at_row_argmax": "partial",
+    "study_bugs10.counting:replacement_inserted_before_kept_drafts": "unknown",
+    "study_bugs10.counting:accepted_drafts_through_np_unique": "unknown",
+    "study_bugs10.counting:full_acceptance_detected_by_output_length": "unknown",
+    "study_bugs10.replacement:residual_reweighted_by_target_probability": "unknown",
+    "study_bugs10.replacement:residual_over_draft_support_only": "unknown",
+    "study_bugs10.replacement:race_multiplies_by_exponential_noise": "unknown",
+    "study_bugs10.bonus:bonus_is_next_draft_when_target_supports_it": "unknown",
+    "study_bugs10.bonus:bonus_sampled_at_draft_temperature": "top1",
+    "study_bugs10.bonus:bonus_greedy_when_row_is_confident": "unknown",
+    "study_bugs10.numerics:log_coin_taken_with_log1p": "top1",
+    "study_bugs10.numerics:coin_drawn_as_random_bit": "unknown",
+    "study_bugs10.numerics:residual_in_unsigned_fixed_point_wraps": "partial",
+    "study_bugs10.state:generator_restored_at_each_request": "partial",
+    "study_bugs10.state:drafts_spill_into_unallocated_block": "unknown",
+    "study_bugs10.state:drafter_bans_eos_but_reports_unmasked_row": "unknown",
+    "study_bugs10.state:penalty_counts_miss_bonus_tokens": "unknown",
+    "study_bugs10.parity:temperature_only_on_bonus_row": "partial",
+    "study_bugs10.parity:target_top_k_set_taken_from_draft_row": "unknown",
+    "study_bugs10.parity:target_top_p_cumulated_in_id_order": "partial",
+    "study_bugs10.parity:target_min_p_as_absolute_threshold": "partial",
+    "study_bugs10.parity:target_logit_bias_subtracted": "top1",
+    "study_bugs10.parity:target_repetition_penalty_applied_twice": "unknown",
+    "study_bugs10.parity:target_presence_penalty_from_second_occurrence": "partial",
 }
 
 
