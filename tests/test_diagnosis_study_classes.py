@@ -263,7 +263,7 @@ def _grid_record(statuses):
     from specverify.audit.pipeline.plan import PARITY_GRID
     from specverify.stats import CheckOutcome
 
-    units = [SimpleNamespace(setting_index=i, settings=s) for i, s in enumerate(PARITY_GRID[: len(statuses)])]
+    units = [SimpleNamespace(index=i, setting_index=i, settings=s) for i, s in enumerate(PARITY_GRID[: len(statuses)])]
     checks = [
         CheckOutcome(name=f"settings[{i}]", status=st, kind="statistical", summary="", check_id=f"unit/{i}")
         for i, st in enumerate(statuses)

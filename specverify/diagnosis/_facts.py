@@ -211,11 +211,11 @@ def knob_fact(plan: AuditPlan, checks: Sequence[CheckOutcome]) -> str | None:
     """Which knobs every failing setting sets and no passing one does, across the audit's settings:
     where a settings-parity bug lives even when no class fits. None with fewer than two settings
     judged, or when the failing settings share no such knob and some setting passed."""
+    by_id = {f"unit/{u.index}": u for u in plan.units}
     status: dict[int, set[str]] = {}
     for c in checks:
-        if c.check_id.startswith("unit/") and c.kind == "statistical":
-            unit = plan.units[int(c.check_id.split("/")[1])]
-            status.setdefault(unit.setting_index, set()).add(str(c.status))
+        if c.check_id in by_id and c.kind == "statistical":
+            status.setdefault(by_id[c.check_id].setting_index, set()).add(str(c.status))
     failing = sorted(i for i, s in status.items() if "FAIL" in s)
     passing = sorted(i for i, s in status.items() if s == {"PASS"})
     if not failing or len(failing) + len(passing) < 2:
