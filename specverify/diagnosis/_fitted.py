@@ -238,9 +238,10 @@ FIXED_ACCEPTANCE = (
     ),
     (
         "acceptance_residual_over_q",
-        "a draft is kept with probability min(1, (p(x) - q(x))+ / q(x)): the target row overwritten by the residual "
-        "before the test (never kept where p(x) <= q(x))",
-        "the target row the test reads: p itself, not a buffer the residual was written into",
+        "a draft is kept with probability min(1, (p(x) - q(x))+ / q(x)) = min(1, p/q - 1), never where p(x) <= q(x): "
+        "the target row overwritten by the residual before the test, or a log-space coin taken as log1p(u)",
+        "the test's two sides: p itself, not a buffer the residual was written into; in a log-space test, "
+        "log(u) < log p(x) - log q(x), not log1p(u) (which is >= 0)",
         lambda c, px, qx: ratio(np.maximum(px - qx, 0.0), qx),
     ),
     (
