@@ -85,6 +85,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1, help="units sampled at once (LMAuditConfig.workers)")
     ap.add_argument("--mode", default="assisted", help=f"'all', or packages separated by commas: {', '.join(PACKAGES)}")
     ap.add_argument("--json", help="write the rows here (rows of other packages already there are kept)")
+    ap.add_argument(
+        "--isolate-units",
+        choices=("default", "off"),
+        default="default",
+        help="LMAuditConfig.isolate_units: the default (a fresh fork per unit where this process can fork) or off",
+    )
     a = ap.parse_args()
     names = list(PACKAGES) if a.mode == "all" else a.mode.split(",")
     if unknown := [n for n in names if n not in PACKAGES]:
@@ -93,7 +99,8 @@ def main() -> None:
     rows = [r for r in _rows(a.json) if r["package"] not in names]
     for name in names:
         t0 = time.time()
-        v = audit_lm_pairs(PACKAGES[name], workers=a.workers)
+        iso = {} if a.isolate_units == "default" else {"isolate_units": False}
+        v = audit_lm_pairs(PACKAGES[name], workers=a.workers, **iso)
         rows.append({"package": name, "status": str(v.status), "seconds": round(time.time() - t0, 1),
                      "samples": v.samples, "workers": a.workers, "commit": commit()})  # fmt: skip
         print(f"{name:28s} {v.status} {rows[-1]['seconds']:7.1f} s {v.samples:8,d} samples, workers {a.workers}")
