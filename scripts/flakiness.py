@@ -128,6 +128,22 @@ def _resumed(a: argparse.Namespace) -> tuple[list[dict], dict[str, list[int]]]:
     return old["runs"], old["seen"]
 
 
+def _run_record(i: int, sv: int, hy: int, rc: int | str, seconds: float, res: dict[str, str], slow: list) -> dict:
+    """One run's entry of the study (``ran``: the tests it ran, for ``seen``; popped by the caller)."""
+    return {
+        "run": i,
+        "commit": commit(),  # a study spanning sittings tests more than one commit
+        "specverify_seed": sv,
+        "hypothesis_seed": hy,
+        "exit_code": rc,
+        "seconds": round(seconds, 1),
+        "tests_run": sum(s != "skipped" for s in res.values()),
+        "failed": sorted(n for n, s in res.items() if s == "failed"),
+        "slowest": slow,
+        "ran": [n for n, s in res.items() if s != "skipped"],
+    }
+
+
 # long: a script: options, the repeated audits and the summary table
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -155,24 +171,11 @@ def main(argv=None) -> int:
     runs, seen = _resumed(a) if a.resume else ([], {})
     for i in range(len(runs), a.runs):
         sv, hy = int(seeds[i, 0]), int(seeds[i, 1])
-        rc, seconds, res, slow = _run_once(base, sv, hy, a.timeout)
-        for node, status in res.items():
-            if status != "skipped":
-                seen.setdefault(node, []).append(i)
-        failed = sorted(n for n, s in res.items() if s == "failed")
-        runs.append(
-            {
-                "run": i,
-                "commit": commit(),  # a study spanning sittings tests more than one commit
-                "specverify_seed": sv,
-                "hypothesis_seed": hy,
-                "exit_code": rc,
-                "seconds": round(seconds, 1),
-                "tests_run": sum(s != "skipped" for s in res.values()),
-                "failed": failed,
-                "slowest": slow,
-            }
-        )
+        run = _run_record(i, sv, hy, *_run_once(base, sv, hy, a.timeout))
+        for node in run.pop("ran"):
+            seen.setdefault(node, []).append(i)
+        runs.append(run)
+        failed = run["failed"]
         report = {
             "command": base + ["--specverify-seed=S", "--hypothesis-seed=H"],
             "seed": a.seed,
@@ -183,8 +186,8 @@ def main(argv=None) -> int:
         }
         a.out.write_text(json.dumps(report, indent=1) + "\n")
         print(
-            f"run {i + 1}/{a.runs}: seeds {sv}/{hy}, exit {rc}, {len(failed)} failed of {runs[-1]['tests_run']} "
-            f"({seconds:.0f} s){': ' + ', '.join(failed[:5]) if failed else ''}",
+            f"run {i + 1}/{a.runs}: seeds {sv}/{hy}, exit {run['exit_code']}, {len(failed)} failed of "
+            f"{run['tests_run']} ({run['seconds']:.0f} s){': ' + ', '.join(failed[:5]) if failed else ''}",
             flush=True,
         )
     s = summarise(runs, seen)

@@ -138,7 +138,8 @@ def _bias_times(c: float) -> Callable[[Any], Any]:
 
 
 def _when_set(value: Any) -> Callable[[Any], Any]:
-    return lambda v: value if v not in (0, 0.0, 1.0) and v != value else None
+    """``value`` in units that set the knob to something else (top-p off is 1, min-p off is 0)."""
+    return lambda v: value if v not in (0, 1) and v != value else None
 
 
 #: (knob, the wrong value in words, the wrong value given the request's (None: the unit is not
@@ -151,7 +152,7 @@ _KNOB_VALUES: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
     ("top_k", "= k - 1", lambda k: k - 1 if k > 1 else None),
     ("top_k", "= 2 k", lambda k: 2 * k if k else None),
     *(("top_p", f"= {v:g}", _when_set(v)) for v in (0.5, 0.6, 0.7, 0.9, 0.95)),
-    *(("min_p", f"= {v:g}", lambda m, v=v: v if 0 < m != v else None) for v in (0.02, 0.05, 0.2, 0.3)),
+    *(("min_p", f"= {v:g}", _when_set(v)) for v in (0.02, 0.05, 0.2, 0.3)),
     ("logit_bias", "added twice", _bias_times(2.0)),
     ("logit_bias", "with its sign flipped", _bias_times(-1.0)),
     ("logit_bias", "at half its size", _bias_times(0.5)),
