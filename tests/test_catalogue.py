@@ -45,3 +45,21 @@ def test_decoy_passes(cls):
     v = audit(SamplerAdapter(cls()), seed=0)
     assert v.status == "PASS", v.headline()
     assert v.eps is not None and v.eps <= 0.05
+
+
+def test_the_numpy_bfloat16_cast_is_torchs():
+    """The bf16-draft bug rounds in numpy (so its diagnosis needs no torch); it must round as torch
+    does: to float32 first, then to the nearest bfloat16 with ties to even."""
+    import numpy as np
+    import torch
+
+    from specverify.catalogue.bugs import bfloat16_round
+
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.normal(24.0, 8.0, 200_000), rng.normal(0, 1e-3, 1_000), [1 + 2**-8, 1 + 3 * 2**-8]])
+    x = np.concatenate([x, 1 + 2**-8 + np.array([2**-25, -(2**-25)])])  # float64 near a bfloat16 tie
+    want = torch.tensor(x).to(torch.bfloat16).double().numpy()
+    assert np.array_equal(bfloat16_round(x), want)
+    # a rounding that truncates instead (the usual slip) differs from torch on these values
+    trunc = (x.astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32).astype(np.float64)
+    assert not np.array_equal(trunc, want)

@@ -196,3 +196,23 @@ def test_function_length_checker_flags_long_functions_without_a_reason(tmp_path)
     assert bad.returncode == 1 and "f is 71 lines" in bad.stdout
     good = subprocess.run([sys.executable, script, tmp_path / "ok.py"], capture_output=True, text=True)
     assert good.returncode == 0, good.stdout
+
+
+def test_a_kernel_audit_and_its_diagnosis_never_import_torch(tmp_path):
+    """A FAIL of a numpy kernel is diagnosed without torch: importing it cost every FAIL seconds (the
+    diagnosis scores every class, the bf16 one rounded with torch, and the LM diagnosis imported it
+    for an annotation)."""
+    code = (
+        "import sys\n"
+        "from specverify.cli import main\n"
+        "try:\n"
+        "    main(['audit', 'replacement_from_p', '--temperature', '1',\n"
+        "          '--no-progress', '--eps', '0.2', '--json', sys.argv[1]])\n"
+        "except SystemExit as e:\n"
+        "    print('exit', e.code)\n"
+        "print('torch imported:', 'torch' in sys.modules)\n"
+    )
+    out = tmp_path / "v.json"
+    r = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=600)
+    assert "torch imported: False" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    assert json.loads(out.read_text())["diagnosis"]["verdict"] == "replacement_from_p", r.stdout[-2000:]

@@ -194,6 +194,15 @@ class InclusiveCompare(ChainSampler):
             return U.accept <= px / qx
 
 
+def bfloat16_round(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``x`` cast to bfloat16 and back, as torch does it (to float32, then the top 16 bits rounded to
+    nearest, ties to even), in numpy: a diagnosis of this class then needs no torch import."""
+    bits = np.asarray(x, dtype=np.float64).astype(np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + np.uint64(0x7FFF) + ((bits >> np.uint64(16)) & np.uint64(1))) & np.uint64(0xFFFF0000)
+    out: npt.NDArray[np.float64] = rounded.astype(np.uint32).view(np.float32).astype(np.float64)
+    return out
+
+
 class Bf16Draft(ChainSampler):
     """The draft token is sampled from bfloat16 logits while the ratio and residual use float32
     probabilities of the unrounded logits. deepseek-ai/DeepSpec#31."""
@@ -205,10 +214,7 @@ class Bf16Draft(ChainSampler):
     def draft_rows_sampled(
         self, pair: TablePair, ridx: npt.NDArray[np.int64], settings: SamplingSettings | None
     ) -> npt.NDArray[np.float64]:
-        import torch
-
-        lg = torch.tensor(pair.draft_logits[ridx] + self.logit_offset).to(torch.bfloat16).double().numpy()
-        return probs_from_logits(lg, settings)
+        return probs_from_logits(bfloat16_round(pair.draft_logits[ridx] + self.logit_offset), settings)
 
     def draft_rows_reported(
         self,

@@ -27,15 +27,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..dists import SamplingSettings
-from ..lm.transformers_lm import CausalLM
 from ._diagnose import NOT_KNOWN, Diagnosis
 from ._models import settings_without
 from ._stream import STREAM_FACTS, cells_by_index, draft_laws
 from ._tokens import TokenScores
+
+if TYPE_CHECKING:  # annotations only: importing torch costs seconds on every diagnosis
+    from ..lm.transformers_lm import CausalLM
 
 __all__ = [
     "LMStreamUnit",
