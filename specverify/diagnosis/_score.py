@@ -292,8 +292,8 @@ def score_unit(
     for model in models:
         model.fit(ev)
         tab = model.tables(pair, settings, base)
-        # on the rule's tables a part whose hook the model keeps is the rule's: computed once
-        parts = every if tab is not base or rule is None else every & _own_parts(model)
+        # a part whose hook the model keeps, read from the rule's tables, is the rule's: computed once
+        parts = every if rule is None else every & (_own_parts(model) | _parts_read_from_other_tables(tab, base))
         ll = np.zeros((len(KINDS), g + 1))
         exp, obs = np.zeros(layout.size), np.zeros(layout.size)
         for idx, ref in zip(chunks, refs, strict=True):
@@ -308,6 +308,21 @@ def score_unit(
         obs_final = obs if obs_final is None else obs_final  # the first model's: it counts every part
     assert obs_final is not None, "score_unit needs at least one model"
     return out, obs_final, layout
+
+
+def _parts_read_from_other_tables(tab: Tables, base: Tables) -> set[str]:
+    """The parts whose rule hooks would read rows of ``tab`` that differ from the rule's tables: a
+    model that changes only the target's rows (a settings class) keeps the rule's drafts."""
+    if tab is base:
+        return set()
+
+    def same(a: np.ndarray, b: np.ndarray) -> bool:
+        return a is b or (a.shape == b.shape and bool(np.array_equal(a, b)))
+
+    out = set() if same(tab.Qs, base.Qs) else {"draft"}
+    if not (same(tab.P, base.P) and same(tab.Qr, base.Qr)):
+        out |= {"acceptance", "replacement"}
+    return out if same(tab.Pb, base.Pb) else out | {"bonus"}
 
 
 def _reuse(
