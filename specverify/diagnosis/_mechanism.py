@@ -42,7 +42,9 @@ Families (options besides the rule, which each part keeps when no option pays fo
                  softmax(p); the rank of the draw read as an id
 
 Shapes with a fitted parameter (a scale, a floor or a power on the ratio, mixtures and tempered
-laws) are in ``_fitted``; each pays log(grid size) nats besides the part's price. Class models that
+laws) are in ``_fitted``; each pays log(grid size) nats besides the part's price. A replacement's
+or a bonus's weights as a product of powers and masks of the rows' own quantities, coefficients
+fitted by maximum likelihood, are in ``_loglinear``; each freed coefficient pays (1/2) log(n). Class models that
 change one part only (no tables, no structure) are options of that part; the others (shared noise,
 float16 arithmetic, state, settings) stay whole classes.
 """
@@ -800,6 +802,7 @@ def family_models() -> list[RoundModel]:
     """Fresh family members (scored with the classes, named only through a mechanism); the fitted
     ones (``_fitted``) before their fit."""
     from ._fitted import fitted_family_models  # it builds on this module's helpers
+    from ._loglinear import loglinear_family_models
 
     return [
         TargetRowPrevious(),
@@ -851,6 +854,7 @@ def family_models() -> list[RoundModel]:
         BonusSoftmaxOfProbs(),
         BonusResidual(),
         *fitted_family_models(),
+        *loglinear_family_models(),
     ]
 
 
