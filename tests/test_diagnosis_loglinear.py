@@ -84,3 +84,37 @@ def test_a_residual_weighted_by_p_is_named_as_the_fitted_law(sampler, power):
 def test_the_correct_rule_gets_no_loglinear_law():
     d = _diagnose(ChainSampler(), n=3000, seed=1)
     assert d.verdict == NOT_KNOWN and "loglinear" not in d.lead()
+
+
+class CoinIsARandomBit(ChainSampler):
+    """The acceptance coin drawn as rng.integers(0, 2): a draft the target allows is kept with
+    probability 1/2 whatever its ratio (tests/study_bugs10 numerics:coin_drawn_as_random_bit)."""
+
+    name = "coin_is_a_random_bit"
+
+    def accept(self, px, qx, U, ctx):
+        return (U.accept < 0.5) & (px > 0)
+
+
+class DraftProbabilityAsAcceptance(ChainSampler):
+    """A draft kept with probability q(x), its own probability (tests/study_bugs2, blind: a wrong class
+    was named then). (A square root of the ratio is the one-parameter member ratio_powered(b=0.5),
+    cheaper and preferred.)"""
+
+    name = "draft_probability_as_acceptance"
+
+    def accept(self, px, qx, U, ctx):
+        return U.accept < qx
+
+
+@pytest.mark.parametrize(
+    ("sampler", "law"),
+    [
+        (CoinIsARandomBit(), "kept with probability 0.5 wherever p(x) > 0"),
+        (DraftProbabilityAsAcceptance(), "min(1, q(x))"),
+    ],
+)
+def test_an_acceptance_test_of_another_form_is_named_with_its_fitted_form(sampler, law):
+    d = _diagnose(sampler, n=3000, seed=2)
+    assert d.verdict.startswith("mechanism(acceptance=ratio_generalised("), d.lead()
+    assert law in d.candidates[0].to_dict()["mechanism"], d.lead()

@@ -44,9 +44,10 @@ Families (options besides the rule, which each part keeps when no option pays fo
 Shapes with a fitted parameter (a scale, a floor or a power on the ratio, mixtures and tempered
 laws) are in ``_fitted``; each pays log(grid size) nats besides the part's price. A replacement's
 or a bonus's weights as a product of powers and masks of the rows' own quantities, coefficients
-fitted by maximum likelihood, are in ``_loglinear``; each freed coefficient pays (1/2) log(n). Class models that
-change one part only (no tables, no structure) are options of that part; the others (shared noise,
-float16 arithmetic, state, settings) stay whole classes.
+fitted by maximum likelihood, are in ``_loglinear``; each freed coefficient pays (1/2) log(n). The
+acceptance test as min(1, C p(x)^a / q(x)^b), (a, b, C) fitted together on a grid, is in
+``_ratio_law``. Class models that change one part only (no tables, no structure) are options of
+that part; the others (shared noise, float16 arithmetic, state, settings) stay whole classes.
 """
 
 from __future__ import annotations
@@ -803,6 +804,7 @@ def family_models() -> list[RoundModel]:
     ones (``_fitted``) before their fit."""
     from ._fitted import fitted_family_models  # it builds on this module's helpers
     from ._loglinear import loglinear_family_models
+    from ._ratio_law import GeneralisedRatio
 
     return [
         TargetRowPrevious(),
@@ -855,6 +857,7 @@ def family_models() -> list[RoundModel]:
         BonusResidual(),
         *fitted_family_models(),
         *loglinear_family_models(),
+        GeneralisedRatio(),
     ]
 
 
