@@ -387,8 +387,8 @@ FIT_ROUNDS = 1_000
 def fit_on_grid(models: Sequence[Any], units: Sequence[tuple[RoundEvidence, Any, Any]], *, max_rounds: int) -> None:
     """Set each fitted family member (``_fitted``: ``FIT_GRID``, ``set_value``) to the grid value
     under which its own part's events, pooled over the units (the first ``min(max_rounds,
-    FIT_ROUNDS)`` usable rounds of each), are likeliest (ties: the first); a log-linear member
-    (``_loglinear``: ``collect``, ``solve``) to its maximum-likelihood coefficients on them."""
+    FIT_ROUNDS)`` usable rounds of each), are likeliest (ties: the first); a member that fits its
+    own numbers (``_loglinear``, ``_ratio_law``: ``collect``, ``solve``) fits them on those events."""
     max_rounds = min(max_rounds, FIT_ROUNDS)
     part_of = {id(m): _only_part(m) for m in models}
     totals = {id(m): np.zeros(len(getattr(m, "FIT_GRID", ()))) for m in models}
@@ -408,14 +408,17 @@ def fit_on_grid(models: Sequence[Any], units: Sequence[tuple[RoundEvidence, Any,
                 part = part_of[id(m)]
                 if part == "draft" and not ev.drafted_by_impl:
                     continue
-                if hasattr(m, "collect"):  # a law fitted by maximum likelihood (``_loglinear``)
+                if hasattr(m, "collect"):  # fits its own numbers (``_loglinear``, ``_ratio_law``)
                     m.collect(c, y)
                     continue
                 for i, v in enumerate(m.FIT_GRID):
                     m.set_value(v)
                     totals[id(m)][i] += _part_ll(m, c, y, part)
     for m in models:
-        m.solve() if hasattr(m, "collect") else m.settle(totals[id(m)])
+        if hasattr(m, "collect"):
+            m.solve()
+        else:
+            m.settle(totals[id(m)])
 
 
 def _part_ll(model: RoundModel, c: Chunk, y: np.ndarray, part: str) -> float:
