@@ -11,8 +11,11 @@ import pytest
 from test_diagnosis import _diagnose
 
 from specverify.catalogue import ChainSampler
-from specverify.diagnosis import NOT_KNOWN
+from specverify.diagnosis import NOT_KNOWN, diagnose_rounds
+from specverify.diagnosis._evidence import round_evidence
 from specverify.diagnosis._loglinear import _features, _law, fit_conditional_logit, law_in_words
+from specverify.harness import run_sampler
+from specverify.lm.synthetic import make_positional_pair
 
 
 def _events(theta, n, seed, part="replacement"):
@@ -118,3 +121,17 @@ def test_an_acceptance_test_of_another_form_is_named_with_its_fitted_form(sample
     d = _diagnose(sampler, n=3000, seed=2)
     assert d.verdict.startswith("mechanism(acceptance=ratio_generalised("), d.lead()
     assert law in d.candidates[0].to_dict()["mechanism"], d.lead()
+
+
+def test_units_of_two_vocabularies_are_fitted_together():
+    """A kernel audit holds a unit with its own odd vocabulary (101 ids beside 64): the events of the
+    two cannot share one array, and a pooled fit over them raised until the fit took a block each
+    (every kernel FAIL then got the diagnosis 'unavailable')."""
+    units = []
+    for vocab, seed in ((32, 1), (37, 2)):
+        pair = make_positional_pair(vocab, 4, alpha=0.3, seed=seed)
+        gen = run_sampler(ResidualTimesP(), pair, n=2000, gamma=4, rng=np.random.default_rng(seed))
+        units.append((round_evidence(gen, pair, 4, label=f"vocabulary {vocab}"), pair, None))
+    d = diagnose_rounds(units)
+    assert d.verdict.startswith("mechanism(replacement=replacement_loglinear("), d.lead()
+    assert "x p^" in d.candidates[0].to_dict()["mechanism"]

@@ -69,8 +69,8 @@ def _law(phi: np.ndarray, theta: np.ndarray) -> np.ndarray:
 
 
 def fit_conditional_logit(
-    phi: np.ndarray,
-    y: np.ndarray,
+    phi: np.ndarray | list[np.ndarray],
+    y: np.ndarray | list[np.ndarray],
     theta0: np.ndarray,
     free: np.ndarray | None = None,
     *,
@@ -78,22 +78,27 @@ def fit_conditional_logit(
     steps: int = 50,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """(theta, standard errors, log-likelihood) maximising sum log softmax(phi_e theta)[y_e] over the
-    events e (phi [n, V, k], y [n]) in the coordinates ``free`` (default: all; the others stay at
+    events e (phi [n, V, k], y [n]; or lists of such blocks, one per vocabulary size: units of one
+    audit may differ in it) in the coordinates ``free`` (default: all; the others stay at
     ``theta0``), by damped Newton steps within ``bounds`` (default: [-CAP, CAP]); a coordinate that
     reaches a bound stays there (an indicator the events never contradict). Standard errors of
     fixed coordinates are inf."""
-    idx = np.arange(len(y))
+    blocks = list(zip(phi, y, strict=True)) if isinstance(phi, list) else [(phi, np.asarray(y))]
     free = np.ones(len(theta0), dtype=bool) if free is None else free.copy()
     lo, hi = bounds if bounds is not None else (np.full(len(theta0), -CAP), np.full(len(theta0), CAP))
 
     def ll_grad_hess(theta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        pi = _law(phi, theta)  # [n, V]
-        weighted = phi * pi[..., None]  # [n, V, k]
-        mean = weighted.sum(1)  # [n, k] E[phi] per event
-        ll = float(np.log(np.maximum(pi[idx, y], 1e-300)).sum())
-        k = phi.shape[-1]
-        second = weighted.reshape(-1, k).T @ phi.reshape(-1, k) - mean.T @ mean  # one BLAS product
-        return ll, (phi[idx, y] - mean).sum(0), second + _RIDGE * np.eye(len(theta))
+        k = len(theta)
+        ll, grad, hess = 0.0, np.zeros(k), _RIDGE * np.eye(k)
+        for ph, yy in blocks:
+            idx = np.arange(len(yy))
+            pi = _law(ph, theta)  # [n, V]
+            weighted = ph * pi[..., None]  # [n, V, k]
+            mean = weighted.sum(1)  # [n, k] E[phi] per event
+            ll += float(np.log(np.maximum(pi[idx, yy], 1e-300)).sum())
+            grad += (ph[idx, yy] - mean).sum(0)
+            hess += weighted.reshape(-1, k).T @ ph.reshape(-1, k) - mean.T @ mean  # one BLAS product
+        return ll, grad, hess
 
     theta = theta0.astype(np.float64).copy()
     ll, grad, hess = ll_grad_hess(theta)
@@ -126,14 +131,15 @@ def fit_conditional_logit(
 
 
 def forward_select(
-    phi: np.ndarray, y: np.ndarray, rule: np.ndarray, powers: int
+    phi: list[np.ndarray], y: list[np.ndarray], rule: np.ndarray, powers: int
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """(theta, which coefficients left the rule, log-likelihood): coefficients freed one at a time,
+    """(theta, which coefficients left the rule, log-likelihood) on the event blocks ``phi``, ``y``
+    (``fit_conditional_logit``): coefficients freed one at a time,
     each time the one whose fit gains most, while the gain pays BIC's (1/2) log(n) nats; the others
     stay at the rule's values. The law then says no more than the evidence shows (rows that make two
     terms nearly collinear free one of them, not both). The first ``powers`` coefficients are
     powers, kept in [0, MAX_POWER]; the others indicators, in [-CAP, CAP]."""
-    n, k = len(y), len(rule)
+    n, k = sum(len(b) for b in y), len(rule)
     bounds = (
         np.r_[np.zeros(powers), np.full(k - powers, -CAP)],
         np.r_[np.full(powers, MAX_POWER), np.full(k - powers, CAP)],
@@ -222,10 +228,12 @@ class LogLinear(_Family):
         """Fit theta on the collected events (the rule's theta when there are none)."""
         self.moved = np.zeros(self.K, dtype=bool)
         if self._phi:
-            phi, y = np.concatenate(self._phi), np.concatenate(self._y)
+            vocabs = sorted({b.shape[1] for b in self._phi})  # units may differ in vocabulary: a block each
+            phi = [np.concatenate([b for b in self._phi if b.shape[1] == v]) for v in vocabs]
+            y = [np.concatenate([t for b, t in zip(self._phi, self._y) if b.shape[1] == v]) for v in vocabs]
             self.theta, freed, _ = forward_select(phi, y, self.rule, 3 if self.part == "replacement" else 2)
             self.moved = freed & (self.theta != self.rule)  # a power freed and then held at its bound 0 did not move
-            self.events = len(y)
+            self.events = sum(len(t) for t in y)
         self._phi, self._y = [], []
         self._set_words()
 
