@@ -135,3 +135,20 @@ def test_units_of_two_vocabularies_are_fitted_together():
     d = diagnose_rounds(units)
     assert d.verdict.startswith("mechanism(replacement=replacement_loglinear("), d.lead()
     assert "x p^" in d.candidates[0].to_dict()["mechanism"]
+
+
+class EveryTestMarkedFailed(ChainSampler):
+    """The rejections read with ~ on a uint8 accept mask (bitwise: 1 -> 254): position 0 always counts
+    as the first rejection, so no draft is ever kept (tests/study_bugs11 counting, a blind bug)."""
+
+    name = "every_test_marked_failed"
+
+    def accept(self, px, qx, U, ctx):
+        return np.zeros_like(px, dtype=bool)
+
+
+def test_a_round_that_never_keeps_a_draft_is_named_so_and_points_at_the_count():
+    d = _diagnose(EveryTestMarkedFailed(), n=3000, seed=3, alpha=0.9)  # high overlap: no envelope mimics it
+    assert d.verdict == "mechanism(acceptance=ratio_generalised(never))", d.lead()
+    mech = d.candidates[0].to_dict()
+    assert "a draft is never kept" in mech["mechanism"] and "count of kept drafts" in mech["check"], mech

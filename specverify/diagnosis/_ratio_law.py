@@ -4,12 +4,13 @@ The rule keeps a draft with probability min(1, p(x)/q(x)): a = b = C = 1. Bugs i
 the ratio's form in ways the one-parameter members of ``_fitted`` (a scale C, a power a = b) each
 cover one of: a square root taken (a = b = 1/2), the draft's own probability read as the
 acceptance (a = 0, b = -1), a coin that is a random bit (a = b = 0, C = 1/2: the ratio never
-read), two coins that must both pass (a = b = 2). A member here fits (a, b, C) together on the grid
+read), two coins that must both pass (a = b = 2), no draft ever kept (C = 0: a count or mask
+that marks every test failed). A member here fits (a, b, C) together on the grid
 
-    a in {0, 1/2, 1, 2},  b in {-1, 0, 1/2, 1, 2},  log C in [-3, 3] in steps of 0.05
+    a in {0, 1/2, 1, 2},  b in {-1, 0, 1/2, 1, 2},  log C in [-3, 3] in steps of 0.05, or C = 0
 
 to the acceptance events pooled over the units (the first ``FIT_ROUNDS`` usable rounds of each) and
-pays log(grid size) = log(2,420) = 7.8 nats, twice a one-parameter member's price: where one of
+pays log(grid size) = log(2,440) = 7.8 nats, twice a one-parameter member's price: where one of
 those fits exactly, it is preferred. A draft the target gives no mass is never kept (p(x)^0 is read
 as 1 only where p(x) > 0), as under the rule.
 """
@@ -28,7 +29,8 @@ __all__ = ["GeneralisedRatio"]
 
 _A = (0.0, 0.5, 1.0, 2.0)
 _B = (-1.0, 0.0, 0.5, 1.0, 2.0)
-_LOG_C = np.round(np.arange(-3.0, 3.0 + 1e-9, 0.05), 2)
+#: log C: a grid of scales, and C = 0 (no draft ever kept: a count or mask that marks every test failed)
+_LOG_C = np.r_[-np.inf, np.round(np.arange(-3.0, 3.0 + 1e-9, 0.05), 2)]
 _TINY = 1e-300
 
 
@@ -36,7 +38,8 @@ def _acceptance(px: np.ndarray, qx: np.ndarray, a: float, b: float, log_c: np.nd
     """[..., len(log_c)] min(1, C p^a / q^b) for every C (0 where p(x) = 0; 1 where q(x) = 0 < p(x))."""
     with np.errstate(divide="ignore", invalid="ignore"):
         log_r = a * np.log(np.maximum(px, _TINY)) - b * np.log(np.maximum(qx, _TINY))
-    out = np.exp(np.minimum(log_r[..., None] + np.asarray(log_c), 0.0))
+    with np.errstate(invalid="ignore"):  # -inf + inf where q(x) = 0: that case is set below
+        out = np.exp(np.minimum(log_r[..., None] + np.asarray(log_c), 0.0))
     out = np.where((qx <= 0)[..., None] & (b > 0), 1.0, out)
     return np.where((px <= 0)[..., None], 0.0, out)
 
@@ -82,6 +85,15 @@ class GeneralisedRatio(_Family):
         self._set_words()
 
     def _set_words(self) -> None:
+        if self.log_c == -math.inf:
+            self.name = "ratio_generalised(never)"
+            self.words = "a draft is never kept: every round ends at its first draft, with a draw from (p - q)+"
+            self.check = (
+                "the count of kept drafts and the accept mask it is read from (a mask that marks every position "
+                "rejected), then the acceptance test"
+            )
+            return
+        self.check = type(self).check
         c = math.exp(self.log_c)
         self.name = f"ratio_generalised(a={self.a:g},b={self.b:g},C={c:.2g})"
         num = "" if self.a == 0 else "p(x)" if self.a == 1 else f"p(x)^{self.a:g}"
