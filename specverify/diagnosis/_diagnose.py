@@ -23,9 +23,7 @@ from ._candidate import NOT_KNOWN, Candidate
 from ._classes import CLASSES, round_models
 from ._facts import departures, facts, negated
 from ._fitted import Fitted
-from ._loglinear import LogLinear
-from ._mechanism import Mechanism, family_models, fit_mechanism, options_by_part
-from ._ratio_law import GeneralisedRatio
+from ._mechanism import Mechanism, SelfFitted, family_models, fit_mechanism, options_by_part
 from ._score import KINDS, fit_on_grid, g_statistic, score_unit
 
 if TYPE_CHECKING:  # annotations only
@@ -174,9 +172,7 @@ def _collect(
     """Sum each model's scores over the units: totals, per-kind/position/unit, G statistics."""
     variants = _variants()
     models = [v for v, _, _ in variants]
-    fit_on_grid(
-        [m for m in models if isinstance(m, (Fitted, LogLinear, GeneralisedRatio))], units, max_rounds=max_rounds
-    )
+    fit_on_grid([m for m in models if isinstance(m, (Fitted, SelfFitted))], units, max_rounds=max_rounds)
     per: dict[int, _Sums] = {
         id(m): {"ll": 0.0, "kind": np.zeros(len(KINDS)), "pos": None, "unit": {}, "G": 0.0, "expected": []}
         for m in models

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from ._mechanism import _Family
+from ._mechanism import SelfFitted
 from ._models import Chunk
 
 __all__ = ["LogLinear", "loglinear_family_models"]
@@ -191,7 +191,7 @@ def law_in_words(part: str, theta: np.ndarray, moved: np.ndarray) -> str:
     return " x ".join([base, *rest])
 
 
-class LogLinear(_Family):
+class LogLinear(SelfFitted):
     """A replacement or bonus law whose weights are exp(theta . phi) (module docstring), theta fitted."""
 
     K = 5

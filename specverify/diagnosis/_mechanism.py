@@ -61,7 +61,7 @@ import numpy as np
 from ._bug_models import _softmax_rows
 from ._models import Chunk, RoundModel, continuation, normalise, ratio, residual
 
-__all__ = ["Option", "Mechanism", "family_models", "options_by_part", "fit_mechanism", "PARTS", "HOOKS"]
+__all__ = ["SelfFitted", "Option", "Mechanism", "family_models", "options_by_part", "fit_mechanism", "PARTS", "HOOKS"]
 
 #: the parts of a round a mechanism chooses for, with the hook that computes each part's law
 HOOKS = {"draft": "draft_law", "acceptance": "accept", "replacement": "replaced", "bonus": "bonus"}
@@ -82,6 +82,17 @@ class _Family(RoundModel):
     family_only = True
     words = ""
     check = ""
+
+
+class SelfFitted(_Family):
+    """A member that fits its own numbers to its part's events (``_loglinear``, ``_ratio_law``):
+    ``_score.fit_on_grid`` hands it every chunk (``collect``), then asks for the fit (``solve``)."""
+
+    def collect(self, c: Chunk, y: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def solve(self) -> None:
+        raise NotImplementedError
 
 
 def _rows_at(A: np.ndarray, X: np.ndarray) -> np.ndarray:

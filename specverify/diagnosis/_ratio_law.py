@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from ._mechanism import _Family
+from ._mechanism import SelfFitted
 from ._models import Chunk
 
 __all__ = ["GeneralisedRatio"]
@@ -44,7 +44,7 @@ def _acceptance(px: np.ndarray, qx: np.ndarray, a: float, b: float, log_c: np.nd
     return np.where((px <= 0)[..., None], 0.0, out)
 
 
-class GeneralisedRatio(_Family):
+class GeneralisedRatio(SelfFitted):
     """min(1, C p(x)^a / q(x)^b), (a, b, C) fitted on the grid (module docstring)."""
 
     check = (

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..dists import SamplingSettings
+from ._mechanism import SelfFitted
 from ._models import EPS, NAN_KEEP, Chunk, RoundModel, Tables
 
 if TYPE_CHECKING:  # annotations only
@@ -408,14 +409,14 @@ def fit_on_grid(models: Sequence[Any], units: Sequence[tuple[RoundEvidence, Any,
                 part = part_of[id(m)]
                 if part == "draft" and not ev.drafted_by_impl:
                     continue
-                if hasattr(m, "collect"):  # fits its own numbers (``_loglinear``, ``_ratio_law``)
+                if isinstance(m, SelfFitted):  # fits its own numbers (``_loglinear``, ``_ratio_law``)
                     m.collect(c, y)
                     continue
                 for i, v in enumerate(m.FIT_GRID):
                     m.set_value(v)
                     totals[id(m)][i] += _part_ll(m, c, y, part)
     for m in models:
-        if hasattr(m, "collect"):
+        if isinstance(m, SelfFitted):
             m.solve()
         else:
             m.settle(totals[id(m)])
