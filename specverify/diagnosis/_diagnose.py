@@ -21,6 +21,7 @@ from scipy import stats
 from ._bug_models import ResidualSwitch, TargetKnobsMissing, TargetKnobValue
 from ._candidate import NOT_KNOWN, Candidate
 from ._classes import CLASSES, round_models
+from ._constant import ConstantRounds, constant_rounds
 from ._facts import departures, facts, negated
 from ._fitted import Fitted
 from ._mechanism import Mechanism, SelfFitted, family_models, fit_mechanism, options_by_part
@@ -89,7 +90,7 @@ class Diagnosis:
                 else (f"leaves no significant deviation on the cells, p = {c.cells_fit_p:.2g}")
             )
             return (
-                f"Diagnosis: most likely this mechanism (fitted part by part; no catalogued class fits): "
+                f"Diagnosis: most likely this mechanism ({c.mechanism.basis}): "
                 f"{c.mechanism.words()} (likelihood ratio e^{c.llr_vs_target:.1f} against the target law, its "
                 f"choices paid for; {how}{_misfit(c)}). Check {c.mechanism.check()}."
             )
@@ -274,6 +275,10 @@ def _diagnose_once(units: Sequence[RoundUnit], min_llr: float, min_explained: fl
         assert best is not None, "a mechanism is fitted only beside ranked classes"
         if not known or mech.llr_vs_target >= best.llr_vs_target + min_llr:
             ranked, best, known = [mech, *ranked], mech, True
+    # rounds that all emit one token without verifying: no class of verification on another prefix
+    # explains them, whatever it scores on the mismatch events alone (_constant)
+    if (fixed := _constant_candidate(units, ranked)) is not None and fixed.qualifies(min_llr, min_explained):
+        ranked, best, known = [fixed, *ranked], fixed, True
 
     away = departures(cells.obs, cells.layouts, ref["expected"], [ev.label for ev, _, _ in units])
     method = (
@@ -318,11 +323,29 @@ def _mechanism_candidate(
     )
 
 
+def _constant_candidate(units: Sequence[RoundUnit], ranked: list[Candidate]) -> MechanismCandidate | None:
+    """The fixed-token rounds (``_constant``) as a candidate. Its cells are those of the classes
+    that score the mismatch events alone (the same events at a fitted rate): their best share."""
+    fixed = constant_rounds(units)
+    if fixed is None:
+        return None
+    peers = [
+        c
+        for c in ranked
+        if c.llr_by_kind.get("structure", 0.0) > 0
+        and all(abs(v) < 1.0 for k, v in c.llr_by_kind.items() if k != "structure")
+    ]
+    if not peers:
+        return None
+    expl, p = max(c.explained for c in peers), max(c.cells_fit_p for c in peers)
+    return MechanismCandidate(fixed.name, fixed.llr, expl, {"structure": fixed.llr}, [], {}, "", p, mechanism=fixed)
+
+
 @dataclasses.dataclass
 class MechanismCandidate(Candidate):
     """A fitted mechanism in the ranking: named by its options, described by their words."""
 
-    mechanism: Mechanism | None = None
+    mechanism: Mechanism | ConstantRounds | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()

@@ -55,6 +55,7 @@ class RoundEvidence:
     tail: np.ndarray | None = None  # [R] tokens emitted after the first one that is not a kept draft
     emitted: np.ndarray | None = None  # [R] tokens the round emitted
     prefix_len: np.ndarray | None = None  # [R] tokens before the round: its prompt and earlier rounds (-1: unknown)
+    prev_round: np.ndarray | None = None  # [R] the round before it in its sequence (-1: none)
 
     @property
     def gamma(self) -> int:
@@ -208,4 +209,5 @@ def round_evidence(
         tail,
         emitted,
         prefix_len,
+        prev,
     )

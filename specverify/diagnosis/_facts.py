@@ -76,7 +76,8 @@ def _kind_sentence(kind: str, ranked: Sequence[Candidate], min_llr: float, away:
         return _TARGET_WORDS[kind]
     out = negated(kind)
     if moved:
-        best = max(moved, key=lambda c: c.llr_by_kind[kind])
+        # the diagnosis itself where it moves this stratum; otherwise the class that moves it most
+        best = ranked[0] if known and ranked[0] in moved else max(moved, key=lambda c: c.llr_by_kind[kind])
         alt = _ALT_WORDS.get(best.name)
         # "they match" only when a class or a mechanism is the diagnosis: one that moves one stratum
         # of a bug it does not explain is only the closest tried there

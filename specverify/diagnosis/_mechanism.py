@@ -926,6 +926,7 @@ class Mechanism:
     chosen: tuple[tuple[Option, float], ...]  # (option, net gain in nats), in part order
     #: per chosen part, the other options within TIE_NATS of it: the evidence does not tell them apart
     ties: tuple[tuple[Option, ...], ...]
+    basis: str = "fitted part by part; no catalogued class fits"
 
     @property
     def name(self) -> str:

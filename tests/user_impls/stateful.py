@@ -214,6 +214,40 @@ class RecycledDraftsStepper:
         return xs + [choice(rng, P.shape[1], P[gamma])]
 
 
+class FinishedOnDraftedStopStepper:
+    """Bug: a request's finished flag is set when a round *drafts* the stop id (the last id), kept or
+    not; the next round of that request takes the finish path and emits the stop id alone, without
+    drafting or verifying. Written after set 11's blind bug (tests/study_bugs11/state.py:
+    drafted_stop_marks_request_finished), which the diagnosis named as a KV-block prefix error; the
+    family is a stop state computed from the drafts rather than from the emitted tokens.
+    """
+
+    def __init__(self):
+        self.finished, self.expected_len = False, -1
+
+    def __call__(self, prefix, draft, target, gamma, rng):
+        prefix = list(prefix)
+        stop = len(draft(prefix)) - 1
+        if len(prefix) != self.expected_len:  # a new request
+            self.finished = False
+        if self.finished:
+            self.finished, out = False, [stop]
+        else:
+            xs, qs = [], []
+            for _ in range(gamma):
+                qs.append(np.asarray(draft(prefix + xs)))
+                xs.append(choice(rng, len(qs[-1]), qs[-1]))
+            P = np.asarray(target(prefix, xs))
+            out = xs + [choice(rng, P.shape[1], P[gamma])]
+            for j, x in enumerate(xs):
+                if rng.random() >= P[j, x] / qs[j][x]:
+                    out = xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
+                    break
+            self.finished = stop in xs  # BUG: only an emitted stop id finishes a request
+        self.expected_len = len(prefix) + len(out)
+        return out
+
+
 cached_rows = CachedRowsStepper()
 verified_context = VerifiedContextStepper()
 position_draft_cache = PositionDraftCacheStepper()
@@ -221,3 +255,4 @@ stale_rollback = StaleRollbackStepper()
 position_target_cache = PositionTargetCacheStepper()
 no_reset = NoResetStepper()
 recycled_drafts = RecycledDraftsStepper()
+finished_on_drafted_stop = FinishedOnDraftedStopStepper()
