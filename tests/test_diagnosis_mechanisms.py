@@ -166,6 +166,33 @@ class ThresholdHalf(ChainSampler):
         return _ratio(px, qx) >= 0.5
 
 
+class ConfidentTargetKept(ChainSampler):
+    """SGLang's ``threshold_single`` below 1 (study set 11): a draft with p(x) >= 0.2 is kept untested."""
+
+    name = "confident_target_kept_sampler"
+
+    def accept(self, px, qx, U, ctx):
+        return (px >= 0.2) | (U.accept < _ratio(px, qx))
+
+
+class LowDraftRejected(ChainSampler):
+    """llama.cpp's draft cut p_min in the verifier (study set 11): a draft with q(x) < 0.1 is rejected untested."""
+
+    name = "low_draft_rejected_sampler"
+
+    def accept(self, px, qx, U, ctx):
+        return (qx >= 0.1) & (U.accept < _ratio(px, qx))
+
+
+class RatioPlusTolerance(ChainSampler):
+    """A tolerance added to the ratio (study set 11): keep iff u < min(1, p/q + 0.1)."""
+
+    name = "ratio_plus_tolerance_sampler"
+
+    def accept(self, px, qx, U, ctx):
+        return U.accept < np.minimum(1.0, _ratio(px, qx) + 0.1)
+
+
 class ConfidentDraftSkipsTest(ChainSampler):
     """Outside the catalogue: a draft with q(x) >= 0.4 is kept without its coin."""
 
@@ -441,6 +468,9 @@ class DraftTruncatedReportsFullQ(ChainSampler):
         (ResidualFloor, {"replacement": "residual_floor(c=0.001)"}, "clamped at 0.001"),
         (Barker, {"acceptance": "barker_acceptance"}, "p(x) / (p(x) + q(x))"),
         (ThresholdHalf, {"acceptance": "constant_threshold(t=0.5)"}, "p(x) / q(x) >= 0.5"),
+        (ConfidentTargetKept, {"acceptance": "keep_untested_at_p(t=0.2)"}, "p(x) >= 0.2 is kept untested"),
+        (LowDraftRejected, {"acceptance": "reject_untested_at_q(t=0.1)"}, "q(x) < 0.1 is rejected without its test"),
+        (RatioPlusTolerance, {"acceptance": "ratio_plus_tolerance(d=0.1)"}, "min(1, p(x) / q(x) + 0.1)"),
         # no draft of this pair has q(x) in [0.3, 0.4): the two thresholds give the same law
         (
             ConfidentDraftSkipsTest,

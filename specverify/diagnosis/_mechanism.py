@@ -413,6 +413,51 @@ class ConfidentDraftKept(_Family):
         return np.where(qx >= self.t, 1.0, ratio(c.at(c.P), qx))
 
 
+class ThresholdOverride(_Family):
+    """The ratio test overridden at a threshold on one side's probability of the draft: kept untested
+    where p(x) >= t (SGLang's ``threshold_single`` below 1), or rejected untested where q(x) < t or
+    p(x) < t (llama.cpp's draft cut ``p_min`` applied by the verifier); t on a grid. The kept-where-
+    q(x) >= t member is :class:`ConfidentDraftKept`."""
+
+    VALUES = {
+        ("keep", "p"): (0.1, 0.2, 0.3, 0.5, 0.7, 0.9),
+        ("reject", "q"): (0.01, 0.02, 0.05, 0.1, 0.2),
+        ("reject", "p"): (0.01, 0.02, 0.05, 0.1, 0.2),
+    }
+
+    def __init__(self, action: str, side: str, t: float) -> None:
+        self.action, self.side, self.t = action, side, t
+        self.name = f"{action}_untested_at_{side}(t={t:g})"
+        if action == "keep":
+            self.words = f"a draft the target gives p(x) >= {t:g} is kept untested; the others take min(1, p/q)"
+            self.check = "a confidence shortcut in the verifier (a threshold below 1): every draft takes the coin"
+        else:
+            self.words = f"a draft with {side}(x) < {t:g} is rejected without its test; the others take min(1, p/q)"
+            self.check = "a probability cut in the verifier: it may shape what is drafted, never what is accepted"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        px, qx = c.at(c.P), c.at(c.Qr)
+        r = ratio(px, qx)
+        v = px if self.side == "p" else qx
+        return np.where(v >= self.t, 1.0, r) if self.action == "keep" else np.where(v < self.t, 0.0, r)
+
+
+class AdditiveTolerance(_Family):
+    """min(1, p/q + d): a tolerance added to the ratio (d on a grid)."""
+
+    VALUES = (0.01, 0.03, 0.1, 0.3)
+
+    def __init__(self, d: float) -> None:
+        self.d = d
+        self.name = f"ratio_plus_tolerance(d={d:g})"
+        self.words = f"a draft is kept with probability min(1, p(x) / q(x) + {d:g}): a tolerance added to the ratio"
+        self.check = "the acceptance test: u < p(x) / q(x) exactly; a tolerance for rounding makes it lossy"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        out: np.ndarray = np.minimum(1.0, ratio(c.at(c.P), c.at(c.Qr)) + self.d)
+        return out
+
+
 class RatioAtOtherToken(_Family):
     """min(1, p_j(t) / q_j(t)) at another token t than the draft x_j: the draft row's top token,
     the target row's top token, or the previous draft (the verify pass's input ids, one behind)."""
@@ -810,6 +855,7 @@ class BonusResidual(_Family):
         return out
 
 
+# long: the list of every family member, one line each
 def family_models() -> list[RoundModel]:
     """Fresh family members (scored with the classes, named only through a mechanism); the fitted
     ones (``_fitted``) before their fit."""
@@ -838,6 +884,8 @@ def family_models() -> list[RoundModel]:
         *(ConstantThreshold(t) for t in ConstantThreshold.VALUES),
         *(AcceptOverThreshold(t) for t in AcceptOverThreshold.VALUES),
         *(ConfidentDraftKept(t) for t in ConfidentDraftKept.VALUES),
+        *(ThresholdOverride(a, side, t) for (a, side), ts in ThresholdOverride.VALUES.items() for t in ts),
+        *(AdditiveTolerance(d) for d in AdditiveTolerance.VALUES),
         *(RatioAtOtherToken(t) for t in RatioAtOtherToken.TOKENS),
         RatioOfSortedRows(),
         BlockRatioEveryDraft(),
