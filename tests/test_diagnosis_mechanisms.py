@@ -111,6 +111,8 @@ class CountBy(ChainSampler):
             "argmax_of_accepts": np.where(coins.all(-1), g, np.argmax(coins, -1)),
             "past_last_accept": np.array([len(np.trim_zeros(c.astype(int), "b")) for c in coins]),
             "guard_any": np.where(coins.any(-1), np.argmin(coins, -1), g),
+            # (study_bugs11 counting: gamma * np.prod(accepted), all or nothing)
+            "prod": g * coins.all(-1),
         }[self.rule]
         return np.arange(g)[None, :] < np.minimum(count, g)[:, None]
 
@@ -164,6 +166,18 @@ class ThresholdHalf(ChainSampler):
 
     def accept(self, px, qx, U, ctx):
         return _ratio(px, qx) >= 0.5
+
+
+class CoinOfTwoUniforms(ChainSampler):
+    """The coin is a product or the mean of two uniforms (study set 11: u * rng.random())."""
+
+    def __init__(self, law):
+        self.law, self.name = law, f"coin_{law}_sampler"
+
+    def accept(self, px, qx, U, ctx):
+        v = np.random.default_rng(7).random(U.accept.shape)  # a second uniform per coin, seeded
+        u = {"product": U.accept * v, "mean": (U.accept + v) / 2}[self.law]
+        return u < _ratio(px, qx)
 
 
 class ConfidentTargetKept(ChainSampler):
@@ -471,6 +485,9 @@ class DraftTruncatedReportsFullQ(ChainSampler):
         (ConfidentTargetKept, {"acceptance": "keep_untested_at_p(t=0.2)"}, "p(x) >= 0.2 is kept untested"),
         (LowDraftRejected, {"acceptance": "reject_untested_at_q(t=0.1)"}, "q(x) < 0.1 is rejected without its test"),
         (RatioPlusTolerance, {"acceptance": "ratio_plus_tolerance(d=0.1)"}, "min(1, p(x) / q(x) + 0.1)"),
+        (lambda: CountBy("prod"), {"acceptance": "accepted_count_prod"}, "gamma * prod(accepted)"),
+        (lambda: CoinOfTwoUniforms("product"), {"acceptance": "coin_product_of_two_uniforms"}, "u1 * u2"),
+        (lambda: CoinOfTwoUniforms("mean"), {"acceptance": "coin_mean_of_two_uniforms"}, "(u1 + u2) / 2"),
         # no draft of this pair has q(x) in [0.3, 0.4): the two thresholds give the same law
         (
             ConfidentDraftSkipsTest,

@@ -413,6 +413,32 @@ class ConfidentDraftKept(_Family):
         return np.where(qx >= self.t, 1.0, ratio(c.at(c.P), qx))
 
 
+class CoinLaw(_Family):
+    """The coin compared with min(1, p/q) is not one uniform: a product of two or their mean. Kept
+    with probability F(r), F the coin's distribution function at r = p(x)/q(x). (The minimum of two
+    is the catalogued ``or_accept``: a draft kept when either of two coins passes.)"""
+
+    LAWS: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
+        "product": ("u1 * u2, a product of two uniforms", lambda r: r * (1 - np.log(np.where(r > 0, r, 1.0)))),
+        "mean": (
+            "(u1 + u2) / 2, the mean of two uniforms",
+            lambda r: np.where(r <= 0.5, 2 * r * r, 1 - 2 * (1 - r) ** 2),
+        ),
+    }
+
+    def __init__(self, law: str) -> None:
+        self.law = law
+        what, self._cdf = self.LAWS[law]
+        self.name = f"coin_{law}_of_two_uniforms"
+        self.words = f"the coin is {what}, not one uniform: a draft is kept with probability F(min(1, p/q)), F its law"
+        self.check = "the coin of each acceptance test: one fresh uniform on [0, 1), compared with p(x) / q(x)"
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        r = ratio(c.at(c.P), c.at(c.Qr))
+        out: np.ndarray = np.clip(self._cdf(r), 0.0, 1.0)
+        return out
+
+
 class ThresholdOverride(_Family):
     """The ratio test overridden at a threshold on one side's probability of the draft: kept untested
     where p(x) >= t (SGLang's ``threshold_single`` below 1), or rejected untested where q(x) < t or
@@ -708,6 +734,11 @@ class CountRule(_Family):
             "a block of rejections is kept whole, a block of acceptances gives 0",
             lambda t: np.where(t.any(-1), np.argmin(t, -1), t.shape[-1]),
         ),
+        "prod": (
+            "the kept count is gamma * prod(accepted) (np.prod written for np.cumprod(...).sum()): every draft when "
+            "all tests pass, none otherwise",
+            lambda t: t.shape[-1] * t.all(-1),
+        ),
         "cumsum_from_zero": (
             "the kept count is sum(cumsum(accepted) == arange(gamma)), off by one (arange from 1 is the prefix): 0 "
             "after a full acceptance",
@@ -886,6 +917,7 @@ def family_models() -> list[RoundModel]:
         *(ConfidentDraftKept(t) for t in ConfidentDraftKept.VALUES),
         *(ThresholdOverride(a, side, t) for (a, side), ts in ThresholdOverride.VALUES.items() for t in ts),
         *(AdditiveTolerance(d) for d in AdditiveTolerance.VALUES),
+        *(CoinLaw(law) for law in CoinLaw.LAWS),
         *(RatioAtOtherToken(t) for t in RatioAtOtherToken.TOKENS),
         RatioOfSortedRows(),
         BlockRatioEveryDraft(),
