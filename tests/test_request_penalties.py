@@ -60,6 +60,27 @@ def test_a_step_that_counts_the_wrong_tokens_fails_and_is_named(name):
     assert lead.startswith(f"Diagnosis: most likely {BUGGY[name]} (likelihood ratio e^"), lead
 
 
+@pytest.mark.parametrize(
+    ("name", "status"), [("step_repetition_correct", "PASS"), ("step_repetition_skips_the_prompt", "FAIL")]
+)
+def test_a_repetition_penalty_that_skips_the_prompt_fails_and_is_named(name, status):
+    # the repetition penalty counts the prompt (HF, vLLM); one that skips it (vllm-metal#69) is named
+    v = audit(
+        RoundAdapter(getattr(P, name), logits=True, name=name),
+        settings=(SamplingSettings(repetition_penalty=1.3),),
+        eps=0.1,
+        diagnose=True,
+        fail_fast=True,
+    )
+    assert v.status == status, v.headline()
+    if status == "PASS":
+        assert v.diagnosis is None
+        return
+    lead = v.diagnosis_lead()[0]
+    assert v.diagnosis["verdict"] == "repetition_penalty_skips_the_prompt", lead
+    assert "the prompt and the generated tokens" in lead, lead
+
+
 def test_generators_are_judged_by_generated_tokens_only():
     # target-only generators: the laws are what is tested here (their rounds reach no draft position)
     ok = audit(GeneratorAdapter(P.generate_penalties_correct, logits=True, name="gen"), exact_checks=False, **OPTIONS)

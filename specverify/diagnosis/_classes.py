@@ -786,6 +786,24 @@ RECORDS: tuple[BugClass, ...] = (
         no_model_because=_PENALTY_ONLY,
     ),
     BugClass(
+        name="repetition_penalty_skips_the_prompt",
+        mechanism=(
+            "The repetition penalty counts the generated tokens only, so the prompt's tokens are not penalised; "
+            "the HF / vLLM repetition penalty counts the prompt and the generated tokens (presence and frequency "
+            "count the generated ones only)."
+        ),
+        check="the tokens the repetition penalty reads: the prompt and the generated tokens (prompt + output ids)",
+        sources=(
+            "vllm-project/vllm-metal#69 (on the first decode step the repetition penalty did not see the prompt)",
+            "written for the diagnosis after the blind study bug tests/study_bugs12/parity.py:"
+            "target_repetition_penalty_skips_prompt",
+        ),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
         name="penalties_count_the_prompt",
         mechanism=(
             "Presence and frequency penalties count the prompt's tokens too (the repetition penalty's convention), "

@@ -19,6 +19,8 @@ emitted before it in its request (the prompt excluded):
                                       with both and no repetition penalty)
     penalties_count_the_prompt        presence and frequency counted over the whole prefix, the
                                       prompt included (the repetition penalty's convention)
+    repetition_penalty_skips_the_     the repetition penalty counted over the generated tokens
+    prompt                            only (the prompt skipped) where the request counts it
     penalty_fed_last_token_only       the penalties' generated tokens: the last token of each
                                       earlier round of the request, then the round's own tokens
                                       before this one (the accepted drafts of earlier rounds
@@ -88,6 +90,8 @@ _IGNORED = {
 }
 #: the classes whose penalties count other tokens than the generated ones before each row
 _WRONG_COUNTS = ("penalties_count_the_prompt", "penalty_fed_last_token_only", "penalty_history_keeps_rejected_drafts")
+#: the class whose repetition penalty counts the generated tokens only, the prompt skipped
+REPETITION_SKIPS_PROMPT = "repetition_penalty_skips_the_prompt"
 _FACTS = {
     "repetition_penalty_draft_only": "tokens match the target WITHOUT the penalty",
     "repetition_penalty_stale_history": "tokens match the penalty computed over the prefix at the start of each round",
@@ -97,6 +101,8 @@ _FACTS = {
     "logit_bias_ignored": "tokens match the target with every knob but the logit bias",
     "logit_bias_after_temperature": "tokens match the target with the logit bias added after temperature, not before",
     "penalties_count_the_prompt": "tokens match presence and frequency penalties counted over the prompt too",
+    REPETITION_SKIPS_PROMPT: "tokens match a repetition penalty counted over the generated tokens only, the prompt "
+    "skipped",
     "penalty_fed_last_token_only": "tokens match penalties that count only the last token of each earlier round "
     "(and the round's own tokens before them)",
     "penalty_history_keeps_rejected_drafts": "tokens match penalties that also count the rejected drafts of each "
@@ -175,11 +181,15 @@ class _Request:
 
 def _wrong_classes(gen: Generation, settings: SamplingSettings) -> tuple[str, ...]:
     """The classes of :data:`_WRONG_COUNTS` with a law on this unit: presence or frequency set (the
-    round classes also need the round of each token and its drafts)."""
-    if not (settings.presence_penalty or settings.frequency_penalty):
-        return ()
-    rounds = gen.round_id is not None and gen.drafts is not None
-    return _WRONG_COUNTS if rounds else _WRONG_COUNTS[:1]
+    round classes also need the round of each token and its drafts); and the repetition penalty
+    that skips the prompt, where the request's repetition penalty counts it."""
+    out: tuple[str, ...] = ()
+    if settings.presence_penalty or settings.frequency_penalty:
+        rounds = gen.round_id is not None and gen.drafts is not None
+        out = _WRONG_COUNTS if rounds else _WRONG_COUNTS[:1]
+    if settings.repetition_penalty != 1.0 and settings.penalize_prompt:
+        out = (*out, REPETITION_SKIPS_PROMPT)
+    return out
 
 
 def _histories(gen: Generation, pair: Any, n: int, settings: SamplingSettings) -> _Histories:
@@ -187,6 +197,7 @@ def _histories(gen: Generation, pair: Any, n: int, settings: SamplingSettings) -
     rows = np.empty(n, dtype=np.int64)
     seen, seen_start, out, out_start = (np.zeros((n, V)) for _ in range(4))
     wrong = {c: (np.zeros((n, V)), np.zeros((n, V))) for c in _wrong_classes(gen, settings)}
+    generated_only = dataclasses.replace(settings, penalize_prompt=False)  # the repetition penalty's counts
     seq_prev, req = -1, _Request(np.zeros(0, dtype=np.int64))
     round_of = gen.rounds_of_tokens
     for i in range(n):
@@ -203,6 +214,8 @@ def _histories(gen: Generation, pair: Any, n: int, settings: SamplingSettings) -
         for cls, (c_seen, c_out) in wrong.items():
             if cls == "penalties_count_the_prompt":
                 c_seen[i], c_out[i] = seen[i], history_counts(hist, 0, settings, V)[1]
+            elif cls == REPETITION_SKIPS_PROMPT:
+                c_seen[i], c_out[i] = history_counts(hist, n_prompt, generated_only, V)[0], out[i]
             else:
                 c_seen[i], c_out[i] = history_counts(hist[:n_prompt] + req.generated(cls, j), n_prompt, settings, V)
         hist.append(int(gen.tokens[i]))

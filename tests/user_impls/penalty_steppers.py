@@ -135,6 +135,29 @@ def step_penalties_count_the_prompt(prefix, draft, target, gamma, rng, settings)
     return chain(prefix, draft, target, gamma, rng, f, f)
 
 
+def repetition_penalised(logits, history, s):
+    """The repetition penalty (HF / vLLM: each token seen in ``history`` once, a positive logit
+    divided by the penalty, a negative one multiplied), then temperature and softmax."""
+    x = np.asarray(logits, dtype=np.float64).copy()
+    seen = np.zeros(len(x), dtype=bool)
+    seen[np.asarray(history, dtype=np.int64)] = True
+    x = np.where(seen, np.where(x < 0, x * s.repetition_penalty, x / s.repetition_penalty), x)
+    return one_hot_argmax(x) if s.temperature == 0 else softmax(x / s.temperature)
+
+
+def step_repetition_correct(prefix, draft, target, gamma, rng, settings):
+    """Correct: the repetition penalty over the whole prefix before each row, the prompt included."""
+    f = lambda logits, h: repetition_penalised(logits, h, settings)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, f, f)
+
+
+def step_repetition_skips_the_prompt(prefix, draft, target, gamma, rng, settings):
+    """Bug (vllm-project/vllm-metal#69: the repetition penalty did not see the prompt): the
+    repetition penalty counts the generated tokens only."""
+    f = lambda logits, h: repetition_penalised(logits, h[settings.prompt_len :], settings)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, f, f)
+
+
 #: Bug (sgl-project/sglang#33643): the penalizer is fed only the last token of each verification
 #: step, so the accepted drafts never enter the counts (a frequency penalty acts as about
 #: penalty / accepted length).
