@@ -61,10 +61,16 @@ def test_a_step_that_counts_the_wrong_tokens_fails_and_is_named(name):
 
 
 @pytest.mark.parametrize(
-    ("name", "status"), [("step_repetition_correct", "PASS"), ("step_repetition_skips_the_prompt", "FAIL")]
+    ("name", "truth"),
+    [
+        ("step_repetition_correct", None),
+        ("step_repetition_skips_the_prompt", "repetition_penalty_skips_the_prompt"),
+        ("step_repetition_inverted", "repetition_penalty_inverted"),
+    ],
 )
-def test_a_repetition_penalty_that_skips_the_prompt_fails_and_is_named(name, status):
-    # the repetition penalty counts the prompt (HF, vLLM); one that skips it (vllm-metal#69) is named
+def test_a_repetition_penalty_on_the_wrong_tokens_or_inverted_fails_and_is_named(name, truth):
+    # the repetition penalty counts the prompt (HF, vLLM); one that skips it (vllm-metal#69), and one
+    # taken as its reciprocal, are named
     v = audit(
         RoundAdapter(getattr(P, name), logits=True, name=name),
         settings=(SamplingSettings(repetition_penalty=1.3),),
@@ -72,13 +78,13 @@ def test_a_repetition_penalty_that_skips_the_prompt_fails_and_is_named(name, sta
         diagnose=True,
         fail_fast=True,
     )
-    assert v.status == status, v.headline()
-    if status == "PASS":
+    assert v.status == ("PASS" if truth is None else "FAIL"), v.headline()
+    if truth is None:
         assert v.diagnosis is None
         return
     lead = v.diagnosis_lead()[0]
-    assert v.diagnosis["verdict"] == "repetition_penalty_skips_the_prompt", lead
-    assert "the prompt and the generated tokens" in lead, lead
+    assert v.diagnosis["verdict"] == truth, lead
+    assert lead.startswith(f"Diagnosis: most likely {truth} (likelihood ratio e^"), lead
 
 
 def test_generators_are_judged_by_generated_tokens_only():

@@ -786,6 +786,22 @@ RECORDS: tuple[BugClass, ...] = (
         no_model_because=_PENALTY_ONLY,
     ),
     BugClass(
+        name="repetition_penalty_inverted",
+        mechanism=(
+            "The target applies the reciprocal of the repetition penalty (a convention where values below 1 "
+            "penalise, converted once too often): tokens already seen are favoured instead of penalised."
+        ),
+        check="the repetition penalty's value and direction where the target reads it: theta > 1 penalises seen tokens",
+        sources=(
+            "written for the diagnosis after the blind study bug tests/study_bugs12/parity.py:"
+            "target_repetition_penalty_inverted (a penalty convention converted twice)",
+        ),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
         name="repetition_penalty_skips_the_prompt",
         mechanism=(
             "The repetition penalty counts the generated tokens only, so the prompt's tokens are not penalised; "

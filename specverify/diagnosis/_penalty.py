@@ -19,6 +19,8 @@ emitted before it in its request (the prompt excluded):
                                       with both and no repetition penalty)
     penalties_count_the_prompt        presence and frequency counted over the whole prefix, the
                                       prompt included (the repetition penalty's convention)
+    repetition_penalty_inverted       the repetition penalty taken as its reciprocal (1 / theta):
+                                      seen tokens favoured instead of penalised
     repetition_penalty_skips_the_     the repetition penalty counted over the generated tokens
     prompt                            only (the prompt skipped) where the request counts it
     penalty_fed_last_token_only       the penalties' generated tokens: the last token of each
@@ -103,6 +105,8 @@ _FACTS = {
     "penalties_count_the_prompt": "tokens match presence and frequency penalties counted over the prompt too",
     REPETITION_SKIPS_PROMPT: "tokens match a repetition penalty counted over the generated tokens only, the prompt "
     "skipped",
+    "repetition_penalty_inverted": "tokens match the repetition penalty's reciprocal: seen tokens favoured, not "
+    "penalised",
     "penalty_fed_last_token_only": "tokens match penalties that count only the last token of each earlier round "
     "(and the round's own tokens before them)",
     "penalty_history_keeps_rejected_drafts": "tokens match penalties that also count the rejected drafts of each "
@@ -255,6 +259,8 @@ def _laws(gen: Generation, pair: Any, settings: SamplingSettings, n: int) -> tup
     }
     if settings.repetition_penalty != 1.0:  # the target's processors skipped: no penalty at all
         laws["repetition_penalty_draft_only"] = probs_from_logits(L, plain)
+        inverted = dataclasses.replace(settings, repetition_penalty=1.0 / settings.repetition_penalty)
+        laws["repetition_penalty_inverted"] = probs_from_logits(L, inverted, seen_counts=h.seen, output_counts=h.out)
     for knob, name in _IGNORED.items():
         if getattr(settings, knob) != getattr(SamplingSettings(), knob):
             alt = settings_without(settings, knob)

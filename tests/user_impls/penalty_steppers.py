@@ -158,6 +158,15 @@ def step_repetition_skips_the_prompt(prefix, draft, target, gamma, rng, settings
     return chain(prefix, draft, target, gamma, rng, f, f)
 
 
+def step_repetition_inverted(prefix, draft, target, gamma, rng, settings):
+    """Bug (a convention converted twice: values below 1 penalise): the target applies 1 / theta, so
+    seen tokens are favoured; the drafter is right."""
+    inverted = dataclasses.replace(settings, repetition_penalty=1.0 / settings.repetition_penalty)
+    q = lambda logits, h: repetition_penalised(logits, h, settings)  # noqa: E731
+    p = lambda logits, h: repetition_penalised(logits, h, inverted)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, q, p)
+
+
 #: Bug (sgl-project/sglang#33643): the penalizer is fed only the last token of each verification
 #: step, so the accepted drafts never enter the counts (a frequency penalty acts as about
 #: penalty / accepted length).
