@@ -169,10 +169,8 @@ def _best_trigger(
     for words, fn in triggers:
         n = np.zeros((2, 2), dtype=np.int64)  # [trigger shown, round fixed]
         for ev, f in zip(evs, fixed, strict=True):
-            seen, t = ev.y >= 0, fn(ev)
-            for a in (0, 1):
-                for b in (0, 1):
-                    n[a, b] += int((seen & (t == a) & (f == b)).sum())
+            seen = ev.y >= 0
+            n += np.bincount(2 * fn(ev)[seen] + f[seen], minlength=4).reshape(2, 2)
         with_, without = n[1, 1] / max(n[1].sum(), 1), n[0, 1] / max(n[0].sum(), 1)
         fix = int(n[:, 1].sum())
         if fix and n[1, 1] >= MIN_COVER * fix and with_ >= MIN_LIFT * max(without, 1e-12):

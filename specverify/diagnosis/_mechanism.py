@@ -397,22 +397,6 @@ class AcceptOverThreshold(_Family):
         return out
 
 
-class ConfidentDraftKept(_Family):
-    """A draft with q(x) >= t is kept untested; the others take min(1, p/q) (t on a grid)."""
-
-    VALUES = (0.3, 0.4, 0.5, 0.7, 0.9)
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-        self.name = f"confident_draft_kept(t={t:g})"
-        self.words = f"a draft the draft model gives q(x) >= {t:g} is kept untested; the others take min(1, p/q)"
-        self.check = "a confidence shortcut before the acceptance test: every draft takes the coin"
-
-    def accept(self, c: Chunk) -> np.ndarray:
-        qx = c.at(c.Qr)
-        return np.where(qx >= self.t, 1.0, ratio(c.at(c.P), qx))
-
-
 class CoinLaw(_Family):
     """The coin compared with min(1, p/q) is not one uniform: a product of two or their mean. Kept
     with probability F(r), F the coin's distribution function at r = p(x)/q(x). (The minimum of two
@@ -441,11 +425,12 @@ class CoinLaw(_Family):
 
 class ThresholdOverride(_Family):
     """The ratio test overridden at a threshold on one side's probability of the draft: kept untested
-    where p(x) >= t (SGLang's ``threshold_single`` below 1), or rejected untested where q(x) < t or
-    p(x) < t (llama.cpp's draft cut ``p_min`` applied by the verifier); t on a grid. The kept-where-
-    q(x) >= t member is :class:`ConfidentDraftKept`."""
+    where q(x) >= t (a confident drafter) or p(x) >= t (SGLang's ``threshold_single`` below 1), or
+    rejected untested where q(x) < t or p(x) < t (llama.cpp's draft cut ``p_min`` applied by the
+    verifier); t on a grid."""
 
     VALUES = {
+        ("keep", "q"): (0.3, 0.4, 0.5, 0.7, 0.9),
         ("keep", "p"): (0.1, 0.2, 0.3, 0.5, 0.7, 0.9),
         ("reject", "q"): (0.01, 0.02, 0.05, 0.1, 0.2),
         ("reject", "p"): (0.01, 0.02, 0.05, 0.1, 0.2),
@@ -453,11 +438,13 @@ class ThresholdOverride(_Family):
 
     def __init__(self, action: str, side: str, t: float) -> None:
         self.action, self.side, self.t = action, side, t
-        self.name = f"{action}_untested_at_{side}(t={t:g})"
         if action == "keep":
-            self.words = f"a draft the target gives p(x) >= {t:g} is kept untested; the others take min(1, p/q)"
-            self.check = "a confidence shortcut in the verifier (a threshold below 1): every draft takes the coin"
+            who = "the draft model gives q(x)" if side == "q" else "the target gives p(x)"
+            self.name = f"confident_draft_kept(t={t:g})" if side == "q" else f"keep_untested_at_p(t={t:g})"
+            self.words = f"a draft {who} >= {t:g} is kept untested; the others take min(1, p/q)"
+            self.check = "a confidence shortcut before the acceptance test: every draft takes the coin"
         else:
+            self.name = f"reject_untested_at_{side}(t={t:g})"
             self.words = f"a draft with {side}(x) < {t:g} is rejected without its test; the others take min(1, p/q)"
             self.check = "a probability cut in the verifier: it may shape what is drafted, never what is accepted"
 
@@ -914,7 +901,6 @@ def family_models() -> list[RoundModel]:
         BarkerAcceptance(),
         *(ConstantThreshold(t) for t in ConstantThreshold.VALUES),
         *(AcceptOverThreshold(t) for t in AcceptOverThreshold.VALUES),
-        *(ConfidentDraftKept(t) for t in ConfidentDraftKept.VALUES),
         *(ThresholdOverride(a, side, t) for (a, side), ts in ThresholdOverride.VALUES.items() for t in ts),
         *(AdditiveTolerance(d) for d in AdditiveTolerance.VALUES),
         *(CoinLaw(law) for law in CoinLaw.LAWS),
