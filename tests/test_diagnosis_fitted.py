@@ -162,6 +162,22 @@ class BestOfThreeBonus(ChainSampler):
         return ChainSampler.draw(self, weights, u)
 
 
+class BestByTargetReplacement(ChainSampler):
+    """Outside the catalogue (study_bugs12 replacement:replacement_best_of_three_draws): three draws
+    from (p - q)+, the one the target gives the largest p emitted."""
+
+    name = "replacement_best_by_target_sampler"
+
+    def residual_weights(self, p_row, q_row, x):
+        self._p = p_row  # the draw that follows ranks its candidates by p
+        return super().residual_weights(p_row, q_row, x)
+
+    def draw_residual(self, weights, u):
+        w = _normalised(weights)
+        draws = np.stack([ChainSampler.draw(self, w, (u * m) % 1.0) for m in (1, 7919, 104729)], 1)
+        return draws[np.arange(len(u)), np.argmax(np.take_along_axis(self._p, draws, 1), 1)]
+
+
 class SharpenedDraft(ChainSampler):
     """Outside the catalogue (study_bugs6 state:adaptive_sharpening_reports_raw_q, at a constant
     power): drafts drawn from q^2 / Z, q itself reported for the ratio and the residual."""
@@ -193,6 +209,7 @@ CASES = [
     ),
     (BestOfThreeBonus, {"bonus": "bonus_best_of(n=3)"}, "likelier of 3 draws"),
     (SharpenedDraft, {"draft": "draft_tempered(tau=2)"}, "drafts are drawn from q^tau / Z"),
+    (BestByTargetReplacement, {"replacement": "replacement_best_by_target_of(n=3)"}, "largest p(x) of 3 draws"),
 ]
 
 

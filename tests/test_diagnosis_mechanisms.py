@@ -259,6 +259,20 @@ class RelaxedTop3(ChainSampler):
         return p_row
 
 
+class BonusAgainstUniform(ChainSampler):
+    """Outside the catalogue (study_bugs12 bonus:bonus_residual_against_uniform_placeholder): the
+    bonus drawn from (p - 1/V)+, a residual against a uniform placeholder for the undrafted row."""
+
+    name, overlap = "bonus_against_uniform_sampler", 0.8  # bonus bugs need rounds that keep every draft
+
+    def draw(self, weights, u):
+        w = np.maximum(weights - 1.0 / weights.shape[-1], 0.0)
+        return super().draw(w / w.sum(-1, keepdims=True), u)
+
+    def draw_residual(self, weights, u):
+        return ChainSampler.draw(self, weights, u)  # the replacement keeps the plain draw
+
+
 class BonusSoftmaxOfProbs(ChainSampler):
     """Outside the catalogue: the bonus drawn from softmax(p), probabilities passed as logits."""
 
@@ -512,6 +526,7 @@ class DraftTruncatedReportsFullQ(ChainSampler):
         (lambda: ReplaceFrom("p_one_minus_q"), {"replacement": "replacement_from_p_times_one_minus_q"}, "p (1 - q)"),
         (lambda: ReplaceFrom("softmax_support"), {"replacement": "replacement_softmax_on_residual_support"}, "Gumbel"),
         (BonusSoftmaxOfProbs, {"bonus": "bonus_softmax_of_probabilities"}, "softmax(p)"),
+        (BonusAgainstUniform, {"bonus": "bonus_from_residual_against_uniform"}, "(p - 1/V)+"),
         (lambda: RankAsId("bonus"), {"bonus": "bonus_rank_as_id"}, "sorted row of p"),
         (lambda: RankAsId("replacement"), {"replacement": "replacement_rank_as_id"}, "sorted row"),
         (

@@ -34,6 +34,8 @@ BUGGY = {
     "step_penalties_count_the_prompt": "penalties_count_the_prompt",  # vmlx-swift#295
     "step_penalty_fed_last_token_only": "penalty_fed_last_token_only",  # sglang#33643
     "step_history_keeps_rejected_drafts": "penalty_history_keeps_rejected_drafts",  # vmlx-swift#357
+    "step_penalties_count_the_scored_draft": "penalty_history_counts_the_scored_draft",  # sglang#40244
+    "step_frequency_follows_logit_sign": "frequency_penalty_follows_logit_sign",  # vllm#18902 (the path)
 }
 
 

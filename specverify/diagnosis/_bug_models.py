@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ..dists import probs_from_logits
+from ..dists import SamplingSettings, probs_from_logits, process_logits
 from ._models import (
     EPS,
     NAN_KEEP,
@@ -32,7 +32,6 @@ from ._models import (
 )
 
 if TYPE_CHECKING:  # annotations only
-    from ..dists import SamplingSettings
     from ..harness import ChainSampler
     from ._evidence import RoundEvidence
 
@@ -253,6 +252,19 @@ class TargetTemperatureTwice(RoundModel):
         if settings is None or settings.is_greedy or settings.temperature == 1.0 or not hasattr(pair, "target_logits"):
             return base
         P = probs_from_logits(np.asarray(pair.target_logits) / settings.temperature, settings)
+        return Tables(P, P, base.Qs, base.Qr)
+
+
+class TargetTopPTwice(RoundModel):
+    """The target runs the request's pipeline, then top-p once more on its renormalised result."""
+
+    name = "top_p_applied_twice"
+
+    def tables(self, pair: Any, settings: SamplingSettings | None, base: Tables) -> Tables:
+        if settings is None or settings.is_greedy or settings.top_p >= 1.0 or not hasattr(pair, "target_logits"):
+            return base
+        once = process_logits(pair.target_logits, settings)
+        P = pipeline(once, SamplingSettings(top_p=settings.top_p), ("top_p",))
         return Tables(P, P, base.Qs, base.Qr)
 
 

@@ -802,6 +802,62 @@ RECORDS: tuple[BugClass, ...] = (
         no_model_because=_PENALTY_ONLY,
     ),
     BugClass(
+        name="penalty_history_counts_the_scored_draft",
+        mechanism=(
+            "Each verified target row is penalised over a history that also holds the draft the row scores (the "
+            "slice prefix + drafts[:i + 1] where drafts[:i] belongs), so every draft is tested against a row that "
+            "already counts it: repeated tokens are rejected more often; the bonus row is right."
+        ),
+        check=(
+            "the history each verified row's penalties count: the prefix and the drafts before that row, not the "
+            "draft it scores"
+        ),
+        sources=(
+            "sgl-project/sglang#40244 (penalty state across the positions of a verify block)",
+            "written for the diagnosis after the blind study bug tests/study_bugs12/parity.py:"
+            "target_penalty_history_includes_scored_token",
+        ),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
+        name="frequency_penalty_follows_logit_sign",
+        mechanism=(
+            "The frequency penalty takes the repetition penalty's sign rule: a negative logit gets + frequency * "
+            "count (pushed towards 0) instead of - frequency * count, so repeated tokens the model disfavours are "
+            "favoured."
+        ),
+        check="the frequency penalty: logit - frequency * count whatever the logit's sign (only the "
+        "multiplicative repetition penalty branches on the sign)",
+        sources=(
+            "vllm-project/vllm#18902 (the frequency penalty on the speculative path)",
+            "written for the diagnosis after the blind study bug tests/study_bugs12/parity.py:"
+            "target_frequency_penalty_follows_logit_sign",
+        ),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
+        name="top_p_applied_twice",
+        mechanism=(
+            "The target applies the request's whole pipeline and then top-p once more to the renormalised result, "
+            "so its nucleus is cut twice: the least likely kept tokens are removed."
+        ),
+        check="the verify path's filters: top-p once, in the sampler's pipeline, not again on its output",
+        sources=(
+            "sgl-project/sglang#36173 (a top-p renormalisation on the verify path besides the sampler's own filters)",
+            "written for the diagnosis after the blind study bug tests/study_bugs12/parity.py:"
+            "target_top_p_applied_twice",
+        ),
+        kind="settings",
+        named_by=("rounds", "penalty"),
+        model=law.TargetTopPTwice,
+    ),
+    BugClass(
         name="repetition_penalty_skips_the_prompt",
         mechanism=(
             "The repetition penalty counts the generated tokens only, so the prompt's tokens are not penalised; "

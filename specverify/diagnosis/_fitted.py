@@ -14,9 +14,9 @@ here is one such shape with one parameter:
                  residual written over p before the test)
     replacement  (p - c q)+ (c a constant, or the rejected draft's acceptance probability); (p - q)+
                  cut to its top k; (p - q)+ tempered, w^tau; mixed with p, q or the uniform row at
-                 weight w; the best of n draws; weights normalised by their L2 norm or maximum and
-                 drawn by inverse CDF; the block's mean draft row in the residual; p, 1 or p + q on
-                 the residual's support {p > q}; (p - q) - min(p - q)
+                 weight w; the best of n draws (by w, or by the target's p); weights normalised by
+                 their L2 norm or maximum and drawn by inverse CDF; the block's mean draft row in the
+                 residual; p, 1 or p + q on the residual's support {p > q}; (p - q) - min(p - q)
     bonus        p tempered; p q^b (a product with the draft row); mixed with q or the uniform row;
                  the best of n draws
     draft        drafts drawn from q^tau / Z while the ratio and residual use q
@@ -260,10 +260,10 @@ def _tempered(w: np.ndarray, tau: float, fallback: np.ndarray) -> np.ndarray:
     return normalise(np.where(w > 0, np.power(np.maximum(w, 1e-300), tau), 0.0), fallback)
 
 
-def _best_of(w: np.ndarray, n: int) -> np.ndarray:
-    """[m, V] the law of the likelier of n draws from w (by w; ties to the first draw): F_le^n - F_lt^n
-    per distinct value, shared evenly among tokens of equal w (the first drawn wins a tie)."""
-    order = np.argsort(-w, axis=-1, kind="stable")
+def _best_of(w: np.ndarray, n: int, key: np.ndarray | None = None) -> np.ndarray:
+    """[m, V] the law of the best of n draws from w, ranked by ``key`` (default w; ties to the first
+    draw): F_le^n - F_lt^n per distinct value, F the mass of w at or above each rank."""
+    order = np.argsort(-(w if key is None else key), axis=-1, kind="stable")
     sw = np.take_along_axis(w, order, -1)
     below = 1.0 - np.cumsum(sw, -1)  # mass strictly after this rank (ties split in id order: an approximation)
     law = np.power(below + sw, n) - np.power(np.maximum(below, 0.0), n)
@@ -415,6 +415,24 @@ class BestOf(Fitted):
         return _best_of(c.Pb[rows], int(self.value))
 
 
+class ReplacementBestByTarget(Fitted):
+    """The replacement as the best of n draws from (p - q)+ ranked by the target's p (n fitted): a
+    "quality" pick among correction candidates."""
+
+    FIT_GRID = (2.0, 3.0, 4.0)
+    check = "the replacement draw: one sample from (p - q)+, not the most likely under p of several"
+
+    def _name(self) -> str:
+        return f"replacement_best_by_target_of(n={self.value:g})"
+
+    def _words(self) -> str:
+        return f"the replacement is the draw with the largest p(x) of {self.value:g} draws from (p - q)+ (n fitted)"
+
+    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        p = c.P[rows, j]
+        return _best_of(residual(p, c.Qr[rows, j]), int(self.value), key=p)
+
+
 class ResidualSpecial(_Family):
     """A residual shape without a parameter: ``law(c, j, rows, p, q)`` [m, V] from the stopping rows."""
 
@@ -542,6 +560,7 @@ def fitted_family_models() -> list[Fitted | _Family]:
         *(_on_part(MixedWith, "bonus")("bonus", o) for o in ("uniform", "q")),
         BonusTimesDraft(),
         *(_on_part(BestOf, part)(part) for part in ("replacement", "bonus")),
+        ReplacementBestByTarget(),
     ]
     for m in out:
         if isinstance(m, Fitted):

@@ -38,7 +38,8 @@ Families (options besides the rule, which each part keeps when no option pays fo
                  position's target row or of the next / first / last / wrapped previous draft row; the
                  residual's argmax; p without the rejected draft; p / q renormalised; max(p - q, c);
                  p of the next row at the last position; the rank of the residual draw read as an id
-    bonus        p of the previous row; q; argmax p (classes); the residual (p - q)+ at the bonus row;
+    bonus        p of the previous row; q; argmax p (classes); the residual (p - q)+ at the bonus row,
+                 or (p - 1/V)+ (a uniform placeholder row);
                  softmax(p); the rank of the draw read as an id
 
 Shapes with a fitted parameter (a scale, a floor or a power on the ratio, mixtures and tempered
@@ -864,12 +865,25 @@ class BonusSoftmaxOfProbs(_Family):
 
 
 class BonusResidual(_Family):
-    name = "bonus_from_residual"
-    words = "the bonus token is drawn from (p - q)+ at the bonus position, as if its draft had been rejected"
+    """The bonus drawn from a residual (p - q)+ at the bonus position, q the draft's row there or a
+    uniform placeholder (a path without draft probabilities fills the undrafted position)."""
+
     check = "the bonus draw after every draft was kept: from p of the last row, not a residual"
 
+    def __init__(self, against: str = "draft") -> None:
+        self.against = against
+        self.name = "bonus_from_residual" if against == "draft" else "bonus_from_residual_against_uniform"
+        self.words = (
+            "the bonus token is drawn from (p - q)+ at the bonus position, as if its draft had been rejected"
+            if against == "draft"
+            else "the bonus token is drawn from (p - 1/V)+: a residual against a uniform placeholder row for the "
+            "undrafted bonus position"
+        )
+
     def bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
-        out: np.ndarray = normalise(np.maximum(c.Pb[rows] - c.Qb[rows], 0.0), c.Pb[rows])
+        p = c.Pb[rows]
+        q = c.Qb[rows] if self.against == "draft" else 1.0 / p.shape[-1]
+        out: np.ndarray = normalise(np.maximum(p - q, 0.0), p)
         return out
 
 
@@ -932,6 +946,7 @@ def family_models() -> list[RoundModel]:
         BonusRankAsId(),
         BonusSoftmaxOfProbs(),
         BonusResidual(),
+        BonusResidual("uniform"),
         *fitted_family_models(),
         *loglinear_family_models(),
         GeneralisedRatio(),

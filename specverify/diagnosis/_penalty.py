@@ -30,6 +30,15 @@ emitted before it in its request (the prompt excluded):
     penalty_history_keeps_rejected_   the generated tokens plus, of each earlier round, its
     drafts                            drafts beyond the accepted ones (the rejected draft and
                                       those after it, as its last verification pass held them)
+    penalty_history_counts_the_       each verified row's penalties also count the draft the row
+    scored_draft                      scores (a history slice one too long): the token is the
+                                      mixture over drafts x ~ q of keeping x with min(1, p_x(x) /
+                                      q(x)) or a draw from (p_x - q)+, p_x the row with x counted
+                                      once more; a bonus token's row is right (needs the drafts of
+                                      each round and the draft's logits)
+    frequency_penalty_follows_logit_  the frequency penalty with the repetition penalty's sign
+    sign                              rule: a negative logit gets + frequency * count
+    top_p_applied_twice               the request's pipeline, then top-p once more on its result
     logit_bias_ignored                L without the request's logit bias (penalties applied)
     logit_bias_after_temperature      the penalties on L, then temperature, then the bias added
                                       (b rather than b * T), then the truncations
@@ -62,7 +71,7 @@ import numpy.typing as npt
 from ..dists import SamplingSettings, probs_from_logits, process_logits
 from ..harness import history_counts
 from ._diagnose import NOT_KNOWN, Diagnosis
-from ._models import pipeline, settings_without
+from ._models import ORDER, pipeline, settings_without
 from ._score import _bands
 from ._tokens import TokenScores
 
@@ -115,6 +124,11 @@ _FACTS = {
     "top_p_before_top_k_target": "tokens match the target with top-p applied before top-k",
     "truncation_before_temperature": "tokens match the target with top-k, top-p and min-p applied before temperature",
     "target_temperature_twice": "tokens match the target's logits divided by the temperature before the whole pipeline",
+    "penalty_history_counts_the_scored_draft": "tokens match verified rows whose penalties also count the draft "
+    "the row scores",
+    "frequency_penalty_follows_logit_sign": "tokens match a frequency penalty that adds to negative logits (the "
+    "repetition penalty's sign rule)",
+    "top_p_applied_twice": "tokens match the target with top-p applied a second time to its own result",
 }
 
 
@@ -279,7 +293,68 @@ def _laws(gen: Generation, pair: Any, settings: SamplingSettings, n: int) -> tup
         laws["logit_bias_after_temperature"] = _bias_after_temperature(L, settings, h)
     for name, (c_seen, c_out) in h.wrong.items():
         laws[name] = probs_from_logits(L, settings, seen_counts=c_seen, output_counts=c_out)
+    laws.update(_pipeline_variants(L, settings, h))
+    if gen.drafts is not None and gen.round_id is not None and hasattr(pair, "draft_logits"):
+        D = np.asarray(pair.draft_logits, dtype=np.float64)[h.rows]
+        if not settings.is_greedy:
+            laws["penalty_history_counts_the_scored_draft"] = _scored_draft_counted(gen, L, D, settings, h, laws)
     return laws, status
+
+
+def _pipeline_variants(L: np.ndarray, settings: SamplingSettings, h: _Histories) -> dict[str, np.ndarray]:
+    """The laws of a target whose frequency penalty follows the logit's sign, or that applies top-p
+    twice (sampling units with that knob only)."""
+    out: dict[str, np.ndarray] = {}
+    if settings.is_greedy:
+        return out
+    plain = settings_without(settings, "logit_bias")
+    for knob in _PENALTIES:
+        plain = settings_without(plain, knob)
+    if settings.frequency_penalty:
+        first = SamplingSettings(logit_bias=settings.logit_bias, repetition_penalty=settings.repetition_penalty)
+        x = process_logits(L, first, seen_counts=h.seen)
+        sign = np.where(x < 0, -1.0, 1.0)  # the multiplicative penalty's branch, copied
+        x = x - settings.presence_penalty * (h.out > 0) - sign * settings.frequency_penalty * h.out
+        out["frequency_penalty_follows_logit_sign"] = pipeline(x, plain, ORDER)
+    if settings.top_p < 1.0:
+        once = process_logits(L, settings, seen_counts=h.seen, output_counts=h.out)
+        out["top_p_applied_twice"] = pipeline(once, SamplingSettings(top_p=settings.top_p), ("top_p",))
+    return out
+
+
+def _scored_draft_counted(
+    gen: Generation,
+    L: np.ndarray,
+    D: np.ndarray,
+    settings: SamplingSettings,
+    h: _Histories,
+    laws: dict[str, np.ndarray],
+) -> np.ndarray:
+    """[n, V] each token's law when every verified row also counts the draft it scores: for a draft x
+    ~ q (the drafter right), p_x is the row with x counted once more by every penalty; x is kept with
+    min(1, p_x(x) / q(x)), else the token comes from (p_x - q)+. A bonus token's row is the target's."""
+    n, V = L.shape
+    q = probs_from_logits(D, settings, seen_counts=h.seen, output_counts=h.out)  # [n, V]
+    law = np.array(laws["target"], copy=True)
+    assert gen.drafts is not None
+    gamma = (gen.drafts >= 0).sum(axis=1)[gen.rounds_of_tokens[:n]]
+    verified = np.flatnonzero(gen.position[:n] < gamma)  # the bonus rows are right
+    eye = np.eye(V)
+    for lo in range(0, len(verified), 512):  # [m, x, V] rows: x counted once more
+        idx = verified[lo : lo + 512]
+        px = probs_from_logits(
+            np.broadcast_to(L[idx, None, :], (len(idx), V, V)),
+            settings,
+            seen_counts=h.seen[idx, None, :] + eye,
+            output_counts=h.out[idx, None, :] + eye,
+        )
+        qi = q[idx]  # [m, V]
+        keep = np.minimum(1.0, np.divide(np.diagonal(px, axis1=1, axis2=2), qi, out=np.ones_like(qi), where=qi > 0))
+        res = np.maximum(px - qi[:, None, :], 0.0)
+        mass = res.sum(-1, keepdims=True)
+        res = np.divide(res, mass, out=px.copy(), where=mass > 0)
+        law[idx] = qi * keep + np.einsum("mx,mxv->mv", qi * (1.0 - keep), res)
+    return law
 
 
 def diagnose_penalty(

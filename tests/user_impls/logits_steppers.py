@@ -274,6 +274,14 @@ def step_logits_rep_penalty_prefix_only(prefix, draft, target, gamma, rng, setti
     return speculate(prefix, draft, target, gamma, rng, f, f)
 
 
+def step_logits_top_p_twice(prefix, draft, target, gamma, rng, settings):
+    """Bug (sgl-project/sglang#36173: a top-p renormalisation on the verify path besides the
+    sampler's own filters): the target's nucleus is cut a second time on its renormalised row."""
+    qf = lambda logits, h: probs(logits, h, settings)  # noqa: E731
+    pf = lambda logits, h: probs(logits, h, settings, steps=(*STEPS, "top_p"))  # noqa: E731
+    return speculate(prefix, draft, target, gamma, rng, qf, pf)
+
+
 def step_logits_q_reported_before_top_p(prefix, draft, target, gamma, rng, settings):
     """Bug (huggingface/transformers#47932, narrowed to top-p): the drafter samples from its fully processed
     row, but the q it keeps for the ratio and the residual is taken before top-p. Inside the top-p set the kept

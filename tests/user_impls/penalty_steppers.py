@@ -28,8 +28,9 @@ def penalised(logits, generated, s):
     return one_hot_argmax(x) if s.temperature == 0 else softmax(x / s.temperature)
 
 
-def chain(prefix, draft, target, gamma, rng, qfn, pfn):
-    """Chain speculative sampling; qfn / pfn: (logits, history) -> law of the draft / target row."""
+def chain(prefix, draft, target, gamma, rng, qfn, pfn, *, extra=0):
+    """Chain speculative sampling; qfn / pfn: (logits, history) -> law of the draft / target row.
+    ``extra``: drafts beyond its own position in a verified row's history (0 is right)."""
     xs, qs = [], []
     for _ in range(gamma):
         h = list(prefix) + xs
@@ -37,7 +38,7 @@ def chain(prefix, draft, target, gamma, rng, qfn, pfn):
         xs.append(choice(rng, len(qs[-1]), qs[-1]))
     L = np.asarray(target(list(prefix), xs))
     for j, x in enumerate(xs):
-        p = pfn(L[j], list(prefix) + xs[:j])
+        p = pfn(L[j], list(prefix) + xs[: j + extra])
         if rng.random() >= p[x] / qs[j][x]:
             return xs[:j] + [choice(rng, len(p), _residual(p, qs[j]))]
     return xs + [choice(rng, L.shape[1], pfn(L[gamma], list(prefix) + xs))]
@@ -165,6 +166,31 @@ def step_repetition_inverted(prefix, draft, target, gamma, rng, settings):
     q = lambda logits, h: repetition_penalised(logits, h, settings)  # noqa: E731
     p = lambda logits, h: repetition_penalised(logits, h, inverted)  # noqa: E731
     return chain(prefix, draft, target, gamma, rng, q, p)
+
+
+def step_penalties_count_the_scored_draft(prefix, draft, target, gamma, rng, settings):
+    """Bug (sgl-project/sglang#40244: penalty state across the positions of a verify block): each
+    verified row's penalties count the draft that row scores (a history slice one too long), so
+    a repeated draft is tested against a row that already penalises it; the bonus row is right."""
+    f = lambda logits, h: penalised(logits, h[settings.prompt_len :], settings)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, f, f, extra=1)
+
+
+def step_frequency_follows_logit_sign(prefix, draft, target, gamma, rng, settings):
+    """Bug (the frequency penalty on the speculative path, vllm-project/vllm#18902): the target's
+    frequency penalty copies the repetition penalty's sign branch, so a negative logit gets
+    + frequency * count; the drafter is right."""
+
+    def signed(logits, h):
+        x = np.asarray(logits, dtype=np.float64)
+        gen = np.asarray(h[settings.prompt_len :], dtype=np.int64)
+        counts = np.bincount(gen, minlength=len(x))[: len(x)] if len(gen) else np.zeros(len(x))
+        sign = np.where(x < 0, -1.0, 1.0)  # BUG: the repetition penalty's branch
+        x = x - settings.presence_penalty * (counts > 0) - sign * settings.frequency_penalty * counts
+        return one_hot_argmax(x) if settings.temperature == 0 else softmax(x / settings.temperature)
+
+    q = lambda logits, h: penalised(logits, h[settings.prompt_len :], settings)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, q, signed)
 
 
 #: Bug (sgl-project/sglang#33643): the penalizer is fed only the last token of each verification
