@@ -339,22 +339,51 @@ def _scored_draft_counted(
     assert gen.drafts is not None
     gamma = (gen.drafts >= 0).sum(axis=1)[gen.rounds_of_tokens[:n]]
     verified = np.flatnonzero(gen.position[:n] < gamma)  # the bonus rows are right
-    eye = np.eye(V)
-    for lo in range(0, len(verified), 512):  # [m, x, V] rows: x counted once more
+    # a penalty moves only the logit of the token it counts: x counted once more changes entry x alone
+    first = SamplingSettings(logit_bias=settings.logit_bias, **{k: getattr(settings, k) for k in _PENALTIES})
+    base = process_logits(L, first, seen_counts=h.seen, output_counts=h.out)  # [n, V] before temperature
+    bumped = process_logits(L, first, seen_counts=h.seen + 1, output_counts=h.out + 1)  # [n, V]: entry x, x counted
+    rest = settings_without(settings, "logit_bias")
+    for knob in _PENALTIES:
+        rest = settings_without(rest, knob)
+    for lo in range(0, len(verified), 512):
         idx = verified[lo : lo + 512]
-        px = probs_from_logits(
-            np.broadcast_to(L[idx, None, :], (len(idx), V, V)),
-            settings,
-            seen_counts=h.seen[idx, None, :] + eye,
-            output_counts=h.out[idx, None, :] + eye,
-        )
         qi = q[idx]  # [m, V]
-        keep = np.minimum(1.0, np.divide(np.diagonal(px, axis1=1, axis2=2), qi, out=np.ones_like(qi), where=qi > 0))
+        # the drafts x ~ q: only ids some row can draft (a truncated drafter leaves a few), largest q first
+        c = int((qi > 0).sum(-1).max())
+        cand = np.argsort(-qi, axis=-1, kind="stable")[:, :c]  # [m, c]
+        px = _rows_with_one_entry_changed(base[idx], bumped[idx], rest, cand)  # [m, c, V]
+        qc = np.take_along_axis(qi, cand, -1)
+        px_x = np.take_along_axis(px, cand[:, :, None], -1)[:, :, 0]  # [m, c]: p_x(x)
+        keep = np.minimum(1.0, np.divide(px_x, qc, out=np.ones_like(qc), where=qc > 0))
         res = np.maximum(px - qi[:, None, :], 0.0)
         mass = res.sum(-1, keepdims=True)
-        res = np.divide(res, mass, out=px.copy(), where=mass > 0)
-        law[idx] = qi * keep + np.einsum("mx,mxv->mv", qi * (1.0 - keep), res)
+        res = np.divide(res, mass, out=px, where=mass > 0)
+        kept = np.zeros_like(qi)
+        np.put_along_axis(kept, cand, qc * keep, -1)
+        law[idx] = kept + np.einsum("mc,mcv->mv", qc * (1.0 - keep), res)
     return law
+
+
+def _rows_with_one_entry_changed(
+    base: np.ndarray, bumped: np.ndarray, rest: SamplingSettings, cand: np.ndarray
+) -> np.ndarray:
+    """[m, c, V] the law of each row ``base`` [m, V] with its entry x = cand[:, j] set to
+    ``bumped[:, x]``, after the sampling steps ``rest``. Without truncation, in closed form (the
+    normaliser changes by one term)."""
+    m, c = cand.shape
+    rows, cols = np.arange(m)[:, None], np.arange(c)[None, :]
+    new = np.take_along_axis(bumped, cand, -1)  # [m, c]
+    if rest.top_k or rest.top_p < 1.0 or rest.min_p > 0.0:
+        Y = np.repeat(base[:, None, :], c, axis=1)
+        Y[rows, cols, cand] = new
+        return probs_from_logits(Y, rest)
+    top = np.maximum(base.max(-1, keepdims=True), new.max(-1, keepdims=True))
+    E, En = np.exp((base - top) / rest.temperature), np.exp((new - top) / rest.temperature)
+    Z = E.sum(-1, keepdims=True) - np.take_along_axis(E, cand, -1) + En  # [m, c]: normaliser, entry x changed
+    out = E[:, None, :] / Z[:, :, None]
+    out[rows, cols, cand] = En / Z
+    return out
 
 
 def diagnose_penalty(
