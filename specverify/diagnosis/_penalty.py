@@ -381,7 +381,7 @@ def _rows_with_one_entry_changed(
     top = np.maximum(base.max(-1, keepdims=True), new.max(-1, keepdims=True))
     E, En = np.exp((base - top) / rest.temperature), np.exp((new - top) / rest.temperature)
     Z = E.sum(-1, keepdims=True) - np.take_along_axis(E, cand, -1) + En  # [m, c]: normaliser, entry x changed
-    out = E[:, None, :] / Z[:, :, None]
+    out: np.ndarray = E[:, None, :] / Z[:, :, None]
     out[rows, cols, cand] = En / Z
     return out
 
