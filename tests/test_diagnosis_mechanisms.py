@@ -594,3 +594,36 @@ def test_a_forbidden_draft_replaced_from_p_is_named_where_the_target_forbids_wha
     assert d.to_dict()["candidates"][0]["parts"] == {"replacement": "replacement_from_p_after_a_forbidden_draft"}
     assert "forbids (p(x) = 0)" in d.lead(), d.lead()
     assert diagnosis(ChainSampler()).verdict == NOT_KNOWN
+
+
+@pytest.mark.parametrize(
+    "fn, kind, member, words",
+    [
+        (
+            "first_trusted_after_full_round",
+            "high",
+            "first_draft_untested_after_full_acceptance",
+            "after a round that kept every draft, the next round keeps its first draft without the test",
+        ),
+        (
+            "every_trusted_after_rejection",
+            "low",
+            "every_draft_untested_after_rejection",
+            "after a round that ended at a rejection, the next round keeps every draft without the test",
+        ),
+    ],
+)
+def test_a_test_skipped_on_a_flag_the_previous_round_set_is_named_with_its_trigger(fn, kind, member, words):
+    # state between rounds (tests/user_impls/stateful.py:TrustAfterRoundStepper): the acceptance part
+    # takes the triggered member, which no rule for every round fits
+    from test_diagnosis import _user
+
+    from specverify.dists import SamplingSettings
+    from specverify.harness import make_context_pair
+
+    s = SamplingSettings()
+    pair = make_context_pair(64, kind, seed=3)
+    gen = _user("stateful", fn).generate(pair, 400, 4, np.random.default_rng(0), s)
+    d = diagnose_rounds([(round_evidence(gen, pair, 4, label="unit", settings=s), pair, s)])
+    assert d.known and d.verdict == f"mechanism(acceptance={member})", (d.verdict, d.top(3))
+    assert words in d.lead(), d.lead()

@@ -21,8 +21,10 @@ Families (options besides the rule, which each part keeps when no option pays fo
                  or rejecting, 0 / 0 keeping or not; the draft row's
                  maximum for q(x); a guard rejecting q(x) = 0; min(1, q/p); keep iff p >= q; keep
                  with probability p(x); the first draft untested; u < log p - log q; the target's
-                 argmax kept without a coin; (p + c)/(q + c) (c = 1: log1p) and p / max(q, c), c on
-                 grids; the ratio of the rows sorted in descending order, read at x; typical
+                 argmax kept without a coin; the first or every draft kept untested after a round that
+                 kept every draft or after one that ended at a rejection (state between rounds);
+                 (p + c)/(q + c) (c = 1: log1p) and p / max(q, c), c on grids; the ratio of the rows
+                 sorted in descending order, read at x; typical
                  acceptance (Medusa's threshold min(eps, delta exp(-H(p))), eps and delta on a grid);
                  the kept count as the number of passed tests, to the second rejection, argmin of
                  the tests, sum(cumsum(tests) == arange(gamma)), argmax of the tests (the first
@@ -60,7 +62,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ._bug_models import _softmax_rows
-from ._models import Chunk, RoundModel, continuation, normalise, ratio, residual
+from ._models import AFTER_FULL, AFTER_REJECTION, Chunk, RoundModel, continuation, normalise, ratio, residual
 
 __all__ = ["SelfFitted", "Option", "Mechanism", "family_models", "options_by_part", "fit_mechanism", "PARTS", "HOOKS"]
 
@@ -263,6 +265,35 @@ class FirstDraftUnverified(_Family):
     def accept(self, c: Chunk) -> np.ndarray:
         a = ratio(c.at(c.P), c.at(c.Qr))
         a[:, 0] = 1.0
+        return a
+
+
+class TriggeredUntested(_Family):
+    """State carried from one round to the next: after a round that kept every draft (a "hot streak")
+    or after one that ended at a rejection, the next round keeps its first draft, or every draft,
+    without the test; other rounds take min(1, p/q). (Adaptive heuristics and flags not cleared.)"""
+
+    TRIGGERS = {
+        AFTER_FULL: ("full_acceptance", "a round that kept every draft"),
+        AFTER_REJECTION: ("rejection", "a round that ended at a rejection"),
+    }
+
+    def __init__(self, trigger: int, scope: str) -> None:
+        self.trigger, self.scope = trigger, scope
+        key, what = self.TRIGGERS[trigger]
+        drafts = "its first draft" if scope == "first" else "every draft"
+        self.name = f"{scope}_draft_untested_after_{key}"
+        self.words = f"after {what}, the next round keeps {drafts} without the test; other rounds are tested"
+        self.check = (
+            "state carried from one round to the next: every draft is tested in every round, whatever the last "
+            "round did"
+        )
+
+    def accept(self, c: Chunk) -> np.ndarray:
+        a = ratio(c.at(c.P), c.at(c.Qr))
+        if c.after is not None:
+            hit = c.after == self.trigger
+            a[hit, : 1 if self.scope == "first" else None] = 1.0
         return a
 
 
@@ -899,6 +930,7 @@ def family_models() -> list[RoundModel]:
         TargetRowPrevious(),
         *(DraftTruncated(kind, v) for kind, v in DraftTruncated.VALUES),
         FirstDraftUnverified(),
+        *(TriggeredUntested(t, s) for t in TriggeredUntested.TRIGGERS for s in ("first", "every")),
         GuardedRatio(),
         *(DraftRowShift(s, zero_keeps=z) for s in (1, -1, None, "last") for z in (True, False)),
         *(DraftRowShift(s, zero_keeps=True, nan_keeps=True) for s in (1, -1, None, "last")),

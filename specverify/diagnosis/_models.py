@@ -64,6 +64,9 @@ class Chunk:
     Pm1: np.ndarray | None = None  # [n, V] target row of the token before position 0 (row 0 where unknown)
     # the tables Qs and Pb were gathered from, with their row ids ([n, g], [n]); None: not known
     source: tuple[Tables, np.ndarray, np.ndarray] | None = None
+    #: [n] what came before each round in its sequence: AFTER_NOTHING (its first round), AFTER_REJECTION,
+    #: AFTER_FULL (a round that kept every draft); None: not known
+    after: np.ndarray | None = None
 
     def mapped(self, name: str, f: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """``f(self.Qs)`` or ``f(self.Pb)`` for a row-wise ``f``, computed on the table's rows and
@@ -84,6 +87,9 @@ class Chunk:
         else:
             out = A[np.arange(n), j, self.X[np.arange(n), j]]
         return out
+
+
+AFTER_NOTHING, AFTER_REJECTION, AFTER_FULL = 0, 1, 2
 
 
 #: how the audited implementation treats 0/0 (a draft with q(x) = p(x) = 0): ``u < p/q`` rejects

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..dists import SamplingSettings
 from ._mechanism import SelfFitted
-from ._models import EPS, NAN_KEEP, Chunk, RoundModel, Tables
+from ._models import AFTER_FULL, AFTER_NOTHING, AFTER_REJECTION, EPS, NAN_KEEP, Chunk, RoundModel, Tables
 
 if TYPE_CHECKING:  # annotations only
     from ._evidence import RoundEvidence
@@ -97,6 +97,11 @@ def _gather(tab: Tables, ev: RoundEvidence, idx: np.ndarray) -> Chunk:
     qb = pr[:, g] if tab.Qs.shape[0] > pr.max() else pr[:, g - 1]
     extra = {k: (v[pr] if k.startswith("P") else v[qr]) for k, v in tab.extra.items()}
     before = pr[:, 0] if ev.prev_row is None else np.where(ev.prev_row[idx] >= 0, ev.prev_row[idx], pr[:, 0])
+    after = None
+    if ev.prev_round is not None:
+        after = np.where(
+            ev.prev_round[idx] < 0, AFTER_NOTHING, np.where(ev.prev_rejected[idx], AFTER_REJECTION, AFTER_FULL)
+        )
     return Chunk(
         ev.drafts[idx],
         ev.k[idx],
@@ -109,6 +114,7 @@ def _gather(tab: Tables, ev: RoundEvidence, idx: np.ndarray) -> Chunk:
         extra,
         tab.P[before],
         (tab, qr, pr[:, g]),
+        after,
     )
 
 

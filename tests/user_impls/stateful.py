@@ -248,6 +248,37 @@ class FinishedOnDraftedStopStepper:
         return out
 
 
+class TrustAfterRoundStepper:
+    """Bug: an adaptive shortcut keeps a per-request flag set by the previous round (``after``:
+    "full", every draft kept, a hot streak; or "rejection"); while it is set, the next round keeps
+    its first draft without the test (``scope`` "first") or every draft ("every"). Modelled on
+    alibaba/rtp-llm#1295 (a fast path OR-ed with the test) as state between rounds; set 12's blind
+    bug (tests/study_bugs12/state.py: first_draft_trusted_after_full_acceptance) is one member."""
+
+    def __init__(self, after="full", scope="first"):
+        self.after, self.scope = after, scope
+        self.flag, self.expected_len = False, -1
+
+    def __call__(self, prefix, draft, target, gamma, rng):
+        prefix = list(prefix)
+        if len(prefix) != self.expected_len:  # a new request
+            self.flag = False
+        xs, qs = [], []
+        for _ in range(gamma):
+            qs.append(np.asarray(draft(prefix + xs)))
+            xs.append(choice(rng, len(qs[-1]), qs[-1]))
+        P = np.asarray(target(prefix, xs))
+        out, rejected = xs + [choice(rng, P.shape[1], P[gamma])], False
+        for j, x in enumerate(xs):
+            trusted = self.flag and (j == 0 or self.scope == "every")  # BUG: the test skipped on a flag
+            if not trusted and rng.random() >= P[j, x] / qs[j][x]:
+                out, rejected = xs[:j] + [choice(rng, P.shape[1], _residual(P[j], qs[j]))], True
+                break
+        self.flag = rejected if self.after == "rejection" else not rejected
+        self.expected_len = len(prefix) + len(out)
+        return out
+
+
 cached_rows = CachedRowsStepper()
 verified_context = VerifiedContextStepper()
 position_draft_cache = PositionDraftCacheStepper()
@@ -256,3 +287,5 @@ position_target_cache = PositionTargetCacheStepper()
 no_reset = NoResetStepper()
 recycled_drafts = RecycledDraftsStepper()
 finished_on_drafted_stop = FinishedOnDraftedStopStepper()
+first_trusted_after_full_round = TrustAfterRoundStepper("full", "first")
+every_trusted_after_rejection = TrustAfterRoundStepper("rejection", "every")
