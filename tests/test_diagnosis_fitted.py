@@ -317,3 +317,27 @@ def test_scoring_models_together_equals_scoring_each_alone():
         np.testing.assert_array_equal(together[m.name].ll, alone[m.name].ll, err_msg=m.name)
         np.testing.assert_array_equal(together[m.name].expected, alone[m.name].expected, err_msg=m.name)
     np.testing.assert_array_equal(obs, score_unit(ev, pair, None, models[:1], max_rounds=600)[1])
+
+
+def test_a_reported_draft_row_sharpened_after_sampling_is_named_on_both_parts_it_reaches():
+    # study_bugs12 rows:draft_row_reported_sharpened as a user writes it: the ratio and the residual
+    # read q^2 / Z while drafts come from q. On a context pair (many distinct rows; on the positional
+    # pair's five, other residual shapes fit the replacements as well)
+    from test_diagnosis import _user
+
+    from specverify.diagnosis import diagnose_rounds, round_evidence
+    from specverify.dists import SamplingSettings
+    from specverify.harness import make_context_pair
+
+    s = SamplingSettings()
+    pair = make_context_pair(64, "low", seed=3)
+    gen = _user("round_numpy", "step_reported_row_sharpened").generate(pair, 400, 4, np.random.default_rng(0), s)
+    d = diagnose_rounds([(round_evidence(gen, pair, 4, label="unit", settings=s), pair, s)])
+    parts = d.to_dict()["candidates"][0]["parts"]
+    assert d.known and {k: v.split("(")[0] for k, v in parts.items()} == {
+        "acceptance": "acceptance_reads_q_tempered",
+        "replacement": "replacement_reads_q_tempered",
+    }, (d.verdict, d.lead())
+    for opt, _ in d.candidates[0].mechanism.chosen:  # tau = 2 among the values that fit as well (widened a third)
+        assert min(opt.model.likely) / 4 * 3 <= 2.0 <= max(opt.model.likely) / 3 * 4, (opt.model.name, opt.model.likely)
+    assert "while drafts are drawn from q" in d.lead() and "(sharpened)" in d.lead(), d.lead()

@@ -19,7 +19,8 @@ here is one such shape with one parameter:
                  residual; p, 1 or p + q on the residual's support {p > q}; (p - q) - min(p - q)
     bonus        p tempered; p q^b (a product with the draft row); mixed with q or the uniform row;
                  the best of n draws
-    draft        drafts drawn from q^tau / Z while the ratio and residual use q
+    draft        drafts drawn from q^tau / Z while the ratio and residual use q; the reverse, drafts
+                 from q while the ratio or the residual reads q^tau / Z (two parts, each fitted)
 
 (Tried and left out: a draft kept untested above a target entropy t. On the test pair's five target
 rows it named a bug that keeps odd ids untested, explaining 99% of its deviation: a gate on rows
@@ -344,6 +345,33 @@ class Tempered(Fitted):
         return c.mapped("Qs", lambda w: _tempered(w, self.value, w))
 
 
+class ReportedTempered(Fitted):
+    """The draft row the verifier reads is q^tau / Z while the drafts are drawn from q (a temperature
+    or sharpening applied to the reported row only): in the ratio, or in the residual."""
+
+    FIT_GRID = _geom(0.25, 4.0, 25)
+    check = "the q the drafter reports: the very law it sampled from, no temperature applied to it afterwards"
+
+    def __init__(self, part: str) -> None:
+        self.part = part
+
+    def _name(self) -> str:
+        return f"{self.part}_reads_q_tempered(tau={self.value:g})"
+
+    def _words(self) -> str:
+        how = "sharpened" if self.value > 1 else "flattened"
+        where = "the ratio reads" if self.part == "acceptance" else "the residual is (p - q')+ with"
+        return f"{where} q' = q^tau / Z, tau = {self.value:g} fitted ({how}), while drafts are drawn from q"
+
+    def _accept(self, c: Chunk) -> np.ndarray:
+        return ratio(c.at(c.P), c.at(_tempered(c.Qr, self.value, c.Qr)))
+
+    def _replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        p = c.P[rows, j]
+        q = c.Qr[rows, j]
+        return residual(p, _tempered(q, self.value, q))
+
+
 class MixedWith(Fitted):
     """(1 - w) law + w other: the rule's law mixed with p, q or the uniform row."""
 
@@ -533,7 +561,7 @@ SPECIAL_RESIDUALS = (
 
 
 _F = TypeVar("_F", bound=Fitted)
-_HOOK = {"replacement": "replaced", "bonus": "bonus", "draft": "draft_law"}
+_HOOK = {"acceptance": "accept", "replacement": "replaced", "bonus": "bonus", "draft": "draft_law"}
 
 
 def _on_part(cls: type[_F], part: str) -> type[_F]:
@@ -561,6 +589,7 @@ def fitted_family_models() -> list[Fitted | _Family]:
         BonusTimesDraft(),
         *(_on_part(BestOf, part)(part) for part in ("replacement", "bonus")),
         ReplacementBestByTarget(),
+        *(_on_part(ReportedTempered, part)(part) for part in ("acceptance", "replacement")),
     ]
     for m in out:
         if isinstance(m, Fitted):

@@ -446,3 +446,17 @@ def step_rotating_cache_256(prefix, draft, target, gamma, rng):
         return out
     out.append(choice(rng, P.shape[1], P[gamma]))
     return out
+
+
+def step_reported_row_sharpened(prefix, draft, target, gamma, rng):
+    """Bug (huggingface/transformers#32867: q reported from another law than the one sampled;
+    vllm-project/vllm-ascend#6685): drafts come from q, but the row kept for the verifier is
+    q^2 / Z (a temperature 0.5 applied to the stored copy), so the ratio and the residual read it."""
+    xs, qs = _draft_tokens(prefix, draft, gamma, rng)
+    qs = [q**2 / (q**2).sum() for q in qs]  # BUG: the sampled q itself
+    P = np.asarray(target(list(prefix), xs), dtype=np.float64)
+    for j, x in enumerate(xs):
+        p, q = P[j], qs[j]
+        if rng.random() >= p[x] / q[x]:
+            return xs[:j] + [choice(rng, len(p), _residual(p, q))]
+    return xs + [choice(rng, P.shape[1], P[gamma])]
