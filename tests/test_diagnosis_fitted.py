@@ -162,6 +162,17 @@ class BestOfThreeBonus(ChainSampler):
         return ChainSampler.draw(self, weights, u)
 
 
+class TargetOverItsMax(ChainSampler):
+    """Outside the catalogue (study_bugs12 numerics:target_rows_scaled_by_their_max): the verified
+    target rows divided by their largest entry (ratio and residual read them); the bonus is right."""
+
+    name = "target_over_its_max_sampler"
+
+    def target_rows(self, pair, ridx, settings, *, bonus):
+        p = pair.target_table(settings)[ridx]
+        return p if bonus else p / p.max(-1, keepdims=True)
+
+
 class BestByTargetReplacement(ChainSampler):
     """Outside the catalogue (study_bugs12 replacement:replacement_best_of_three_draws): three draws
     from (p - q)+, the one the target gives the largest p emitted."""
@@ -210,6 +221,11 @@ CASES = [
     (BestOfThreeBonus, {"bonus": "bonus_best_of(n=3)"}, "likelier of 3 draws"),
     (SharpenedDraft, {"draft": "draft_tempered(tau=2)"}, "drafts are drawn from q^tau / Z"),
     (BestByTargetReplacement, {"replacement": "replacement_best_by_target_of(n=3)"}, "largest p(x) of 3 draws"),
+    (
+        TargetOverItsMax,
+        {"acceptance": "acceptance_target_over_its_max", "replacement": "residual_target_over_its_max"},
+        "the target row divided by its largest entry, not by its sum",
+    ),
 ]
 
 

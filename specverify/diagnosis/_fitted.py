@@ -11,12 +11,13 @@ here is one such shape with one parameter:
                  keep, else keep with p (the division forgotten), the textbook envelope
                  (p/q) / max_v p(v)/q(v), a coin drawn from N(0, 1) (Phi(min(1, p/q))), exp(p - q), the
                  first draft's q read from the target (kept iff p(x) > 0), min(1, (p - q)+ / q) (the
-                 residual written over p before the test)
+                 residual written over p before the test), the target row over its maximum
     replacement  (p - c q)+ (c a constant, or the rejected draft's acceptance probability); (p - q)+
                  cut to its top k; (p - q)+ tempered, w^tau; mixed with p, q or the uniform row at
                  weight w; the best of n draws (by w, or by the target's p); weights normalised by
                  their L2 norm or maximum and drawn by inverse CDF; the block's mean draft row in the
-                 residual; p, 1 or p + q on the residual's support {p > q}; (p - q) - min(p - q)
+                 residual; p, 1 or p + q on the residual's support {p > q}; (p - q) - min(p - q);
+                 (p / max p - q)+
     bonus        p tempered; p q^b (a product with the draft row); mixed with q or the uniform row;
                  the best of n draws
     draft        drafts drawn from q^tau / Z while the ratio and residual use q; the reverse, drafts
@@ -210,6 +211,13 @@ def _first_q_from_target(c: Chunk, px: np.ndarray, qx: np.ndarray) -> np.ndarray
 
 
 FIXED_ACCEPTANCE = (
+    (
+        "acceptance_target_over_its_max",
+        "a draft is kept with probability min(1, (p(x) / max p) / q(x)): the target row divided by its largest "
+        "entry, not by its sum",
+        "the target row the ratio reads: probabilities normalised by their sum, not by their maximum",
+        lambda c, px, qx: ratio(px / c.P[:, : c.X.shape[1]].max(-1), qx),
+    ),
     (
         "ratio_branch_without_division",
         "a draft is kept surely when p(x) >= q(x), else with probability p(x): the branch of min(1, p/q) that "
@@ -505,6 +513,12 @@ def _shifted(c: Chunk, j: np.ndarray, rows: np.ndarray, p: np.ndarray, q: np.nda
 
 
 SPECIAL_RESIDUALS = (
+    (
+        "residual_target_over_its_max",
+        "the replacement is drawn from (p / max p - q)+: the target row divided by its largest entry, not by its sum",
+        "the target row the residual reads: probabilities normalised by their sum, not by their maximum",
+        lambda c, j, rows, p, q: residual(p / p.max(-1, keepdims=True), q),
+    ),
     (
         "replacement_p_on_residual_support",
         "the replacement is drawn from p restricted to {p > q} (where(p > q, p, 0)), not from p - q there",
