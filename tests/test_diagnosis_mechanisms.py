@@ -627,3 +627,43 @@ def test_a_test_skipped_on_a_flag_the_previous_round_set_is_named_with_its_trigg
     d = diagnose_rounds([(round_evidence(gen, pair, 4, label="unit", settings=s), pair, s)])
     assert d.known and d.verdict == f"mechanism(acceptance={member})", (d.verdict, d.top(3))
     assert words in d.lead(), d.lead()
+
+
+def test_the_wrong_context_rows_of_the_correct_context_are_the_recorded_rows():
+    # the tails the wrong contexts are built from: the true context's rows rebuilt the same way
+    # (prefix tail, then the drafts) equal the rows the harness recorded, on every verified position
+    from test_diagnosis import _user
+
+    from specverify.diagnosis._evidence import _context_tails
+    from specverify.dists import SamplingSettings
+    from specverify.harness import make_context_pair
+
+    s = SamplingSettings()
+    pair = make_context_pair(64, "low", seed=3)
+    gen = _user("round_numpy", "step_correct").generate(pair, 300, 4, np.random.default_rng(0), s)
+    ev = round_evidence(gen, pair, 4, label="unit", settings=s)
+    pre = _context_tails(gen, len(ev.k), ev.prefix_len, pair.order + 1, pair.vocab_size)
+    T = np.concatenate([pre, np.maximum(ev.drafts, 0)], 1)
+    for j in range(4):
+        rows = pair.rows_at(ev.prefix_len + j, T[:, j + 1 : j + 1 + pair.order])
+        seen = ev.usable & (ev.prow[:, j] >= 0) & (j <= ev.k)
+        assert seen.sum() > 100 and (rows[seen] == ev.prow[seen, j]).all(), j
+
+
+@pytest.mark.parametrize(
+    "fn, context, words",
+    [("step_context_holds_the_drafts", "drafts_twice", "the drafts appended to the prefix twice")],
+)
+def test_a_verification_pass_fed_a_wrong_context_is_named_by_that_context(fn, context, words):
+    from test_diagnosis import _user
+
+    from specverify.dists import SamplingSettings
+    from specverify.harness import make_context_pair
+
+    s = SamplingSettings()
+    pair = make_context_pair(64, "low", seed=3)
+    gen = _user("round_numpy", fn).generate(pair, 400, 4, np.random.default_rng(0), s)
+    d = diagnose_rounds([(round_evidence(gen, pair, 4, label="unit", settings=s), pair, s)])
+    parts = d.to_dict()["candidates"][0]["parts"] if d.verdict.startswith("mechanism(") else {}
+    assert d.known and parts.get("acceptance") == f"acceptance_target_rows_on_{context}", (d.verdict, d.top(3))
+    assert words in d.lead() and "no catalogued class fits" in d.lead(), d.lead()

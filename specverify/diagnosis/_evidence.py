@@ -56,6 +56,8 @@ class RoundEvidence:
     emitted: np.ndarray | None = None  # [R] tokens the round emitted
     prefix_len: np.ndarray | None = None  # [R] tokens before the round: its prompt and earlier rounds (-1: unknown)
     prev_round: np.ndarray | None = None  # [R] the round before it in its sequence (-1: none)
+    #: {context: [R, g + 1] target rows of each position on a wrong context (CONTEXTS)}; context pairs only
+    ctx_rows: dict[str, np.ndarray] | None = None
 
     @property
     def gamma(self) -> int:
@@ -117,6 +119,60 @@ def _sequence_links(
         left = drafts[prev[r], k[prev[r]] + 1 :]
         spare[r, : len(left)] = left
     return prev_rej, spare, earlier, first_round, prev
+
+
+#: wrong contexts a verification pass may be fed that the harness still records as the true prefix
+#: and the drafts (a context list that already holds the drafts). A pass fed a shorter or reordered
+#: context is recorded as another prefix (a mismatch) or as other drafts, which the state and
+#: structure diagnoses read; tried here and left out: the prefix one token short, its last token
+#: twice, the drafts reversed (none of their rounds is scored as a verified round).
+CONTEXTS = {
+    "drafts_twice": "the prefix, every draft, then the drafts before the row (the drafts appended to the prefix twice)",
+}
+
+
+def _context_tails(
+    gen: Generation, n_rounds: int, prefix_len: npt.NDArray[np.int64], width: int, start: int
+) -> np.ndarray:
+    """[R, width] the last ``width`` ids of each round's prefix (its prompt, then what its sequence
+    emitted before it); ``start`` (the start symbol) before a prefix's first token."""
+    assert gen.prompts is not None
+    order = np.argsort(gen.sequence, kind="stable")  # tokens by sequence, in order within each
+    counts = np.bincount(gen.sequence, minlength=len(gen.prompts))
+    parts, off, at, lo = [], np.zeros(len(gen.prompts), dtype=np.int64), 0, 0
+    for s, prompt in enumerate(np.asarray(gen.prompts)):
+        stream = np.concatenate([prompt[prompt >= 0], gen.tokens[order[lo : lo + counts[s]]]])
+        parts.append(stream)
+        off[s], at, lo = at, at + len(stream), lo + counts[s]
+    big = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    seq = np.full(n_rounds, 0, dtype=np.int64)
+    seq[gen.rounds_of_tokens] = gen.sequence
+    pos = prefix_len[:, None] - width + np.arange(width)[None, :]  # [R, width] index in the stream
+    out: np.ndarray = np.where(pos >= 0, big[np.clip(off[seq][:, None] + pos, 0, max(len(big) - 1, 0))], start)
+    return out
+
+
+def _context_rows(
+    gen: Generation, pair: Any, drafts: npt.NDArray[np.int64], prefix_len: npt.NDArray[np.int64]
+) -> dict[str, np.ndarray] | None:
+    """{context: [R, g + 1]} the target row of each position had the pass been fed that wrong context
+    (:data:`CONTEXTS`); None where the pair has no rows by context or the record keeps no prompts."""
+    if gen.prompts is None or gen.draft_rows is None or not hasattr(pair, "rows_at") or (prefix_len < 0).any():
+        return None
+    R, g = drafts.shape
+    k = int(pair.order)
+    pre = _context_tails(gen, R, prefix_len, k + 1, int(pair.vocab_size))  # [R, k + 1]
+    xs = np.where(drafts >= 0, drafts, 0)
+    # each context's tail (pre's last ids, then what follows them) and where row j's window ends in it
+    tails = {"drafts_twice": (np.concatenate([pre, xs, xs], 1), k + 1 + g, g)}
+    out = {}
+    for name, (T, end0, extra) in tails.items():
+        rows = np.empty((R, g + 1), dtype=np.int64)
+        for j in range(g + 1):
+            windows = T[:, end0 + j - k : end0 + j]
+            rows[:, j] = pair.rows_at(np.maximum(prefix_len + extra + j, 0), windows)
+        out[name] = rows
+    return out
 
 
 def _prefix_lengths(gen: Generation, n_rounds: int, emitted: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -210,4 +266,5 @@ def round_evidence(
         emitted,
         prefix_len,
         prev,
+        _context_rows(gen, pair, drafts, prefix_len),
     )

@@ -23,6 +23,8 @@ Families (options besides the rule, which each part keeps when no option pays fo
                  with probability p(x); the first draft untested; u < log p - log q; the target's
                  argmax kept without a coin; the first or every draft kept untested after a round that
                  kept every draft or after one that ended at a rejection (state between rounds);
+                 target rows on a context that holds the drafts twice (also in the residual and the
+                 bonus, each its own part);
                  (p + c)/(q + c) (c = 1: log1p) and p / max(q, c), c on grids; the ratio of the rows
                  sorted in descending order, read at x; typical
                  acceptance (Medusa's threshold min(eps, delta exp(-H(p))), eps and delta on a grid);
@@ -62,6 +64,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ._bug_models import _softmax_rows
+from ._evidence import CONTEXTS
 from ._models import AFTER_FULL, AFTER_REJECTION, Chunk, RoundModel, continuation, normalise, ratio, residual
 
 __all__ = ["SelfFitted", "Option", "Mechanism", "family_models", "options_by_part", "fit_mechanism", "PARTS", "HOOKS"]
@@ -295,6 +298,49 @@ class TriggeredUntested(_Family):
             hit = c.after == self.trigger
             a[hit, : 1 if self.scope == "first" else None] = 1.0
         return a
+
+
+class TargetContext(_Family):
+    """Target rows computed on a wrong context (``_evidence.CONTEXTS``: the drafts appended to the
+    prefix twice), read by one part: the ratio, the residual or the bonus. Context pairs only (rows by
+    context); elsewhere the rule's law."""
+
+    def __init__(self, context: str, part: str) -> None:
+        self.context, self.part = context, part
+        self.name = f"{part}_target_rows_on_{context}"
+        reads = {
+            "acceptance": "the ratio reads",
+            "replacement": "the residual reads",
+            "bonus": "the bonus is drawn from",
+        }
+        self.words = f"{reads[part]} target rows computed on {CONTEXTS[context]}"
+        self.check = (
+            "the context handed to the verification pass: the committed prefix, then the drafts before each row"
+        )
+
+    def _rows(self, c: Chunk) -> np.ndarray | None:
+        if c.ctx is None or c.source is None:
+            return None
+        return c.source[0].P[c.ctx[self.context]]  # [n, g + 1, V]
+
+    def _accept(self, c: Chunk) -> np.ndarray:
+        P = self._rows(c)
+        return ratio(c.at(c.P if P is None else P), c.at(c.Qr))
+
+    def _replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        P = self._rows(c)
+        return residual((c.P if P is None else P)[rows, j], c.Qr[rows, j])
+
+    def _bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
+        P = self._rows(c)
+        return c.Pb[rows] if P is None else P[rows, c.X.shape[1]]
+
+    @classmethod
+    def on(cls, context: str, part: str) -> TargetContext:
+        """The member that changes ``part`` only (``part_of`` reads the hooks a class overrides)."""
+        hook = HOOKS[part]
+        sub = type(f"{cls.__name__}_{part}", (cls,), {hook: getattr(cls, "_" + hook)})
+        return sub(context, part)
 
 
 class GuardedRatio(_Family):
@@ -931,6 +977,7 @@ def family_models() -> list[RoundModel]:
         *(DraftTruncated(kind, v) for kind, v in DraftTruncated.VALUES),
         FirstDraftUnverified(),
         *(TriggeredUntested(t, s) for t in TriggeredUntested.TRIGGERS for s in ("first", "every")),
+        *(TargetContext.on(ctx, part) for ctx in CONTEXTS for part in ("acceptance", "replacement", "bonus")),
         GuardedRatio(),
         *(DraftRowShift(s, zero_keeps=z) for s in (1, -1, None, "last") for z in (True, False)),
         *(DraftRowShift(s, zero_keeps=True, nan_keeps=True) for s in (1, -1, None, "last")),

@@ -67,6 +67,9 @@ class Chunk:
     #: [n] what came before each round in its sequence: AFTER_NOTHING (its first round), AFTER_REJECTION,
     #: AFTER_FULL (a round that kept every draft); None: not known
     after: np.ndarray | None = None
+    #: {context: [n, g + 1] rows of the target table} of each position on a wrong context
+    #: (``_evidence.CONTEXTS``), read from ``source``'s table; None: not known (positional pairs)
+    ctx: dict[str, np.ndarray] | None = None
 
     def mapped(self, name: str, f: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """``f(self.Qs)`` or ``f(self.Pb)`` for a row-wise ``f``, computed on the table's rows and

@@ -115,6 +115,7 @@ def _gather(tab: Tables, ev: RoundEvidence, idx: np.ndarray) -> Chunk:
         tab.P[before],
         (tab, qr, pr[:, g]),
         after,
+        None if ev.ctx_rows is None else {name: rows[idx] for name, rows in ev.ctx_rows.items()},
     )
 
 

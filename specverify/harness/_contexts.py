@@ -102,6 +102,24 @@ class ContextPair(TablePair):
                 return table[a * (v + 1) + b]
         return self._row_at(prefix, n)
 
+    def rows_at(self, lengths: npt.ArrayLike, windows: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """[N] rows of N prefixes known only by their lengths [N] and last ``order`` ids [N, order]
+        (the start symbol, ``vocab_size``, before a prefix's first token): :meth:`row_of` vectorised
+        for callers that build contexts from tails (the diagnosis's wrong-context rows)."""
+        v, k = self._v, self.order
+        w = np.asarray(windows, dtype=np.int64).reshape(-1, k)
+        if not self.positional and (v + 1) ** k <= self.n_rows:
+            idx = np.zeros(len(w), dtype=np.int64)
+            for j in range(k):
+                idx = idx * (v + 1) + w[:, j]
+            return idx
+        n = np.asarray(lengths, dtype=np.int64) if self.positional else np.zeros(len(w), dtype=np.int64)
+        h = n.astype(np.uint64) ^ np.uint64(self.salt)
+        for j in range(k):
+            h = _splitmix64_array(h ^ (w[:, j].astype(np.uint64) + np.uint64(1)))
+        out: npt.NDArray[np.int64] = (_splitmix64_array(h) % np.uint64(self.n_rows)).astype(np.int64)
+        return out
+
     def rows_along(self, seq: Sequence[int], start: int, stop: int) -> list[int]:
         """Rows of the prefixes ``seq[:t]`` for t in [start, stop)."""
         out: list[int] = []

@@ -460,3 +460,26 @@ def step_reported_row_sharpened(prefix, draft, target, gamma, rng):
         if rng.random() >= p[x] / q[x]:
             return xs[:j] + [choice(rng, len(p), _residual(p, q))]
     return xs + [choice(rng, P.shape[1], P[gamma])]
+
+
+def _verify(xs, qs, P, rng):
+    out = []
+    for j, x in enumerate(xs):
+        if rng.random() >= P[j][x] / qs[j][x]:
+            return out + [choice(rng, len(P[j]), _residual(P[j], qs[j]))]
+        out.append(x)
+    return out + [choice(rng, P.shape[1], P[len(xs)])]
+
+
+def step_context_holds_the_drafts(prefix, draft, target, gamma, rng):
+    """Bug (the context-doubling class of ml-explore/mlx-lm#1175): the drafting loop appends each
+    draft to its context list, and that list, not the committed prefix, goes to the verification
+    pass, which appends the drafts again: row j reads prefix + drafts + drafts[:j]."""
+    ctx, xs, qs = list(prefix), [], []
+    for _ in range(gamma):
+        q = np.asarray(draft(ctx), dtype=np.float64)
+        xs.append(choice(rng, len(q), q))
+        qs.append(q)
+        ctx.append(xs[-1])
+    P = np.asarray(target(ctx, xs), dtype=np.float64)  # BUG: target(list(prefix), xs)
+    return _verify(xs, qs, P, rng)
