@@ -163,3 +163,19 @@ def test_the_module_form_fails_a_drafted_stop_and_says_where_requests_end(outsid
     assert "stop_token_ids=(7,)" in out and "where requests end" in out, r.stdout
     assert "fewer stops than target-only sampling makes" in out, r.stdout
     assert all(len(ln) <= 80 for ln in r.stdout.splitlines() if not ln.startswith(("FAIL", "PASS"))), r.stdout
+
+
+def test_a_bug_at_the_last_id_that_fails_every_unit_is_not_named_a_stop_class():
+    # the last id is the stop unit's stop id; a ratio read at another id for it fails every unit, so a
+    # stop class (which changes laws only where stops are stops) must not take it (set 13's blind study
+    # named two such bugs request_ended_early before the guard)
+    from user_impls import round_numpy
+
+    from specverify.audit import RoundAdapter, audit
+
+    fn = round_numpy.step_ratio_index_clamped_below_the_last_id
+    v = audit(RoundAdapter(fn, name="clamped"), eps=0.1, diagnose=True)
+    assert v.status == "FAIL", v.headline()
+    failed = [c.name for c in v.checks if c.status == "FAIL" and c.kind == "statistical"]
+    assert any("stop_token_ids" in n for n in failed) and any("stop_token_ids" not in n for n in failed), failed
+    assert v.diagnosis["verdict"] not in ("request_ended_early", "stop_never_a_replacement"), v.diagnosis_lead()

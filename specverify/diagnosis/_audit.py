@@ -152,6 +152,13 @@ def _units(record: AuditRecord) -> list[RoundUnit]:
     return out
 
 
+def _only_stop_units_failed(plan: AuditPlan, checks: Sequence[CheckOutcome]) -> bool:
+    """Every failing statistical check is a stop unit's (its label in the check's name)."""
+    stops = [u.label for u in plan.units if u.is_stop_unit]
+    failed = [c for c in checks if c.status == FAIL and c.kind == "statistical"]
+    return all(any(label in c.name for label in stops) for c in failed)
+
+
 def _from_exact(checks: Sequence[CheckOutcome]) -> Diagnosis | None:
     failed = [c for c in checks if c.status == FAIL and c.kind == "exact"]
     for c in failed:
@@ -238,9 +245,11 @@ def _diagnose_audit(record: AuditRecord) -> Diagnosis | None:
     d = diagnose_rounds(units) if units and stat_failed else None
     if d is not None and d.known:
         return d
-    # the stop unit's rounds, cut at their stop, which the round scorer leaves out (_stop)
+    # the stop unit's rounds, cut at their stop, which the round scorer leaves out (_stop). A stop
+    # class changes laws only where the stop ids are stops: named only when no other unit failed (a
+    # bug at the last id, the stop unit's stop id, fails every unit and is no stop handling)
     stop = diagnose_stop(stop_units(plan, pairs, samples)) if stat_failed else None
-    if stop is not None and stop.known:
+    if stop is not None and stop.known and _only_stop_units_failed(plan, checks):
         return stop
     # a token scorer's unknown gives way to an exact check's signature: the finding is proven, and
     # the tokens fit no class (e.g. one random stream for every request: each token follows its law)

@@ -483,3 +483,18 @@ def step_context_holds_the_drafts(prefix, draft, target, gamma, rng):
         ctx.append(xs[-1])
     P = np.asarray(target(ctx, xs), dtype=np.float64)  # BUG: target(list(prefix), xs)
     return _verify(xs, qs, P, rng)
+
+
+def step_ratio_index_clamped_below_the_last_id(prefix, draft, target, gamma, rng):
+    """Bug (set 13's blind acceptance:ratio_gathered_at_index_clamped_below_vocab, a gather index
+    clamped to [0, V - 2]): a drafted last id is tested with the ratio of id V - 2. The last id is
+    the stop unit's stop id, but every unit fails: it is no stop handling."""
+    xs, qs = _draft_tokens(prefix, draft, gamma, rng)
+    P = np.asarray(target(list(prefix), xs), dtype=np.float64)
+    out = []
+    for j, x in enumerate(xs):
+        i = min(x, P.shape[1] - 2)  # BUG: x itself
+        if rng.random() >= P[j][i] / qs[j][i]:
+            return out + [choice(rng, P.shape[1], _residual(P[j], qs[j]))]
+        out.append(x)
+    return out + [choice(rng, P.shape[1], P[gamma])]
