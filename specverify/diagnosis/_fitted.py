@@ -429,44 +429,35 @@ class BonusTimesDraft(Fitted):
 
 
 class BestOf(Fitted):
-    """The likelier of n draws (n fitted): a sharpened law of a particular shape."""
+    """The likelier of n draws (n fitted): a sharpened law of a particular shape. ``by_target``: the
+    replacement's n draws from (p - q)+ ranked by the target's p (a "quality" pick among correction
+    candidates), not by their own weight."""
 
     FIT_GRID = (2.0, 3.0, 4.0)
 
-    def __init__(self, part: str) -> None:
-        self.part = part
+    def __init__(self, part: str, *, by_target: bool = False) -> None:
+        self.part, self.by_target = part, by_target
         self.check = f"the {part} draw: one sample, not the likelier of several"
+        if by_target:
+            self.check = "the replacement draw: one sample from (p - q)+, not the most likely under p of several"
 
     def _name(self) -> str:
+        if self.by_target:
+            return f"replacement_best_by_target_of(n={self.value:g})"
         return f"{self.part}_best_of(n={self.value:g})"
 
     def _words(self) -> str:
+        if self.by_target:
+            return f"the replacement is the draw with the largest p(x) of {self.value:g} draws from (p - q)+ (n fitted)"
         law = "(p - q)+" if self.part == "replacement" else "p"
         return f"the {self.part} is the likelier of {self.value:g} draws from {law} (n fitted), not one draw"
 
     def _replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return _best_of(residual(c.P[rows, j], c.Qr[rows, j]), int(self.value))
+        p = c.P[rows, j]
+        return _best_of(residual(p, c.Qr[rows, j]), int(self.value), key=p if self.by_target else None)
 
     def _bonus(self, c: Chunk, rows: np.ndarray) -> np.ndarray:
         return _best_of(c.Pb[rows], int(self.value))
-
-
-class ReplacementBestByTarget(Fitted):
-    """The replacement as the best of n draws from (p - q)+ ranked by the target's p (n fitted): a
-    "quality" pick among correction candidates."""
-
-    FIT_GRID = (2.0, 3.0, 4.0)
-    check = "the replacement draw: one sample from (p - q)+, not the most likely under p of several"
-
-    def _name(self) -> str:
-        return f"replacement_best_by_target_of(n={self.value:g})"
-
-    def _words(self) -> str:
-        return f"the replacement is the draw with the largest p(x) of {self.value:g} draws from (p - q)+ (n fitted)"
-
-    def replaced(self, c: Chunk, j: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        p = c.P[rows, j]
-        return _best_of(residual(p, c.Qr[rows, j]), int(self.value), key=p)
 
 
 class ResidualSpecial(_Family):
@@ -602,7 +593,7 @@ def fitted_family_models() -> list[Fitted | _Family]:
         *(_on_part(MixedWith, "bonus")("bonus", o) for o in ("uniform", "q")),
         BonusTimesDraft(),
         *(_on_part(BestOf, part)(part) for part in ("replacement", "bonus")),
-        ReplacementBestByTarget(),
+        _on_part(BestOf, "replacement")("replacement", by_target=True),
         *(_on_part(ReportedTempered, part)(part) for part in ("acceptance", "replacement")),
     ]
     for m in out:
