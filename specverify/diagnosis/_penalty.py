@@ -346,8 +346,9 @@ def _scored_draft_counted(
     rest = settings_without(settings, "logit_bias")
     for knob in _PENALTIES:
         rest = settings_without(rest, knob)
-    for lo in range(0, len(verified), 512):
-        idx = verified[lo : lo + 512]
+    step = max(1, (1 << 22) // (V * V))  # tokens per chunk: [step, c <= V, V] rows, at most 32 MB
+    for lo in range(0, len(verified), step):
+        idx = verified[lo : lo + step]
         qi = q[idx]  # [m, V]
         # the drafts x ~ q: only ids some row can draft (a truncated drafter leaves a few), largest q first
         c = int((qi > 0).sum(-1).max())
