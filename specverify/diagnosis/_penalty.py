@@ -301,15 +301,21 @@ def _laws(gen: Generation, pair: Any, settings: SamplingSettings, n: int) -> tup
     return laws, status
 
 
+def _sampling_steps(settings: SamplingSettings) -> SamplingSettings:
+    """The request's steps after the bias and the penalties (temperature and the truncations)."""
+    out = settings_without(settings, "logit_bias")
+    for knob in _PENALTIES:
+        out = settings_without(out, knob)
+    return out
+
+
 def _pipeline_variants(L: np.ndarray, settings: SamplingSettings, h: _Histories) -> dict[str, np.ndarray]:
     """The laws of a target whose frequency penalty follows the logit's sign, or that applies top-p
     twice (sampling units with that knob only)."""
     out: dict[str, np.ndarray] = {}
     if settings.is_greedy:
         return out
-    plain = settings_without(settings, "logit_bias")
-    for knob in _PENALTIES:
-        plain = settings_without(plain, knob)
+    plain = _sampling_steps(settings)
     if settings.frequency_penalty:
         first = SamplingSettings(logit_bias=settings.logit_bias, repetition_penalty=settings.repetition_penalty)
         x = process_logits(L, first, seen_counts=h.seen)
@@ -343,9 +349,7 @@ def _scored_draft_counted(
     first = SamplingSettings(logit_bias=settings.logit_bias, **{k: getattr(settings, k) for k in _PENALTIES})
     base = process_logits(L, first, seen_counts=h.seen, output_counts=h.out)  # [n, V] before temperature
     bumped = process_logits(L, first, seen_counts=h.seen + 1, output_counts=h.out + 1)  # [n, V]: entry x, x counted
-    rest = settings_without(settings, "logit_bias")
-    for knob in _PENALTIES:
-        rest = settings_without(rest, knob)
+    rest = _sampling_steps(settings)
     step = max(1, (1 << 22) // (V * V))  # tokens per chunk: [step, c <= V, V] rows, at most 32 MB
     for lo in range(0, len(verified), step):
         idx = verified[lo : lo + step]
