@@ -8,6 +8,7 @@ from scipy import stats
 
 from specverify import stats as S
 from specverify.bench.baselines import plain_pearson_stream_test, vllm_position_chi2
+from specverify.stats._gof import power_divergence
 
 
 def test_power_helpers_round_trip():
@@ -29,6 +30,30 @@ def test_power_prediction_matches_simulation():
     rate = (((x - n * p) ** 2 / (n * p)).sum(1) > crit).mean()
     se = math.sqrt(predicted * (1 - predicted) / 4000)
     assert abs(rate - predicted) < 5 * se + 0.01, (rate, predicted)
+
+
+@pytest.mark.parametrize("lambda_", ["pearson", "log-likelihood", "cressie-read"])
+def test_power_divergence_is_scipys(lambda_):
+    # specverify.stats writes Pearson and G out with scipy.special (no scipy.stats import on a PASS):
+    # the statistic and the p-value must be scipy.stats.power_divergence's, zero counts included
+    rng = np.random.default_rng(3)
+    for k in (2, 5, 32):
+        exp = rng.dirichlet(np.ones(k)) * 400
+        obs = rng.multinomial(400, exp / exp.sum()).astype(float)
+        obs[0] = 0.0
+        exp *= obs.sum() / exp.sum()  # as cells_result scales them
+        ours = power_divergence(obs, exp, lambda_)
+        ref = stats.power_divergence(obs, exp, lambda_=lambda_)
+        assert ours == pytest.approx((ref.statistic, ref.pvalue), rel=1e-12, abs=1e-300)
+
+
+def test_the_noncentrality_is_the_root_of_the_noncentral_chi2_tail():
+    # chndtrinc (scipy.special) against the definition: ncx2.sf(chi2.isf(alpha, df), df, lambda) = 1 - beta
+    for df, alpha, beta in [(1, 1e-9, 1e-3), (31, 3.5e-9, 1e-3), (31, 0.05, 0.05), (127, 1e-6, 0.2)]:
+        lam = S.noncentrality_for_power(df, alpha, beta)
+        assert stats.ncx2.sf(stats.chi2.isf(alpha, df), df, lam) == pytest.approx(1 - beta, abs=1e-10)
+        tv = math.sqrt(lam / 10_000) / 2  # the TV whose noncentrality at n = 10,000 is lambda
+        assert S.chi2_power(10_000, tv, df=df, alpha=alpha) == pytest.approx(1 - beta, abs=1e-9)
 
 
 def test_pooling_rule():

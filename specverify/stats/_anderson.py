@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import optimize, special
+from scipy import special
 
 __all__ = ["anderson_darling_uniform", "ad_limit_sf"]
 
@@ -43,6 +43,8 @@ def _sf_cached(x: float) -> float:
         x = mean + 1e-3 if x >= mean else mean - 1e-3
     # K'(s) = x has a unique root in (-inf, 1/(2 lambda_1)) = (-inf, 1).
     lo, hi = -1e6, 1.0 - 1e-15
+    from scipy import optimize  # imported where used: most audits never get here
+
     s = optimize.brentq(lambda t: _K1(t) - x, lo, hi, xtol=1e-14, maxiter=500)
     w = math.copysign(math.sqrt(max(0.0, 2 * (s * x - _K(s)))), s)
     v = s * math.sqrt(_K2(s))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
 __all__ = ["holm", "benjamini_hochberg"]
 
@@ -29,4 +28,6 @@ def holm(pvalues: ArrayLike) -> np.ndarray:
 def benjamini_hochberg(pvalues: ArrayLike) -> np.ndarray:
     """BH-adjusted p-values (scipy.stats.false_discovery_control)."""
     p = np.asarray(pvalues, dtype=np.float64)
+    from scipy import stats
+
     return p if p.size == 0 else np.asarray(stats.false_discovery_control(p, method="bh"))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
 from ._gof import pool_cells, tv_interval
 from ._results import Cell, GofResult
@@ -31,6 +30,8 @@ def homogeneity_test(counts_a: ArrayLike, counts_b: ArrayLike, *, min_expected: 
     B = np.bincount(g[g >= 0], weights=b[g >= 0], minlength=k)
     if k < 2:
         return GofResult.empty("homogeneity", n=int(na + nb), cells=k, why="fewer than two cells")
+    from scipy import stats
+
     res = stats.chi2_contingency(np.stack([A, B]), correction=False)
     tv = 0.5 * float(np.abs(A / na - B / nb).sum())
     _, iv_a = tv_interval(A / na, A / na, int(na), k)
@@ -91,6 +92,8 @@ def binned_homogeneity_test(
                 s = np.where(ea > 0, (xa - ea) ** 2 / ea, 0) + np.where(eb > 0, (ya - eb) ** 2 / eb, 0)
             out: np.ndarray = s.sum(-1)
             return out
+
+        from scipy import stats
 
         pr = stats.permutation_test(
             (cell[ta], cell[tb]), stat, n_resamples=permutations, alternative="greater", vectorized=True, rng=rng
