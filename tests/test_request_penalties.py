@@ -36,6 +36,12 @@ BUGGY = {
     "step_history_keeps_rejected_drafts": "penalty_history_keeps_rejected_drafts",  # vmlx-swift#357
     "step_penalties_count_the_scored_draft": "penalty_history_counts_the_scored_draft",  # sglang#40244
     "step_frequency_follows_logit_sign": "frequency_penalty_follows_logit_sign",  # vllm#18902 (the path)
+    # the penalty family (specverify.diagnosis._penalty_forms)
+    "step_penalties_over_a_window": "penalty_window_not_requested",  # llama.cpp's repeat_last_n
+    "step_penalties_compound_along_the_block": "penalty_compounds_along_the_block",  # sglang#40244
+    "step_bonus_without_penalties": "bonus_row_without_penalties",  # vllm#42744
+    "step_presence_as_a_factor": "presence_penalty_as_factor",  # TensorRT-LLM#17701 (the path)
+    "step_penalties_count_the_prompt_only": "penalties_count_the_prompt_only",  # vllm#18902 (the path)
 }
 
 
@@ -68,6 +74,7 @@ def test_a_step_that_counts_the_wrong_tokens_fails_and_is_named(name):
         ("step_repetition_correct", None),
         ("step_repetition_skips_the_prompt", "repetition_penalty_skips_the_prompt"),
         ("step_repetition_inverted", "repetition_penalty_inverted"),
+        ("step_repetition_on_probabilities", "repetition_penalty_on_probabilities"),  # sglang#21258
     ],
 )
 def test_a_repetition_penalty_on_the_wrong_tokens_or_inverted_fails_and_is_named(name, truth):

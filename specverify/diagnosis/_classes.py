@@ -858,6 +858,128 @@ RECORDS: tuple[BugClass, ...] = (
         model=law.TargetTopPTwice,
     ),
     BugClass(
+        name="penalty_window_not_requested",
+        mechanism=(
+            "The target's penalties count only the last W tokens (a ring buffer, or a backend's default window "
+            "such as llama.cpp's repeat_last_n of 64) where the request counts every token, so a token repeated"
+            " earlier than the window is no longer penalised; W is fitted."
+        ),
+        check=(
+            "the penalty history's length: every generated token (and the prompt, for the repetition penalty) "
+            "unless the request sets a window"
+        ),
+        sources=(
+            "ggml-org/llama.cpp's penalty_last_n / repeat_last_n (64 by default) applied where the request sets"
+            " no window",
+            "written for the penalty family after the blind study bug "
+            "tests/study_bugs13/parity.py:target_penalties_over_fixed_recent_window",
+        ),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
+        name="penalty_compounds_along_the_block",
+        mechanism=(
+            "The penalty is applied in place to a buffer shared by the rows of the verify block, once per row, "
+            "so row j of a round gets r ** (j + 1) (and (j + 1) x presence and frequency): the first row is "
+            "right, later rows are over-penalised."
+        ),
+        check=(
+            "the penalty of each verify row: applied to that row's own logits once, not to a scale or buffer "
+            "that persists along the block"
+        ),
+        sources=(
+            "sgl-project/sglang#40244 and osaurus-ai/vmlx-swift#357 (penalty state shared by the positions of a"
+            " verify block)",
+            "written for the penalty family after the blind study bug "
+            "tests/study_bugs13/parity.py:target_repetition_penalty_compounds_along_block",
+        ),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
+        name="bonus_row_without_penalties",
+        mechanism=(
+            "The verified rows go through the penalties, but the bonus token after a fully accepted round is "
+            "sampled by a path that applies no penalty, so it comes from the unpenalised row."
+        ),
+        check=(
+            "the bonus row's processing: the same penalties (with the history that includes every accepted "
+            "draft) as the verified rows"
+        ),
+        sources=(
+            "vllm-project/vllm#42744 / #42802 (processors applied differently to verified positions and the bonus)",
+            "written for the penalty family after the blind study bug "
+            "tests/study_bugs13/bonus.py:bonus_row_sampled_without_penalties",
+        ),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
+        name="presence_penalty_as_factor",
+        mechanism=(
+            "The presence penalty is mapped to a multiplicative, repetition-style factor 1 + presence on the "
+            "generated tokens (logit / f when positive, logit * f when negative) instead of logit - presence, "
+            "as a backend with multiplicative penalties only would."
+        ),
+        check=(
+            "the presence penalty: subtract it from the logit of every generated token (OpenAI / vLLM "
+            "semantics), never divide by it"
+        ),
+        sources=(
+            "NVIDIA/TensorRT-LLM#17701 (presence and frequency penalties mishandled on the speculative path)",
+            "written for the penalty family after the blind study bug "
+            "tests/study_bugs13/parity.py:target_presence_mapped_to_multiplicative_penalty",
+        ),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
+        name="repetition_penalty_on_probabilities",
+        mechanism=(
+            "The repetition penalty divides the seen tokens' probabilities by r and renormalises (logit - log "
+            "r) instead of the logit's sign rule (logit / r when positive, logit * r when negative)."
+        ),
+        check="the repetition penalty: on the logits with the sign rule (HF, vLLM), not on probabilities",
+        sources=(
+            "sgl-project/sglang#21258 (a repetition penalty applied to the wrong tensor on a speculative path)",
+            "written for the penalty family after the blind study bug "
+            "tests/study_bugs13/parity.py:target_repetition_penalty_on_probabilities",
+        ),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
+        name="penalties_count_the_prompt_only",
+        mechanism=(
+            "The presence and frequency penalties count the prompt's tokens instead of the generated ones (a "
+            "history slice taken the wrong way, [:prompt_len] for [prompt_len:])."
+        ),
+        check=(
+            "the slice of the history the presence and frequency penalties count: the generated tokens, after "
+            "the prompt"
+        ),
+        sources=(
+            "vllm-project/vllm#18902 (the frequency penalty wrong on the speculative path)",
+            "written for the penalty family after the blind study bug "
+            "tests/study_bugs13/parity.py:target_additive_penalties_count_prompt_not_output",
+        ),
+        kind="settings",
+        named_by=("penalty",),
+        model=None,
+        no_model_because=_PENALTY_ONLY,
+    ),
+    BugClass(
         name="repetition_penalty_skips_the_prompt",
         mechanism=(
             "The repetition penalty counts the generated tokens only, so the prompt's tokens are not penalised; "

@@ -72,6 +72,7 @@ from ..dists import SamplingSettings, probs_from_logits, process_logits
 from ..harness import history_counts
 from ._diagnose import NOT_KNOWN, Diagnosis
 from ._models import ORDER, pipeline, settings_without
+from ._penalty_forms import FORM_FACTS, PenaltyInputs, penalty_form_laws, sampling_steps
 from ._score import _bands
 from ._tokens import TokenScores
 
@@ -129,6 +130,7 @@ _FACTS = {
     "frequency_penalty_follows_logit_sign": "tokens match a frequency penalty that adds to negative logits (the "
     "repetition penalty's sign rule)",
     "top_p_applied_twice": "tokens match the target with top-p applied a second time to its own result",
+    **FORM_FACTS,
 }
 
 
@@ -165,6 +167,8 @@ class _Histories:
     out: npt.NDArray[np.float64]
     out_start: npt.NDArray[np.float64]
     wrong: dict[str, Counts]
+    prefixes: list[list[int]]  # each token's prefix, prompt first
+    n_prompt: npt.NDArray[np.int64]
 
 
 class _Request:
@@ -217,6 +221,7 @@ def _histories(gen: Generation, pair: Any, n: int, settings: SamplingSettings) -
     wrong = {c: (np.zeros((n, V)), np.zeros((n, V))) for c in _wrong_classes(gen, settings)}
     generated_only = dataclasses.replace(settings, penalize_prompt=False)  # the repetition penalty's counts
     seq_prev, req = -1, _Request(np.zeros(0, dtype=np.int64))
+    prefixes, n_prompts = [], np.zeros(n, dtype=np.int64)
     round_of = gen.rounds_of_tokens
     for i in range(n):
         s, j = int(gen.sequence[i]), int(gen.position[i])
@@ -236,8 +241,10 @@ def _histories(gen: Generation, pair: Any, n: int, settings: SamplingSettings) -
                 c_seen[i], c_out[i] = history_counts(hist, n_prompt, generated_only, V)[0], out[i]
             else:
                 c_seen[i], c_out[i] = history_counts(hist[:n_prompt] + req.generated(cls, j), n_prompt, settings, V)
+        prefixes.append(list(hist))
+        n_prompts[i] = n_prompt
         hist.append(int(gen.tokens[i]))
-    return _Histories(rows, seen, seen_start, out, out_start, wrong)
+    return _Histories(rows, seen, seen_start, out, out_start, wrong, prefixes, n_prompts)
 
 
 def _bias_after_temperature(L: np.ndarray, settings: SamplingSettings, h: _Histories) -> np.ndarray:
@@ -251,9 +258,11 @@ def _bias_after_temperature(L: np.ndarray, settings: SamplingSettings, h: _Histo
     return pipeline(x, rest, ("top_k", "top_p", "min_p"))
 
 
-def _laws(gen: Generation, pair: Any, settings: SamplingSettings, n: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def _laws(
+    gen: Generation, pair: Any, settings: SamplingSettings, n: int
+) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, float], dict[str, str]]:
     """({class: law [n, V]}, history status [n, V]: 0 unseen, 1 seen at the round's start,
-    2 seen only in the drafts kept earlier in the round)."""
+    2 seen only in the drafts kept earlier in the round, {class: nats paid}, {class: parameter})."""
     h = _histories(gen, pair, n, settings)
     full, start = h.seen + h.out, h.seen_start + h.out_start  # seen by any penalty
     status = np.where(start > 0, 1, np.where(full > 0, 2, 0))
@@ -298,15 +307,9 @@ def _laws(gen: Generation, pair: Any, settings: SamplingSettings, n: int) -> tup
         D = np.asarray(pair.draft_logits, dtype=np.float64)[h.rows]
         if not settings.is_greedy:
             laws["penalty_history_counts_the_scored_draft"] = _scored_draft_counted(gen, L, D, settings, h, laws)
-    return laws, status
-
-
-def _sampling_steps(settings: SamplingSettings) -> SamplingSettings:
-    """The request's steps after the bias and the penalties (temperature and the truncations)."""
-    out = settings_without(settings, "logit_bias")
-    for knob in _PENALTIES:
-        out = settings_without(out, knob)
-    return out
+    inputs = PenaltyInputs(L, h.seen, h.out, h.prefixes, h.n_prompt, np.asarray(gen.tokens[:n]))
+    forms, pay, params = penalty_form_laws(settings, inputs, gen, laws["target"])
+    return {**laws, **forms}, status, pay, params
 
 
 def _pipeline_variants(L: np.ndarray, settings: SamplingSettings, h: _Histories) -> dict[str, np.ndarray]:
@@ -315,7 +318,7 @@ def _pipeline_variants(L: np.ndarray, settings: SamplingSettings, h: _Histories)
     out: dict[str, np.ndarray] = {}
     if settings.is_greedy:
         return out
-    plain = _sampling_steps(settings)
+    plain = sampling_steps(settings)
     if settings.frequency_penalty:
         first = SamplingSettings(logit_bias=settings.logit_bias, repetition_penalty=settings.repetition_penalty)
         x = process_logits(L, first, seen_counts=h.seen)
@@ -349,7 +352,7 @@ def _scored_draft_counted(
     first = SamplingSettings(logit_bias=settings.logit_bias, **{k: getattr(settings, k) for k in _PENALTIES})
     base = process_logits(L, first, seen_counts=h.seen, output_counts=h.out)  # [n, V] before temperature
     bumped = process_logits(L, first, seen_counts=h.seen + 1, output_counts=h.out + 1)  # [n, V]: entry x, x counted
-    rest = _sampling_steps(settings)
+    rest = sampling_steps(settings)
     step = max(1, (1 << 22) // (V * V))  # tokens per chunk: [step, c <= V, V] rows, at most 32 MB
     for lo in range(0, len(verified), step):
         idx = verified[lo : lo + step]
@@ -400,9 +403,9 @@ def diagnose_penalty(
     acc = TokenScores(_CELLS, "penalised token")
     for gen, pair, settings, label in units:
         n = min(len(gen.tokens), PENALTY_TOKENS)
-        laws, status = _laws(gen, pair, settings, n)
+        laws, status, pay, params = _laws(gen, pair, settings, n)
         cell = status * 4 + _bands(laws["target"])  # [n, V]: history status x target-mass band
-        acc.add_unit(label, laws, gen.tokens[:n], cell)
+        acc.add_unit(label, laws, gen.tokens[:n], cell, pay, params)
     ranked, tokens = acc.ranked(), acc.tokens
     top = ranked[0]
     known = top.qualifies(min_llr, min_explained)

@@ -193,6 +193,84 @@ def step_frequency_follows_logit_sign(prefix, draft, target, gamma, rng, setting
     return chain(prefix, draft, target, gamma, rng, q, signed)
 
 
+def _row(h, prefix):
+    """The index of the verify row whose history is ``h`` (row j sees the prefix and j drafts)."""
+    return len(h) - len(prefix)
+
+
+def step_penalties_over_a_window(prefix, draft, target, gamma, rng, settings):
+    """Bug (ggml-org/llama.cpp's repeat_last_n convention where the request sets no window): the
+    target's penalties count only the last 8 generated tokens (a ring buffer); the drafter is right."""
+    q = lambda logits, h: penalised(logits, h[settings.prompt_len :], settings)  # noqa: E731
+    p = lambda logits, h: penalised(logits, h[settings.prompt_len :][-8:], settings)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, q, p)
+
+
+def step_penalties_compound_along_the_block(prefix, draft, target, gamma, rng, settings):
+    """Bug (sgl-project/sglang#40244: penalty state shared by the positions of a verify block): the
+    penalties are subtracted in place from a buffer every row reuses, so row j gets them j + 1 times."""
+
+    def p(logits, h):
+        j = _row(h, prefix)
+        s = dataclasses.replace(
+            settings,
+            presence_penalty=settings.presence_penalty * (j + 1),
+            frequency_penalty=settings.frequency_penalty * (j + 1),
+        )
+        return penalised(logits, h[settings.prompt_len :], s)
+
+    q = lambda logits, h: penalised(logits, h[settings.prompt_len :], settings)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, q, p)
+
+
+def step_bonus_without_penalties(prefix, draft, target, gamma, rng, settings):
+    """Bug (vllm-project/vllm#42744: processors applied differently to the verified rows and the
+    bonus): the bonus after a full acceptance is sampled from the unpenalised row."""
+    f = lambda logits, h: penalised(logits, h[settings.prompt_len :] if _row(h, prefix) < gamma else [], settings)  # noqa: E731
+    q = lambda logits, h: penalised(logits, h[settings.prompt_len :], settings)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, q, f)
+
+
+def step_presence_as_a_factor(prefix, draft, target, gamma, rng, settings):
+    """Bug (a backend with multiplicative penalties only, NVIDIA/TensorRT-LLM#17701's path): the
+    target's presence penalty divides a positive logit by 1 + presence (multiplies a negative one)."""
+    f = 1.0 + settings.presence_penalty
+
+    def p(logits, h):
+        x = np.asarray(logits, dtype=np.float64)
+        gen = np.asarray(h[settings.prompt_len :], dtype=np.int64)
+        counts = np.bincount(gen, minlength=len(x))[: len(x)] if len(gen) else np.zeros(len(x))
+        x = np.where(counts > 0, np.where(x < 0, x * f, x / f), x) - settings.frequency_penalty * counts
+        return softmax(x / settings.temperature)
+
+    q = lambda logits, h: penalised(logits, h[settings.prompt_len :], settings)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, q, p)
+
+
+def step_penalties_count_the_prompt_only(prefix, draft, target, gamma, rng, settings):
+    """Bug (a history slice taken the wrong way, vllm-project/vllm#18902's path): the target's
+    presence and frequency penalties count the prompt instead of the generated tokens."""
+    q = lambda logits, h: penalised(logits, h[settings.prompt_len :], settings)  # noqa: E731
+    p = lambda logits, h: penalised(logits, h[: settings.prompt_len], settings)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, q, p)
+
+
+def step_repetition_on_probabilities(prefix, draft, target, gamma, rng, settings):
+    """Bug (sgl-project/sglang#21258: a repetition penalty on the wrong tensor): the target divides
+    the seen tokens' probabilities by the penalty instead of the logits' sign rule."""
+
+    def p(logits, h):
+        x = np.asarray(logits, dtype=np.float64)
+        seen = np.zeros(len(x), dtype=bool)
+        seen[np.asarray(h, dtype=np.int64)] = True
+        w = softmax(x) / np.where(seen, settings.repetition_penalty, 1.0)  # then the log goes on to temperature
+        with np.errstate(divide="ignore"):  # a masked (-inf) logit stays masked
+            return softmax(np.log(w / w.sum()) / settings.temperature)
+
+    q = lambda logits, h: repetition_penalised(logits, h, settings)  # noqa: E731
+    return chain(prefix, draft, target, gamma, rng, q, p)
+
+
 #: Bug (sgl-project/sglang#33643): the penalizer is fed only the last token of each verification
 #: step, so the accepted drafts never enter the counts (a frequency penalty acts as about
 #: penalty / accepted length).
