@@ -9,9 +9,9 @@ counts the repetition penalty and the presence and frequency penalties should se
     penalty_window_not_requested      every penalty counts only the last W tokens (W fitted in
                                       PENALTY_WINDOWS; llama.cpp's repeat_last_n is 64 by
                                       default) where the request counts every token
-    penalty_compounds_along_the_block  the penalty applied in place once per row of the verify
-                                      block: row j (position j of its round) gets r ** (j + 1),
-                                      (j + 1) x presence and frequency
+    penalty_compounds_along_the_block  penalties applied in place once per row of the verify block:
+                                      row j (position j of its round) gets r ** (j + 1) or (j + 1) x
+                                      presence and frequency (which of them compound is fitted)
     bonus_row_without_penalties       the token after a fully accepted round comes from the
                                       unpenalised row (the verified rows are right)
     presence_penalty_as_factor        presence taken as a repetition-style factor 1 + presence
@@ -108,18 +108,37 @@ def _window_law(s: SamplingSettings, d: PenaltyInputs) -> tuple[np.ndarray, str]
     return best[1], best[2]
 
 
-def _compounding_law(s: SamplingSettings, d: PenaltyInputs, position: np.ndarray) -> np.ndarray:
-    law = np.empty_like(d.L)
-    for j in np.unique(position):
-        m = position == j
-        sj = dataclasses.replace(
-            s,
-            repetition_penalty=s.repetition_penalty ** (j + 1),
-            presence_penalty=s.presence_penalty * (j + 1),
-            frequency_penalty=s.frequency_penalty * (j + 1),
-        )
-        law[m] = probs_from_logits(d.L[m], sj, seen_counts=d.seen[m], output_counts=d.out[m])
-    return law
+#: which penalties compound along the block (fitted; log 3 nats paid): a multiplicative scale kept
+#: across the rows compounds the repetition penalty alone, a logits buffer reused by every row all
+_COMPOUNDED = {
+    "repetition": ("repetition_penalty",),
+    "presence and frequency": ("presence_penalty", "frequency_penalty"),
+    "every penalty": _PENALTIES,
+}
+
+
+def _compounding_law(s: SamplingSettings, d: PenaltyInputs, position: np.ndarray) -> tuple[np.ndarray, str]:
+    """The best of :data:`_COMPOUNDED` (by likelihood) and its law: row j applies the chosen
+    penalties j + 1 times (r ** (j + 1), (j + 1) x presence and frequency)."""
+    n = len(d.y)
+    best: tuple[float, np.ndarray, str] | None = None
+    for what, knobs in _COMPOUNDED.items():
+        law = np.empty_like(d.L)
+        for j in np.unique(position):
+            m = position == j
+            k = int(j) + 1
+            sj = dataclasses.replace(
+                s,
+                repetition_penalty=s.repetition_penalty ** (k if "repetition_penalty" in knobs else 1),
+                presence_penalty=s.presence_penalty * (k if "presence_penalty" in knobs else 1),
+                frequency_penalty=s.frequency_penalty * (k if "frequency_penalty" in knobs else 1),
+            )
+            law[m] = probs_from_logits(d.L[m], sj, seen_counts=d.seen[m], output_counts=d.out[m])
+        ll = float(np.log(np.maximum(law[np.arange(n), d.y], 1e-300)).sum())
+        if best is None or ll > best[0]:
+            best = (ll, law, f"compounded: {what}")
+    assert best is not None
+    return best[1], best[2]
 
 
 def _round_laws(s: SamplingSettings, d: PenaltyInputs, gen: Generation, target: np.ndarray) -> dict[str, np.ndarray]:
@@ -171,10 +190,12 @@ def penalty_form_laws(
     if s.is_greedy:
         return {}, {}, {}
     laws = _form_laws(s, d)
-    if s.repetition_penalty != 1.0 or s.presence_penalty or s.frequency_penalty:
-        laws["penalty_compounds_along_the_block"] = _compounding_law(s, d, np.asarray(gen.position[: len(d.y)]))
     laws.update(_round_laws(s, d, gen, target))
     pay, params = {}, {}
+    if s.repetition_penalty != 1.0 or s.presence_penalty or s.frequency_penalty:
+        name = "penalty_compounds_along_the_block"
+        laws[name], params[name] = _compounding_law(s, d, np.asarray(gen.position[: len(d.y)]))
+        pay[name] = math.log(len(_COMPOUNDED))
     if (fit := _window_law(s, d)) is not None:
         laws["penalty_window_not_requested"], params["penalty_window_not_requested"] = fit
         pay["penalty_window_not_requested"] = math.log(len(PENALTY_WINDOWS))
