@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -92,19 +92,28 @@ def _window_law(s: SamplingSettings, d: PenaltyInputs) -> tuple[np.ndarray, str]
     """The best window of :data:`PENALTY_WINDOWS` (by likelihood) and its law."""
     if s.penalty_window or not any(getattr(s, k) != getattr(SamplingSettings(), k) for k in _PENALTIES):
         return None
-    n, V = d.L.shape
-    best: tuple[float, np.ndarray, str] | None = None
-    for w in PENALTY_WINDOWS:
+
+    def law(w: int) -> np.ndarray:
+        n, V = d.L.shape
         sw = dataclasses.replace(s, penalty_window=w)
         seen, out = np.zeros((n, V)), np.zeros((n, V))
         for i, (pre, k) in enumerate(zip(d.prefixes, d.n_prompt, strict=True)):
             a, b = sw.penalty_history(pre, int(k))
             seen[i], out[i] = token_counts(list(a), V), token_counts(list(b), V)
-        law = probs_from_logits(d.L, s, seen_counts=seen, output_counts=out)
-        ll = float(np.log(np.maximum(law[np.arange(n), d.y], 1e-300)).sum())
+        return probs_from_logits(d.L, s, seen_counts=seen, output_counts=out)
+
+    return _likeliest(((f"window {w}", law(w)) for w in PENALTY_WINDOWS), d.y)
+
+
+def _likeliest(options: Iterator[tuple[str, np.ndarray]], y: np.ndarray) -> tuple[np.ndarray, str]:
+    """(law, label) of the option (label, law [n, V]) under which the ids ``y`` are likeliest; the
+    options come one at a time, so at most two laws are held."""
+    best: tuple[float, np.ndarray, str] | None = None
+    for label, law in options:
+        ll = float(np.log(np.maximum(law[np.arange(len(y)), y], 1e-300)).sum())
         if best is None or ll > best[0]:
-            best = (ll, law, f"window {w}")
-    assert best is not None
+            best = (ll, law, label)
+    assert best is not None, "at least one option"
     return best[1], best[2]
 
 
@@ -120,25 +129,21 @@ _COMPOUNDED = {
 def _compounding_law(s: SamplingSettings, d: PenaltyInputs, position: np.ndarray) -> tuple[np.ndarray, str]:
     """The best of :data:`_COMPOUNDED` (by likelihood) and its law: row j applies the chosen
     penalties j + 1 times (r ** (j + 1), (j + 1) x presence and frequency)."""
-    n = len(d.y)
-    best: tuple[float, np.ndarray, str] | None = None
-    for what, knobs in _COMPOUNDED.items():
-        law = np.empty_like(d.L)
+
+    def law(knobs: tuple[str, ...]) -> np.ndarray:
+        out = np.empty_like(d.L)
         for j in np.unique(position):
-            m = position == j
-            k = int(j) + 1
+            m, k = position == j, int(j) + 1
             sj = dataclasses.replace(
                 s,
                 repetition_penalty=s.repetition_penalty ** (k if "repetition_penalty" in knobs else 1),
                 presence_penalty=s.presence_penalty * (k if "presence_penalty" in knobs else 1),
                 frequency_penalty=s.frequency_penalty * (k if "frequency_penalty" in knobs else 1),
             )
-            law[m] = probs_from_logits(d.L[m], sj, seen_counts=d.seen[m], output_counts=d.out[m])
-        ll = float(np.log(np.maximum(law[np.arange(n), d.y], 1e-300)).sum())
-        if best is None or ll > best[0]:
-            best = (ll, law, f"compounded: {what}")
-    assert best is not None
-    return best[1], best[2]
+            out[m] = probs_from_logits(d.L[m], sj, seen_counts=d.seen[m], output_counts=d.out[m])
+        return out
+
+    return _likeliest(((f"compounded: {what}", law(knobs)) for what, knobs in _COMPOUNDED.items()), d.y)
 
 
 def _round_laws(s: SamplingSettings, d: PenaltyInputs, gen: Generation, target: np.ndarray) -> dict[str, np.ndarray]:
