@@ -48,6 +48,10 @@ emitted before it in its request (the prompt excluded):
     truncation_before_temperature     the parity grid is the only one with both knobs, and it has
                                       a penalty)
 
+Besides these, the penalty family of :mod:`._penalty_forms` (a window the request does not set, penalties
+compounding along the verify block, the bonus row without penalties, presence as a factor, the
+repetition penalty on probabilities, presence and frequency counting the prompt only).
+
 A class whose knob a unit leaves off has no law there (it is the target's law). The round classes
 (the last two penalty histories) need the round of each token and the drafts of each round's last
 verification pass (``Generation.round_id``, ``drafts``, ``num_accepted``: round steps record them).
