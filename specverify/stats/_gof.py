@@ -77,7 +77,7 @@ def tv_interval(
 
 def power_divergence(obs: np.ndarray, exp: np.ndarray, lambda_: str) -> tuple[float, float]:
     """(statistic, p-value) of ``scipy.stats.power_divergence(obs, exp, lambda_=lambda_)`` (equal to it;
-    tests/test_gof.py checks). Pearson and G are written out with scipy.special because importing
+    tests/test_stats.py checks). Pearson and G are written out with scipy.special because importing
     scipy.stats costs about 0.6 s, a tenth of a short CLI audit, and these two are all a PASS needs."""
     if lambda_ == "pearson":
         stat = float(np.sum((obs - exp) ** 2 / exp))
