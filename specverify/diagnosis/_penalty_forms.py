@@ -143,7 +143,12 @@ def _compounding_law(s: SamplingSettings, d: PenaltyInputs, position: np.ndarray
             out[m] = probs_from_logits(d.L[m], sj, seen_counts=d.seen[m], output_counts=d.out[m])
         return out
 
-    return _likeliest(((f"compounded: {what}", law(knobs)) for what, knobs in _COMPOUNDED.items()), d.y)
+    sets = {k for k in _PENALTIES if getattr(s, k) != getattr(SamplingSettings(), k)}
+
+    def label(what: str, knobs: tuple[str, ...]) -> str:  # an option the unit's knobs miss is the target's law
+        return f"compounded: {what}" if sets & set(knobs) else "compounded: none of this unit's penalties"
+
+    return _likeliest(((label(w, k), law(k)) for w, k in _COMPOUNDED.items()), d.y)
 
 
 def _round_laws(s: SamplingSettings, d: PenaltyInputs, gen: Generation, target: np.ndarray) -> dict[str, np.ndarray]:
