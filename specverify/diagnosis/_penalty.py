@@ -76,7 +76,14 @@ from ..dists import SamplingSettings, probs_from_logits, process_logits
 from ..harness import history_counts
 from ._diagnose import NOT_KNOWN, Diagnosis
 from ._models import ORDER, pipeline, settings_without
-from ._penalty_forms import FORM_FACTS, PenaltyInputs, penalty_form_laws, sampling_steps
+from ._penalty_forms import (
+    FORM_FACTS,
+    PENALTY_KNOBS,
+    PenaltyInputs,
+    penalty_form_laws,
+    sampling_steps,
+    unpenalised,
+)
 from ._score import _bands
 from ._tokens import TokenScores
 
@@ -92,7 +99,6 @@ __all__ = ["diagnose_penalty", "penalty_units", "PENALTY_TOKENS"]
 #: tokens scored per unit at most (the first ones): a stated sample size that keeps it to seconds
 PENALTY_TOKENS = 20_000
 _CELLS = 12  # history status (unseen, seen at the round's start, seen only earlier in the round) x 4 bands
-_PENALTIES = ("repetition_penalty", "presence_penalty", "frequency_penalty")
 _ORDERS = {
     "top_p_before_temperature": ("top_p", "temperature", "top_k", "min_p"),
     "truncation_before_temperature": ("top_k", "top_p", "min_p", "temperature"),
@@ -254,7 +260,7 @@ def _histories(gen: Generation, pair: Any, n: int, settings: SamplingSettings) -
 def _bias_after_temperature(L: np.ndarray, settings: SamplingSettings, h: _Histories) -> np.ndarray:
     """The law of a target that applies the penalties to the raw logits, divides by the temperature,
     then adds the logit bias, then truncates (top-k, top-p, min-p)."""
-    pen = SamplingSettings(**{k: getattr(settings, k) for k in _PENALTIES})
+    pen = SamplingSettings(**{k: getattr(settings, k) for k in PENALTY_KNOBS})
     bias = settings.bias_vector(L.shape[1])
     assert bias is not None, "a unit with a logit bias"
     x = process_logits(L, pen, seen_counts=h.seen, output_counts=h.out) / settings.temperature + bias
@@ -271,11 +277,9 @@ def _laws(
     full, start = h.seen + h.out, h.seen_start + h.out_start  # seen by any penalty
     status = np.where(start > 0, 1, np.where(full > 0, 2, 0))
     L = np.asarray(pair.target_logits, dtype=np.float64)[h.rows]
-    plain = settings
-    for knob in _PENALTIES:
-        plain = settings_without(plain, knob)
+    plain = unpenalised(settings)
     # the bias and the penalties: the steps before the temperature (as the recorder's law)
-    first = SamplingSettings(logit_bias=settings.logit_bias, **{k: getattr(settings, k) for k in _PENALTIES})
+    first = SamplingSettings(logit_bias=settings.logit_bias, **{k: getattr(settings, k) for k in PENALTY_KNOBS})
     penalised = process_logits(L, first, seen_counts=h.seen, output_counts=h.out)
     laws = {
         "target": np.asarray(gen.law, dtype=np.float64)[gen.row[:n]],
@@ -353,7 +357,7 @@ def _scored_draft_counted(
     gamma = (gen.drafts >= 0).sum(axis=1)[gen.rounds_of_tokens[:n]]
     verified = np.flatnonzero(gen.position[:n] < gamma)  # the bonus rows are right
     # a penalty moves only the logit of the token it counts: x counted once more changes entry x alone
-    first = SamplingSettings(logit_bias=settings.logit_bias, **{k: getattr(settings, k) for k in _PENALTIES})
+    first = SamplingSettings(logit_bias=settings.logit_bias, **{k: getattr(settings, k) for k in PENALTY_KNOBS})
     base = process_logits(L, first, seen_counts=h.seen, output_counts=h.out)  # [n, V] before temperature
     bumped = process_logits(L, first, seen_counts=h.seen + 1, output_counts=h.out + 1)  # [n, V]: entry x, x counted
     rest = sampling_steps(settings)

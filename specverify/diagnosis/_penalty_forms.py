@@ -43,11 +43,19 @@ from ._models import ORDER, pipeline, settings_without
 if TYPE_CHECKING:
     from ..harness import Generation
 
-__all__ = ["PENALTY_WINDOWS", "FORM_FACTS", "PenaltyInputs", "penalty_form_laws", "sampling_steps"]
+__all__ = [
+    "PENALTY_KNOBS",
+    "PENALTY_WINDOWS",
+    "FORM_FACTS",
+    "PenaltyInputs",
+    "penalty_form_laws",
+    "sampling_steps",
+    "unpenalised",
+]
 
 #: the windows the fitted window class tries (it pays log(len) nats for the choice)
 PENALTY_WINDOWS = (8, 16, 32, 64)
-_PENALTIES = ("repetition_penalty", "presence_penalty", "frequency_penalty")
+PENALTY_KNOBS = ("repetition_penalty", "presence_penalty", "frequency_penalty")
 FORM_FACTS = {
     "penalty_window_not_requested": "tokens match penalties that count only the last few tokens (a window the "
     "request does not set)",
@@ -81,7 +89,7 @@ def _first(settings: SamplingSettings, repetition_penalty: float = 1.0) -> Sampl
 
 def sampling_steps(settings: SamplingSettings) -> SamplingSettings:
     """The request's steps after the bias and the penalties (temperature and the truncations)."""
-    return _unpenalised(settings_without(settings, "logit_bias"))
+    return unpenalised(settings_without(settings, "logit_bias"))
 
 
 def _additive(x: np.ndarray, s: SamplingSettings, out: np.ndarray) -> np.ndarray:
@@ -90,7 +98,7 @@ def _additive(x: np.ndarray, s: SamplingSettings, out: np.ndarray) -> np.ndarray
 
 def _window_law(s: SamplingSettings, d: PenaltyInputs) -> tuple[np.ndarray, str] | None:
     """The best window of :data:`PENALTY_WINDOWS` (by likelihood) and its law."""
-    if s.penalty_window or not any(getattr(s, k) != getattr(SamplingSettings(), k) for k in _PENALTIES):
+    if s.penalty_window or not any(getattr(s, k) != getattr(SamplingSettings(), k) for k in PENALTY_KNOBS):
         return None
 
     def law(w: int) -> np.ndarray:
@@ -122,7 +130,7 @@ def _likeliest(options: Iterator[tuple[str, np.ndarray]], y: np.ndarray) -> tupl
 _COMPOUNDED = {
     "repetition": ("repetition_penalty",),
     "presence and frequency": ("presence_penalty", "frequency_penalty"),
-    "every penalty": _PENALTIES,
+    "every penalty": PENALTY_KNOBS,
 }
 
 
@@ -143,7 +151,7 @@ def _compounding_law(s: SamplingSettings, d: PenaltyInputs, position: np.ndarray
             out[m] = probs_from_logits(d.L[m], sj, seen_counts=d.seen[m], output_counts=d.out[m])
         return out
 
-    sets = {k for k in _PENALTIES if getattr(s, k) != getattr(SamplingSettings(), k)}
+    sets = {k for k in PENALTY_KNOBS if getattr(s, k) != getattr(SamplingSettings(), k)}
 
     def label(what: str, knobs: tuple[str, ...]) -> str:  # an option the unit's knobs miss is the target's law
         return f"compounded: {what}" if sets & set(knobs) else "compounded: none of this unit's penalties"
@@ -162,13 +170,14 @@ def _round_laws(s: SamplingSettings, d: PenaltyInputs, gen: Generation, target: 
     bonus = (gen.position[:n] == gamma) & (gamma > 0)
     if bonus.any():
         law = np.array(target, copy=True)
-        law[bonus] = probs_from_logits(d.L[bonus], _unpenalised(s))
+        law[bonus] = probs_from_logits(d.L[bonus], unpenalised(s))
         out["bonus_row_without_penalties"] = law
     return out
 
 
-def _unpenalised(s: SamplingSettings) -> SamplingSettings:
-    for knob in _PENALTIES:
+def unpenalised(s: SamplingSettings) -> SamplingSettings:
+    """``s`` without its repetition, presence and frequency penalties (the bias kept)."""
+    for knob in PENALTY_KNOBS:
         s = settings_without(s, knob)
     return s
 

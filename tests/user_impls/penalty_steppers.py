@@ -226,9 +226,13 @@ def step_penalties_compound_along_the_block(prefix, draft, target, gamma, rng, s
 def step_bonus_without_penalties(prefix, draft, target, gamma, rng, settings):
     """Bug (vllm-project/vllm#42744: processors applied differently to the verified rows and the
     bonus): the bonus after a full acceptance is sampled from the unpenalised row."""
-    f = lambda logits, h: penalised(logits, h[settings.prompt_len :] if _row(h, prefix) < gamma else [], settings)  # noqa: E731
+
+    def p(logits, h):
+        counted = h[settings.prompt_len :] if _row(h, prefix) < gamma else []  # BUG: the bonus row counts none
+        return penalised(logits, counted, settings)
+
     q = lambda logits, h: penalised(logits, h[settings.prompt_len :], settings)  # noqa: E731
-    return chain(prefix, draft, target, gamma, rng, q, f)
+    return chain(prefix, draft, target, gamma, rng, q, p)
 
 
 def step_presence_as_a_factor(prefix, draft, target, gamma, rng, settings):
